@@ -1,0 +1,1 @@
+"""Pure kernels on plain arrays (numba ``njit(nogil=True)`` and tiled numpy); no dask here."""

@@ -1,0 +1,287 @@
+"""Numba kernels on plain arrays: block statistics, split gains, exact scans.
+
+Every kernel works on *quantized* features: a float32 feature value ``z`` is
+represented by the integer ``q = rint(z * scale)`` with ``scale = 2**k`` (the
+feature map's ``quantum_exponent_``).  Sums of ``q`` are exact ``int64``, so the
+statistics of any range do not depend on how the range was cut into chunks,
+tiles or blocks, and every code path that evaluates the gain of a split
+position feeds :func:`split_gain` the very same integers.
+
+Feature tiles are *feature-major*: ``Z`` has shape ``(p, L)`` with the samples
+along the contiguous axis.
+
+Piece statistics (one row per piece of consecutive samples):
+
+``count``   number of samples
+``S``       ``(p,)`` int64, the sum of ``q``
+``Q``       float64, the sum of ``||q||^2``
+``M2``      float64, the maximum of ``||q||^2`` over the samples
+``R``       float64, an upper bound on the bridge excursion
+            ``max_m ||delta_m - (m / L) S||`` where ``delta_m`` is the sum of the
+            first ``m`` samples of the piece (exact for a piece computed in one
+            go, an upper bound after merges)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "piece_stats",
+    "merge_piece_into",
+    "split_gain",
+    "segment_boundary_scan",
+    "scan_piece",
+    "cusum_gains",
+]
+
+
+@njit(nogil=True, cache=True)
+def split_gain(n_left, n_right, sum_left, sum_total):
+    """Gain of splitting a segment into a left part and a right part.
+
+    ``G = (nL * nR / N) * || S_L / nL - S_R / nR ||^2`` in quantized units,
+    with ``S_R = S - S_L`` computed exactly in integers.  The loop order is
+    fixed, so the result is a deterministic function of its integer inputs.
+    """
+    fl = float(n_left)
+    fr = float(n_right)
+    acc = 0.0
+    for j in range(sum_total.shape[0]):
+        sl = sum_left[j]
+        sr = sum_total[j] - sl
+        d = float(sl) / fl - float(sr) / fr
+        acc += d * d
+    return (fl * fr / (fl + fr)) * acc
+
+
+@njit(nogil=True, cache=True)
+def piece_stats(Z, scale, bounds, S, Q, M2, R, counts):
+    """Statistics of consecutive pieces of a feature tile.
+
+    Parameters
+    ----------
+    Z : float32 (p, L) raw features of the tile (quantized here).
+    scale : float64, ``2**k``.
+    bounds : int64 (k + 1,) local piece boundaries, ``bounds[0] = 0``.
+    S, Q, M2, R, counts : outputs with one row per piece.
+    """
+    p = Z.shape[0]
+    n_pieces = bounds.shape[0] - 1
+    qrow = np.empty(p, np.float64)
+    for i in range(n_pieces):
+        lo = bounds[i]
+        hi = bounds[i + 1]
+        length = hi - lo
+        counts[i] = length
+        for j in range(p):
+            S[i, j] = 0
+        qsum = 0.0
+        m2 = 0.0
+        # first pass: sums, sum of squares, max squared norm
+        for t in range(lo, hi):
+            nrm = 0.0
+            for j in range(p):
+                q = np.rint(np.float64(Z[j, t]) * scale)
+                S[i, j] += np.int64(q)
+                nrm += q * q
+            qsum += nrm
+            if nrm > m2:
+                m2 = nrm
+        Q[i] = qsum
+        M2[i] = m2
+        # second pass: bridge excursion max_m ||delta_m - (m / L) S||
+        for j in range(p):
+            qrow[j] = 0.0
+        rmax2 = 0.0
+        inv_len = 1.0 / float(length)
+        for t in range(lo, hi - 1):
+            frac = float(t - lo + 1) * inv_len
+            nrm = 0.0
+            for j in range(p):
+                qrow[j] += np.rint(np.float64(Z[j, t]) * scale)
+                r = qrow[j] - frac * float(S[i, j])
+                nrm += r * r
+            if nrm > rmax2:
+                rmax2 = nrm
+        R[i] = math.sqrt(rmax2)
+
+
+@njit(nogil=True, cache=True)
+def merge_piece_into(count_a, S_a, Q_a, M2_a, R_a, count_b, S_b, Q_b, M2_b, R_b):
+    """Merge piece B (which follows piece A) into A; returns A's new fields.
+
+    ``S_a`` is updated in place.  The bridge bound of the union is
+    ``max(R_a, R_b) + ||S_a - (n_a / n) (S_a + S_b)||``, a valid upper bound
+    by the triangle inequality.
+    """
+    if count_b == 0:
+        return count_a, Q_a, M2_a, R_a
+    if count_a == 0:
+        for j in range(S_a.shape[0]):
+            S_a[j] = S_b[j]
+        return count_b, Q_b, M2_b, R_b
+    n = count_a + count_b
+    frac = float(count_a) / float(n)
+    acc = 0.0
+    for j in range(S_a.shape[0]):
+        total = S_a[j] + S_b[j]
+        d = float(S_a[j]) - frac * float(total)
+        acc += d * d
+        S_a[j] = total
+    return n, Q_a + Q_b, max(M2_a, M2_b), max(R_a, R_b) + math.sqrt(acc)
+
+
+@njit(nogil=True, cache=True)
+def _diff_into(out, a, b):
+    for j in range(out.shape[0]):
+        out[j] = a[j] - b[j]
+
+
+@njit(nogil=True, cache=True)
+def _centered_norm(sum_left, n_left, sum_total, n_total):
+    """``||S_L - (nL / N) S||`` in floating point (used only for bounds)."""
+    frac = float(n_left) / float(n_total)
+    acc = 0.0
+    for j in range(sum_total.shape[0]):
+        d = float(sum_left[j]) - frac * float(sum_total[j])
+        acc += d * d
+    return math.sqrt(acc)
+
+
+@njit(nogil=True, cache=True)
+def segment_boundary_scan(
+    prefix,
+    bridge,
+    block_size,
+    j0,
+    j1,
+    start,
+    end,
+    prefix_start,
+    prefix_end,
+    bridge_head,
+    bridge_tail,
+    min_size,
+    eps_norm,
+):
+    """Evaluate a segment ``[start, end)`` at its block boundaries.
+
+    The boundaries are ``start``, the grid points ``j * block_size`` for ``j``
+    in ``[j0, j1]`` and ``end``; the pieces between consecutive boundaries are
+    the head piece (bridge bound ``bridge_head``), the base blocks ``j0 ..
+    j1 - 1`` (``bridge[j]``) and the tail piece (``bridge_tail``).  When
+    ``j0 > j1`` the segment is a single piece with bound ``bridge_head``.
+
+    Returns ``(best_gain, best_pos, piece_bounds)``: the largest gain at an
+    admissible boundary (first one on ties; ``-1.0`` and ``-1`` if there is
+    none) and, for each piece, an upper bound on the gain of any admissible
+    split strictly inside it (``-1.0`` if it has none).
+    """
+    n_total = end - start
+    p = prefix_start.shape[0]
+    n_inner = j1 - j0 + 1 if j1 >= j0 else 0
+    n_pieces = n_inner + 1
+    total = np.empty(p, np.int64)
+    _diff_into(total, prefix_end, prefix_start)
+    left = np.empty(p, np.int64)
+    lo_ok = start + min_size
+    hi_ok = end - min_size
+
+    best_gain = -1.0
+    best_pos = -1
+    bounds = np.empty(n_pieces, np.float64)
+    # norms of the centred cumulative sum at each boundary
+    prev_pos = start
+    prev_norm = 0.0
+    for i in range(n_pieces):
+        if i < n_inner:
+            pos = (j0 + i) * block_size
+            _diff_into(left, prefix[j0 + i], prefix_start)
+            norm = _centered_norm(left, pos - start, total, n_total)
+            if lo_ok <= pos <= hi_ok:
+                g = split_gain(pos - start, end - pos, left, total)
+                if g > best_gain:
+                    best_gain = g
+                    best_pos = pos
+        else:
+            pos = end
+            norm = 0.0
+        # piece [prev_pos, pos)
+        if i == 0:
+            rb = bridge_head
+        elif i == n_pieces - 1:
+            rb = bridge_tail
+        else:
+            rb = bridge[j0 + i - 1]
+        c_lo = max(prev_pos + 1, lo_ok)
+        c_hi = min(pos - 1, hi_ok)
+        if c_lo > c_hi:
+            bounds[i] = -1.0
+        else:
+            w_lo = float(c_lo - start) * float(end - c_lo)
+            w_hi = float(c_hi - start) * float(end - c_hi)
+            h = float(n_total) / min(w_lo, w_hi)
+            u = max(prev_norm, norm) + rb + eps_norm
+            bounds[i] = h * u * u
+        prev_pos = pos
+        prev_norm = norm
+    return best_gain, best_pos, bounds
+
+
+@njit(nogil=True, cache=True)
+def scan_piece(Z, scale, piece_start, seg_start, seg_end, left_at_piece, total, min_size):
+    """Exact scan of every split position strictly inside a piece.
+
+    ``Z`` (p, L) holds the raw features of samples ``piece_start ..
+    piece_start + L - 1``; ``left_at_piece`` is the exact integer sum of the
+    segment's samples before ``piece_start``; ``total`` the segment's sum.
+
+    Returns ``(best_gain, best_pos)`` (first position on ties; ``-1.0, -1``
+    when no admissible position lies inside the piece).
+    """
+    p = Z.shape[0]
+    length = Z.shape[1]
+    left = left_at_piece.copy()
+    lo_ok = seg_start + min_size
+    hi_ok = seg_end - min_size
+    best_gain = -1.0
+    best_pos = -1
+    for t in range(length - 1):
+        for j in range(p):
+            left[j] += np.int64(np.rint(np.float64(Z[j, t]) * scale))
+        pos = piece_start + t + 1
+        if pos < lo_ok:
+            continue
+        if pos > hi_ok:
+            break
+        g = split_gain(pos - seg_start, seg_end - pos, left, total)
+        if g > best_gain:
+            best_gain = g
+            best_pos = pos
+    return best_gain, best_pos
+
+
+@njit(nogil=True, cache=True)
+def cusum_gains(cumsum, seg_start, seg_end, min_size):
+    """Gains at every admissible split of ``[seg_start, seg_end)``.
+
+    ``cumsum`` is the full-resolution exact prefix sum, ``cumsum[i]`` = sum of
+    the first ``i`` samples.  Entry ``c - seg_start`` of the result is the gain
+    of the split at ``c`` (``-inf`` where ``c`` is not admissible).  This is
+    the brute-force evaluation used by the reference scan and by small inputs
+    in tests.
+    """
+    n_total = seg_end - seg_start
+    out = np.full(n_total + 1, -np.inf)
+    p = cumsum.shape[1]
+    total = np.empty(p, np.int64)
+    left = np.empty(p, np.int64)
+    _diff_into(total, cumsum[seg_end], cumsum[seg_start])
+    for c in range(seg_start + min_size, seg_end - min_size + 1):
+        _diff_into(left, cumsum[c], cumsum[seg_start])
+        out[c - seg_start] = split_gain(c - seg_start, seg_end - c, left, total)
+    return out

@@ -1,0 +1,57 @@
+"""Bandwidth heuristics."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["median_distance", "resolve_bandwidth"]
+
+
+def median_distance(sample: np.ndarray, metric: str = "euclidean", block: int = 256) -> float:
+    """Median of the pairwise distances ``||x_i - x_j||`` (i < j) of a sample.
+
+    ``metric`` is ``"euclidean"`` or ``"cityblock"`` (L1).  Computed in row
+    blocks, so a sample of a few thousand points needs a few MB.
+    """
+    x = np.asarray(sample, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    m = x.shape[0]
+    if m < 2:
+        raise ValueError("the median heuristic needs at least 2 sample points")
+    parts = []
+    for lo in range(0, m - 1, block):
+        hi = min(m - 1, lo + block)
+        diff = x[lo:hi, None, :] - x[None, :, :]
+        if metric == "euclidean":
+            dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+        elif metric == "cityblock":
+            dist = np.abs(diff).sum(axis=2)
+        else:
+            raise ValueError(f"unknown metric {metric!r}; use 'euclidean' or 'cityblock'")
+        rows = np.arange(lo, hi)[:, None]
+        cols = np.arange(m)[None, :]
+        parts.append(dist[cols > rows])
+    return float(np.median(np.concatenate(parts)))
+
+
+def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -> float:
+    """A positive bandwidth from a number or ``"median"``, or a clear error."""
+    if isinstance(bandwidth, str):
+        if bandwidth != "median":
+            raise ValueError(f"bandwidth must be a positive number or 'median', got {bandwidth!r}")
+        value = median_distance(sample, metric)
+        if not value > 0:
+            raise ValueError(
+                "the median heuristic gave bandwidth 0: more than half of the sampled pairs of "
+                f"points are equal (sample of {sample.shape[0]} points). If the signal is "
+                "constant there is nothing to segment; otherwise pass an explicit "
+                "bandwidth=<float> (a typical distance between samples of different regimes)"
+            )
+        return value
+    value = float(bandwidth)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(
+            f"bandwidth must be a positive finite number or 'median', got {bandwidth!r}"
+        )
+    return value

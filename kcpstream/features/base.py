@@ -1,0 +1,223 @@
+"""The feature-map interface shared by every map, and its JSON form."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from .._kernels.featurize import quantize
+
+__all__ = ["FeatureMap", "NotFittedError", "QUANTUM_BITS", "exponent_for_amplitude"]
+
+#: Bits of the fixed-point grid below the largest expected feature magnitude:
+#: a feature of magnitude ``a`` is represented by an integer of at most
+#: ``2**QUANTUM_BITS`` (more precise than float32 near ``a``), which keeps the
+#: exact int64 sums free of overflow for up to ``2**34`` samples.
+QUANTUM_BITS = 28
+
+#: Samples featurized together in one tile (bounded memory, amortised calls).
+DEFAULT_TILE = 4096
+
+
+class NotFittedError(RuntimeError):
+    """Raised when a feature map is used before :meth:`FeatureMap.fit`."""
+
+
+def exponent_for_amplitude(amplitude: float) -> int:
+    """Grid exponent ``k`` such that ``amplitude * 2**k <= 2**QUANTUM_BITS``."""
+    if not math.isfinite(amplitude) or amplitude <= 0:
+        amplitude = 1.0
+    return QUANTUM_BITS - math.ceil(math.log2(amplitude))
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return {
+            "dtype": str(value.dtype),
+            "shape": list(value.shape),
+            "data": value.ravel().tolist(),
+        }
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"dtype", "shape", "data"}:
+        return np.asarray(value["data"], dtype=value["dtype"]).reshape(value["shape"])
+    return value
+
+
+class FeatureMap:
+    """A map ``phi`` from samples in R^d to R^p with ``<phi(x), phi(y)> ~ k(x, y)``.
+
+    Subclasses follow the scikit-learn convention: ``__init__`` stores the
+    parameters, :meth:`fit` computes the fitted state from a small sample
+    (attributes ending in ``_``), :meth:`transform` featurizes any array.
+
+    Features are float32 values on the fixed-point grid ``2**-quantum_exponent_``
+    so that sums of features are exact integers; see :mod:`kcpstream._kernels`.
+    """
+
+    #: registry name
+    name: ClassVar[str] = ""
+    #: names of the constructor parameters (stored as attributes)
+    _param_names: ClassVar[tuple[str, ...]] = ()
+    #: names of the fitted attributes (serialised to JSON)
+    _fitted_names: ClassVar[tuple[str, ...]] = ()
+
+    # -- parameters -------------------------------------------------------
+    def get_params(self) -> dict[str, Any]:
+        """The constructor parameters."""
+        return {k: getattr(self, k) for k in self._param_names}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        state = "fitted" if self.is_fitted else "not fitted"
+        return f"{type(self).__name__}({args})  # {state}"
+
+    # -- fitted state -----------------------------------------------------
+    @property
+    def is_fitted(self) -> bool:
+        """Whether :meth:`fit` has been called (or the state was loaded)."""
+        return all(hasattr(self, k) for k in self._fitted_names)
+
+    def _check_fitted(self) -> None:
+        if not self.is_fitted:
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet: call .fit(sample) first, "
+                "or let kcpstream.segment fit it on a sample of the signal"
+            )
+
+    @property
+    def n_features_out_(self) -> int:
+        """Output dimension p of the fitted map."""
+        raise NotImplementedError
+
+    @property
+    def n_features_in_(self) -> int:
+        """Input dimension d the map was fitted on."""
+        self._check_fitted()
+        return int(self.center_.shape[0])
+
+    def fit(self, sample: np.ndarray) -> Self:
+        """Fit the map on a sample of shape (m, d) (or (m,)); returns ``self``."""
+        raise NotImplementedError
+
+    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Write the raw float32 features of tile ``x`` (L, d) into ``out`` (p, L)."""
+        raise NotImplementedError
+
+    def _check_input(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X)
+        if X.ndim == 1:
+            X = X[:, None]
+        if X.ndim != 2:
+            raise ValueError(
+                f"expected an array of shape (n,) or (n, d), got shape {X.shape}; "
+                "reshape it so that time is the first axis"
+            )
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"this feature map was fitted on d={self.n_features_in_} channels but the "
+                f"input has d={X.shape[1]}; fit a new map on data of the same width"
+            )
+        return X
+
+    def transform(self, X: np.ndarray, *, tile: int = DEFAULT_TILE) -> np.ndarray:
+        """Features of every sample of ``X``.
+
+        Parameters
+        ----------
+        X : array of shape (n,) or (n, d)
+        tile : samples featurized together (does not change the result)
+
+        Returns
+        -------
+        numpy.ndarray of float32, shape (n, p)
+            The features, exactly the values whose sums the data pass
+            accumulates (on the grid ``2**-quantum_exponent_``).
+        """
+        self._check_fitted()
+        X = self._check_input(X)
+        n = X.shape[0]
+        p = self.n_features_out_
+        result = np.empty((n, p), dtype=np.float32)
+        buf = np.empty((p, min(tile, max(n, 1))), dtype=np.float32)
+        for lo in range(0, n, tile):
+            hi = min(n, lo + tile)
+            out = buf[:, : hi - lo]
+            self._featurize_tile(X[lo:hi], out)
+            result[lo:hi] = quantize(out, self.quantum_exponent_).T
+        return result
+
+    def kernel(self, X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
+        """The approximate kernel matrix ``phi(X) phi(Y)^T`` (float64)."""
+        zx = self.transform(X).astype(np.float64)
+        zy = zx if Y is None else self.transform(Y).astype(np.float64)
+        return zx @ zy.T
+
+    # -- JSON -------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-compatible description: parameters and fitted state."""
+        out: dict[str, Any] = {"feature_map": self.name, "params": self.get_params()}
+        if self.is_fitted:
+            out["fitted"] = {k: _encode(getattr(self, k)) for k in self._fitted_names}
+        return out
+
+    def to_json(self) -> str:
+        """The map as a JSON string (round-trips exactly through :meth:`from_json`)."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FeatureMap:
+        """Rebuild a map (fitted or not) from :meth:`to_dict` output."""
+        from . import get_feature_map_class
+
+        klass = get_feature_map_class(data["feature_map"])
+        if cls is not FeatureMap and not issubclass(klass, cls):
+            raise TypeError(f"the description is of a {klass.__name__}, not a {cls.__name__}")
+        obj = klass(**data["params"])
+        for k, v in data.get("fitted", {}).items():
+            setattr(obj, k, _decode(v))
+        return obj
+
+    @classmethod
+    def from_json(cls, text: str) -> FeatureMap:
+        """Rebuild a map from :meth:`to_json` output."""
+        return cls.from_dict(json.loads(text))
+
+    def __eq__(self, other: object) -> bool:
+        if type(self) is not type(other):
+            return NotImplemented
+        if self.get_params() != other.get_params() or self.is_fitted != other.is_fitted:
+            return False
+        for k in self._fitted_names if self.is_fitted else ():
+            a, b = getattr(self, k), getattr(other, k)
+            if isinstance(a, np.ndarray):
+                if not (a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def as_sample(sample: np.ndarray) -> np.ndarray:
+    """A fit sample as a finite float64 (m, d) array, or a clear error."""
+    x = np.asarray(sample, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise ValueError(f"a fit sample must have shape (m,) or (m, d) with m >= 1, got {x.shape}")
+    if not np.isfinite(x).all():
+        bad = int(np.argmax(~np.isfinite(x).all(axis=1)))
+        raise ValueError(
+            f"the fit sample contains NaN or inf (first at row {bad}); "
+            "remove or fill non-finite values before fitting"
+        )
+    return x

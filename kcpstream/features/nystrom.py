@@ -1,0 +1,118 @@
+"""Nyström features from landmarks drawn uniformly from a sample."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+import numpy as np
+
+from .._kernels.featurize import nystrom_tile
+from .bandwidth import resolve_bandwidth
+from .base import FeatureMap, as_sample, exponent_for_amplitude
+from .rff import resolve_seed
+
+__all__ = ["Nystrom"]
+
+
+class Nystrom(FeatureMap):
+    """Nyström features ``phi(x) = k(x, L) U Lambda^{-1/2}``.
+
+    ``L`` holds ``n_features`` landmarks drawn uniformly without replacement
+    from the fit sample (all of it when the sample is smaller);
+    ``K_LL = U Lambda U^T`` is eigendecomposed and eigenvalues below
+    ``rcond * max(Lambda)`` are dropped, so the output dimension
+    ``n_features_out_`` may be smaller than ``n_features``.  With every sample
+    as a landmark and full rank, ``<phi(x_i), phi(x_j)> = k(x_i, x_j)``.
+
+    Parameters
+    ----------
+    n_features : int
+        Number of landmarks m (the output dimension before rank truncation).
+    kernel : {"gaussian", "laplacian"}
+        As for :class:`~kcpstream.features.RFF`.
+    bandwidth : float or "median"
+    rcond : float
+        Relative eigenvalue threshold of the rank truncation.
+    seed : int or None
+        Seed of the landmark draw.
+    """
+
+    name = "nystrom"
+    _param_names = ("n_features", "kernel", "bandwidth", "rcond", "seed")
+    _fitted_names = (
+        "center_",
+        "bandwidth_",
+        "landmarks_",
+        "projection_",
+        "quantum_exponent_",
+        "seed_",
+    )
+
+    def __init__(
+        self,
+        n_features: int = 64,
+        *,
+        kernel: Literal["gaussian", "laplacian"] = "gaussian",
+        bandwidth: float | str = "median",
+        rcond: float = 1e-6,
+        seed: int | None = 0,
+    ) -> None:
+        if not isinstance(n_features, int | np.integer) or n_features < 1:
+            raise ValueError(f"Nystrom needs n_features >= 1 landmarks, got {n_features!r}")
+        if kernel not in ("gaussian", "laplacian"):
+            raise ValueError(f"Nystrom kernel must be 'gaussian' or 'laplacian', got {kernel!r}")
+        if not 0 <= rcond < 1:
+            raise ValueError(f"rcond must lie in [0, 1), got {rcond!r}")
+        self.n_features = int(n_features)
+        self.kernel = kernel
+        self.bandwidth = bandwidth
+        self.rcond = float(rcond)
+        self.seed = seed
+
+    @property
+    def n_features_out_(self) -> int:
+        self._check_fitted()
+        return int(self.projection_.shape[1])
+
+    def _scale(self) -> np.float32:
+        if self.kernel == "gaussian":
+            return np.float32(1.0 / (2.0 * self.bandwidth_**2))
+        return np.float32(1.0 / self.bandwidth_)
+
+    def fit(self, sample: np.ndarray) -> Self:
+        x = as_sample(sample)
+        metric = "euclidean" if self.kernel == "gaussian" else "cityblock"
+        sigma = resolve_bandwidth(self.bandwidth, x, metric)
+        seed = resolve_seed(self.seed)
+        rng = np.random.default_rng(seed)
+        m = min(self.n_features, x.shape[0])
+        idx = np.sort(rng.choice(x.shape[0], size=m, replace=False))
+        self.center_ = np.median(x, axis=0)
+        self.bandwidth_ = float(sigma)
+        landmarks = (x[idx] - self.center_).astype(np.float32)
+        lm = landmarks.astype(np.float64)
+        diff = lm[:, None, :] - lm[None, :, :]
+        if self.kernel == "gaussian":
+            gram = np.exp(-(diff**2).sum(axis=2) / (2.0 * sigma**2))
+        else:
+            gram = np.exp(-np.abs(diff).sum(axis=2) / sigma)
+        evals, evecs = np.linalg.eigh(gram)
+        keep = evals > self.rcond * evals[-1]
+        evals, evecs = evals[keep][::-1], evecs[:, keep][:, ::-1]
+        self.landmarks_ = landmarks
+        self.projection_ = np.ascontiguousarray(evecs / np.sqrt(evals), dtype=np.float32)
+        # ||phi(x)||^2 <= k(x, x) = 1, so every coordinate is at most 1 in magnitude
+        self.quantum_exponent_ = exponent_for_amplitude(1.0)
+        self.seed_ = seed
+        return self
+
+    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+        nystrom_tile(
+            x,
+            self.center_,
+            self.landmarks_,
+            self._scale(),
+            self.kernel == "laplacian",
+            self.projection_,
+            out,
+        )

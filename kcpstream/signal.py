@@ -1,0 +1,270 @@
+"""Inputs to one ``(n, d)`` dask array along time, and every input check.
+
+numpy, dask, zarr arrays, paths to zarr stores and xarray DataArrays all
+become a :class:`Signal`: a dask array chunked along time only, so a single
+code path (the data pass) serves every input.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+__all__ = ["Signal", "as_signal", "InputError", "check_finite_index"]
+
+#: Largest number of samples a series may have: keeps the exact int64 sums of
+#: features (at most 2**28 per sample and coordinate) free of overflow.
+MAX_SAMPLES = 2**34
+
+
+class InputError(ValueError):
+    """The input cannot be segmented as given; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A signal of ``n`` samples in ``d`` channels as a dask array ``(n, d)``.
+
+    Attributes
+    ----------
+    data : dask.array.Array
+        Shape (n, d), chunked along the first axis only.
+    description : str
+        Where the data comes from (for messages and fingerprints).
+    source : dict
+        Identification of the source: kind, path, variable, dtype.
+    """
+
+    data: da.Array
+    description: str
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return int(self.data.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.data.shape[1])
+
+    @property
+    def chunk_starts(self) -> np.ndarray:
+        """Start index of every chunk, plus ``n`` at the end."""
+        return np.concatenate([[0], np.cumsum(self.data.chunks[0])]).astype(np.int64)
+
+    def sample(self, max_points: int = 2048, max_chunks: int = 8, seed: int = 0) -> np.ndarray:
+        """A fit sample: at most ``max_points`` samples from at most ``max_chunks``
+        evenly spaced chunks (float64, shape (m, d)).
+
+        Only the chosen chunks are read; within each, samples are drawn
+        uniformly without replacement.
+        """
+        starts = self.chunk_starts
+        n_chunks = len(starts) - 1
+        chosen = np.unique(
+            np.linspace(0, n_chunks - 1, min(max_chunks, n_chunks)).round().astype(int)
+        )
+        per_chunk = max(1, max_points // len(chosen))
+        rng = np.random.default_rng(seed)
+        parts = []
+        for i in chosen:
+            size = int(starts[i + 1] - starts[i])
+            if size <= per_chunk:
+                idx = np.arange(size)
+            else:
+                idx = np.sort(rng.choice(size, size=per_chunk, replace=False))
+            parts.append(dask.delayed(_take_rows)(self.data.blocks[int(i)], idx))
+        rows = dask.compute(*parts)
+        return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
+
+    def first_nonfinite(self) -> int | None:
+        """Index of the first sample with a NaN or inf in any channel, or None."""
+        if not np.issubdtype(self.data.dtype, np.floating):
+            return None
+        bad = ~da.isfinite(self.data).all(axis=1)
+        any_bad, first = dask.compute(bad.any(), da.argmax(bad))
+        return int(first) if any_bad else None
+
+
+def _take_rows(block: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    return np.asarray(block)[idx]
+
+
+def check_finite_index(first_bad: int | None, description: str) -> None:
+    """Raise the NaN/inf error for the first bad sample, if there is one."""
+    if first_bad is not None:
+        raise InputError(
+            f"{description} contains NaN or inf; the first non-finite sample is at index "
+            f"{first_bad}. Remove or fill non-finite values first (for example with "
+            "xarray's .interpolate_na or .ffill along time)"
+        )
+
+
+def _default_chunk(n: int) -> int:
+    """Chunk length for in-memory arrays: views, a few chunks per core."""
+    return int(max(2**16, min(2**20, -(-n // 8))))
+
+
+def _open_zarr(path: str | os.PathLike, variable: str | None) -> tuple[Any, str]:
+    import zarr
+
+    path_str = os.fspath(path)
+    if "://" not in path_str and not os.path.exists(path_str):
+        raise InputError(f"no zarr store at {path_str!r}: check the path")
+    try:
+        node = zarr.open(path_str, mode="r")
+    except Exception as exc:  # zarr raises several types for unreadable stores
+        raise InputError(f"cannot open {path_str!r} as a zarr store: {exc}") from exc
+    if isinstance(node, zarr.Array):
+        if variable is not None:
+            raise InputError(
+                f"{path_str!r} is a single zarr array, so variable={variable!r} does not apply; "
+                "omit variable"
+            )
+        return node, path_str
+    names = sorted(node.array_keys())
+    if variable is None:
+        if len(names) == 1:
+            variable = names[0]
+        else:
+            raise InputError(
+                f"the zarr group {path_str!r} holds {len(names)} arrays "
+                f"({', '.join(names) or 'none'}); "
+                "choose one with variable=<name>"
+            )
+    try:
+        arr = node[variable]
+    except KeyError:
+        raise InputError(
+            f"the zarr group {path_str!r} has no array {variable!r}; "
+            f"available arrays: {', '.join(names) or 'none'}"
+        ) from None
+    if not isinstance(arr, zarr.Array):
+        raise InputError(f"{variable!r} in {path_str!r} is a group, not an array")
+    return arr, f"{path_str}/{variable}"
+
+
+def _check_dtype(dtype: np.dtype, description: str) -> None:
+    if dtype.kind not in "iuf":
+        hint = " (cast booleans with .astype(float))" if dtype.kind == "b" else ""
+        raise InputError(
+            f"{description} has dtype {dtype}, which is not a real number type; "
+            f"kcpstream segments integer or floating-point samples{hint}"
+        )
+
+
+def as_signal(
+    data: Any,
+    *,
+    variable: str | None = None,
+    dim: str | None = None,
+    chunks: int | None = None,
+) -> Signal:
+    """Normalise any supported input to a :class:`Signal`.
+
+    Parameters
+    ----------
+    data : numpy array, dask array, zarr array, xarray.DataArray, or path/URL
+        ``(n,)`` or ``(n, d)`` with time first; a path opens a zarr store
+        (``variable`` names the array inside a group).
+    variable : str, optional
+        Array name inside a zarr group.
+    dim : str, optional
+        Time dimension of a DataArray (default: its first dimension).
+    chunks : int, optional
+        Chunk length along time for in-memory input (default: a few chunks per
+        core, at most 2**20 samples; numpy arrays are wrapped without a copy).
+    """
+    source: dict[str, Any]
+    if isinstance(data, str | os.PathLike):
+        arr, description = _open_zarr(data, variable)
+        source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
+        x = da.from_zarr(arr)
+    elif _is_zarr_array(data):
+        description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
+        source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
+        x = da.from_zarr(data)
+    elif isinstance(data, da.Array):
+        description = "dask array"
+        source = {"kind": "dask", "name": data.name}
+        x = data
+    elif _is_dataarray(data):
+        time_dim = dim or data.dims[0]
+        if time_dim not in data.dims:
+            raise InputError(
+                f"the DataArray has no dimension {time_dim!r}; its dimensions are {data.dims}"
+            )
+        data = data.transpose(time_dim, ...)
+        description = f"DataArray {data.name!r}"
+        source = {"kind": "xarray", "name": str(data.name)}
+        raw = data.data
+        x = (
+            raw
+            if isinstance(raw, da.Array)
+            else da.from_array(
+                np.asarray(raw), chunks=(chunks or _default_chunk(raw.shape[0]),) + raw.shape[1:]
+            )
+        )
+    else:
+        if variable is not None:
+            raise InputError("variable= applies to zarr stores only; pass the array itself")
+        arr = np.asarray(data)
+        description = "array"
+        source = {"kind": "numpy"}
+        if arr.ndim not in (1, 2):
+            raise InputError(
+                "expected a signal of shape (n,) or (n, d) with time first, "
+                f"got shape {arr.shape}; "
+                "reshape it (for several independent series, segment each one)"
+            )
+        _check_dtype(arr.dtype, description)
+        c = chunks or _default_chunk(arr.shape[0])
+        x = da.from_array(arr, chunks=(c,) + arr.shape[1:])
+
+    if x.ndim not in (1, 2):
+        raise InputError(
+            f"expected a signal of shape (n,) or (n, d) with time first, got shape {x.shape} "
+            f"from {description}; select one series or reshape"
+        )
+    _check_dtype(np.dtype(x.dtype), description)
+    if x.ndim == 1:
+        x = x[:, None]
+    if any(np.isnan(c) for c in x.chunks[0]):
+        raise InputError(
+            f"{description} has unknown chunk sizes; call .compute_chunk_sizes() first"
+        )
+    if chunks is not None and source["kind"] != "numpy":
+        x = x.rechunk({0: chunks})
+    if len(x.chunks[1]) > 1:
+        x = x.rechunk({1: -1})
+    n = int(x.shape[0])
+    if n == 0 or x.shape[1] == 0:
+        raise InputError(f"{description} is empty (shape {tuple(x.shape)}); nothing to segment")
+    if n > MAX_SAMPLES:
+        raise InputError(
+            f"{description} has {n} samples, more than the {MAX_SAMPLES} one series may have; "
+            "split it into consecutive series"
+        )
+    source.update(shape=list(x.shape), dtype=str(x.dtype))
+    return Signal(data=x, description=description, source=source)
+
+
+def _is_zarr_array(obj: Any) -> bool:
+    try:
+        import zarr
+    except ImportError:  # pragma: no cover - zarr is a dependency
+        return False
+    return isinstance(obj, zarr.Array)
+
+
+def _is_dataarray(obj: Any) -> bool:
+    try:
+        import xarray as xr
+    except ImportError:  # pragma: no cover - xarray is a dependency
+        return False
+    return isinstance(obj, xr.DataArray)

@@ -1,0 +1,146 @@
+"""BlockStats: exact prefix sums of quantized features over a grid of blocks.
+
+The grid has boundaries at ``0, B, 2B, ..., n``.  Refinements insert exact
+split points inside blocks: their prefix sums and the statistics of the two
+pieces they cut a block (or piece) into are kept, so later queries at those
+positions are exact too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["BlockStats", "PieceStats"]
+
+
+@dataclass(frozen=True)
+class PieceStats:
+    """Statistics of a run of consecutive samples (quantized units)."""
+
+    count: int
+    S: np.ndarray  # int64 (p,)
+    Q: float
+    M2: float
+    R: float
+
+
+class BlockStats:
+    """Prefix sums over the block grid, answering range sums in O(p).
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    block_size : int
+        Grid step B.
+    quantum_exponent : int
+        Features are integers ``q = rint(z * 2**quantum_exponent)``.
+    S, Q, M2, R : arrays with one row per block
+        Block sums of q (int64, (nb, p)), of ||q||^2, maxima of ||q||^2,
+        bridge-excursion bounds.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        block_size: int,
+        quantum_exponent: int,
+        S: np.ndarray,
+        Q: np.ndarray,
+        M2: np.ndarray,
+        R: np.ndarray,
+    ) -> None:
+        self.n = int(n)
+        self.block_size = int(block_size)
+        self.quantum_exponent = int(quantum_exponent)
+        nb = S.shape[0]
+        if nb != -(-self.n // self.block_size):
+            raise ValueError("block statistics do not cover the signal")
+        self.prefix = np.zeros((nb + 1, S.shape[1]), dtype=np.int64)
+        np.cumsum(S, axis=0, out=self.prefix[1:])
+        self.prefix_q = np.zeros(nb + 1, dtype=np.float64)
+        np.cumsum(Q, out=self.prefix_q[1:])
+        self.max_norm2 = np.ascontiguousarray(M2, dtype=np.float64)
+        self.bridge = np.ascontiguousarray(R, dtype=np.float64)
+        self._points: dict[int, tuple[np.ndarray, float]] = {}
+        self._pieces: dict[tuple[int, int], PieceStats] = {}
+
+    # -- sizes ------------------------------------------------------------
+    @property
+    def n_blocks(self) -> int:
+        return int(self.bridge.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.prefix.shape[1])
+
+    @property
+    def unit(self) -> float:
+        """Feature units per quantized unit squared: ``2**(-2k)`` (exact)."""
+        return math.ldexp(1.0, -2 * self.quantum_exponent)
+
+    @property
+    def nbytes(self) -> int:
+        return int(
+            self.prefix.nbytes + self.prefix_q.nbytes + self.max_norm2.nbytes + self.bridge.nbytes
+        )
+
+    @property
+    def global_max_norm2(self) -> float:
+        return float(self.max_norm2.max()) if self.n_blocks else 0.0
+
+    # -- positions --------------------------------------------------------
+    def is_grid_point(self, pos: int) -> bool:
+        return pos % self.block_size == 0 or pos == self.n
+
+    def grid_index(self, pos: int) -> int:
+        return -(-pos // self.block_size) if pos == self.n else pos // self.block_size
+
+    def prefix_at(self, pos: int) -> tuple[np.ndarray, float]:
+        """Exact sum of q and sum of ||q||^2 over samples ``[0, pos)``."""
+        if self.is_grid_point(pos):
+            j = self.grid_index(pos)
+            return self.prefix[j], float(self.prefix_q[j])
+        try:
+            return self._points[pos]
+        except KeyError:
+            raise KeyError(f"position {pos} is neither a grid point nor a refined split") from None
+
+    def piece_bridge(self, start: int, end: int) -> float:
+        """Bridge bound of the piece ``[start, end)`` (a block or a refined piece)."""
+        j = start // self.block_size
+        if start % self.block_size == 0 and end == min(start + self.block_size, self.n):
+            return float(self.bridge[j])
+        return self._pieces[(start, end)].R
+
+    def add_split(
+        self, pos: int, piece_start: int, piece_end: int, left: PieceStats, right: PieceStats
+    ) -> None:
+        """Record an exact split at ``pos`` inside the piece ``[piece_start, piece_end)``."""
+        if self.is_grid_point(pos):
+            return
+        s0, q0 = self.prefix_at(piece_start)
+        self._points[pos] = (s0 + left.S, q0 + left.Q)
+        self._pieces[(piece_start, pos)] = left
+        self._pieces[(pos, piece_end)] = right
+
+    # -- range queries ----------------------------------------------------
+    def range_sum(self, start: int, end: int) -> tuple[np.ndarray, float]:
+        """Exact sum of q (int64) and sum of ||q||^2 over ``[start, end)``."""
+        s1, q1 = self.prefix_at(end)
+        s0, q0 = self.prefix_at(start)
+        return s1 - s0, q1 - q0
+
+    def cost(self, start: int, end: int) -> float:
+        """Segment cost ``Q - ||S||^2 / N`` over ``[start, end)``, in feature units."""
+        s, q = self.range_sum(start, end)
+        sf = s.astype(np.float64)
+        return (q - float(sf @ sf) / (end - start)) * self.unit
+
+    def total_cost(self, changepoints: list[int] | np.ndarray) -> float:
+        """Sum of segment costs of the segmentation with these change-points."""
+        bounds = [0, *sorted(int(c) for c in changepoints), self.n]
+        return float(sum(self.cost(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)))

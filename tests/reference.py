@@ -1,0 +1,60 @@
+"""The slow, obvious implementation the fast search must equal.
+
+It featurizes every sample with ``FeatureMap.transform``, takes the exact
+integer cumulative sum over all samples, evaluates every admissible split of
+every segment, and runs sequential binary segmentation: split the segment
+whose best gain is largest (ties: the smallest split position), repeat.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcpstream._kernels.blockstats import split_gain
+
+
+def quantized(features: np.ndarray, exponent: int) -> np.ndarray:
+    """Integer features ``z * 2**exponent`` (asserting they are exact integers)."""
+    scaled = features.astype(np.float64) * 2.0**exponent
+    q = scaled.astype(np.int64)
+    assert np.array_equal(q.astype(np.float64), scaled), "features are not on the fixed-point grid"
+    return q
+
+
+def best_split(cumsum: np.ndarray, a: int, e: int, min_size: int) -> tuple[float, int]:
+    """Best split of [a, e) over every position; (-1.0, -1) if none is admissible."""
+    best_gain, best_pos = -1.0, -1
+    total = cumsum[e] - cumsum[a]
+    for c in range(a + min_size, e - min_size + 1):
+        g = split_gain(c - a, e - c, cumsum[c] - cumsum[a], total)
+        if g > best_gain:
+            best_gain, best_pos = g, c
+    return best_gain, best_pos
+
+
+def reference_binseg(
+    q: np.ndarray, min_size: int, n_bkps: int | None = None, pen_q: float | None = None
+):
+    """Sequential binary segmentation over integer features ``q`` (n, p).
+
+    Returns the list of (split, gain) in the order made, or None when
+    ``n_bkps`` splits cannot be made.
+    """
+    n = q.shape[0]
+    cumsum = np.zeros((n + 1, q.shape[1]), dtype=np.int64)
+    np.cumsum(q, axis=0, out=cumsum[1:])
+    segments = {(0, n): best_split(cumsum, 0, n, min_size)}
+    order = []
+    while n_bkps is None or len(order) < n_bkps:
+        # largest gain first; among equal gains the smallest split position
+        key, (gain, pos) = max(segments.items(), key=lambda kv: (kv[1][0], -kv[1][1]))
+        if pos < 0 or (pen_q is not None and not gain > pen_q):
+            break
+        order.append((pos, gain))
+        del segments[key]
+        a, e = key
+        segments[(a, pos)] = best_split(cumsum, a, pos, min_size)
+        segments[(pos, e)] = best_split(cumsum, pos, e, min_size)
+    if n_bkps is not None and len(order) < n_bkps:
+        return None
+    return order

@@ -1,0 +1,119 @@
+"""The fast search equals the brute-force scan of every sample (property tests)."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kcpstream
+from kcpstream import RFF, InputError, Linear, NotEnoughSplitsError, Nystrom
+
+from .reference import quantized, reference_binseg
+
+
+@st.composite
+def signals(draw):
+    n = draw(st.integers(6, 240))
+    d = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**32 - 1))
+    kind = draw(st.sampled_from(["normal", "piecewise", "integers"]))
+    rng = np.random.default_rng(seed)
+    if kind == "normal":
+        x = rng.normal(size=(n, d))
+    elif kind == "integers":  # many exact ties
+        x = rng.integers(0, draw(st.integers(2, 4)), size=(n, d)).astype(np.float64)
+    else:
+        k = draw(st.integers(1, 4))
+        cps = np.sort(rng.choice(np.arange(1, n), size=min(k, n - 1), replace=False))
+        levels = rng.normal(scale=3, size=(len(cps) + 1, d))
+        x = rng.normal(size=(n, d)) + np.repeat(levels, np.diff(np.r_[0, cps, n]), axis=0)
+    return x if d > 1 or draw(st.booleans()) else x[:, 0]
+
+
+@st.composite
+def chunkings(draw, n):
+    sizes = []
+    left = n
+    while left > 0:
+        s = draw(st.integers(1, max(1, min(left, n // 2 + 1))))
+        sizes.append(s)
+        left -= s
+    return tuple(sizes)
+
+
+feature_maps = st.one_of(
+    st.builds(
+        lambda p, s: RFF(p, bandwidth=1.5, seed=s), st.sampled_from([2, 4, 16]), st.integers(0, 9)
+    ),
+    st.builds(
+        lambda m, s: Nystrom(m, bandwidth=1.5, seed=s), st.integers(1, 12), st.integers(0, 9)
+    ),
+    st.builds(
+        lambda p, s: RFF(p, kernel="laplacian", bandwidth=2.0, seed=s),
+        st.sampled_from([2, 8]),
+        st.integers(0, 9),
+    ),
+    st.just(Linear()),
+)
+
+
+def _run(x, chunks, fmap, **kw):
+    arr = np.asarray(x)
+    data = da.from_array(arr, chunks=(chunks,) + arr.shape[1:])
+    return kcpstream.segment(data, features=fmap, **kw)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), x=signals(), fmap=feature_maps)
+def test_binseg_equals_bruteforce(data, x, fmap):
+    n = x.shape[0]
+    chunks = data.draw(chunkings(n), label="chunks")
+    block_size = data.draw(st.one_of(st.just(1), st.integers(1, n + 3)), label="block_size")
+    tile = data.draw(st.sampled_from([1, 3, 7, 64, 4096]), label="tile")
+    min_size = data.draw(st.integers(1, max(1, n // 4)), label="min_size")
+    use_pen = data.draw(st.booleans(), label="use_pen")
+    kw = dict(min_size=min_size, block_size=block_size, tile=tile)
+
+    fitted = fmap.fit(x) if not isinstance(fmap, Linear) else Linear().fit(x)
+    q = quantized(fitted.transform(x), fitted.quantum_exponent_)
+    constant = bool((q == q[0]).all())
+    if use_pen:
+        pen = data.draw(st.floats(0, 50), label="pen")
+        kw["pen"] = pen
+        expected = reference_binseg(q, min_size, pen_q=pen / 2.0 ** (-2 * fitted.quantum_exponent_))
+    else:
+        n_bkps = data.draw(st.integers(0, min(6, n // min_size - 1)), label="n_bkps")
+        kw["n_bkps"] = n_bkps
+        expected = reference_binseg(q, min_size, n_bkps=n_bkps)
+
+    if constant:
+        with pytest.raises(InputError, match="constant"):
+            _run(x, chunks, fitted, **kw)
+        return
+    if expected is None:
+        with pytest.raises(NotEnoughSplitsError):
+            _run(x, chunks, fitted, **kw)
+        return
+    res = _run(x, chunks, fitted, **kw)
+    unit = 2.0 ** (-2 * fitted.quantum_exponent_)
+    assert res.order.tolist() == [pos for pos, _ in expected]
+    # gains are computed by the same function from the same integers: equal to the bit
+    assert res.gains[np.argsort(np.argsort(res.order))].tolist() == [g * unit for _, g in expected]
+    assert res.diagnostics.samples_featurized >= n
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 5, 12, 13])
+@pytest.mark.parametrize(
+    "fmap", [RFF(8, bandwidth=1.0), Nystrom(10, bandwidth=1.0), Linear()], ids=repr
+)
+def test_ties_go_to_smallest_index(fmap, block_size):
+    # a symmetric signal: the splits at 4 and 8 have bit-for-bit equal gains, found at block
+    # boundaries, in different scanned blocks, or inside one scanned block (block_size >= 12)
+    x = np.array([0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0], dtype=float)
+    res = kcpstream.segment(x, features=fmap, n_bkps=1, min_size=1, block_size=block_size)
+    assert res.changepoints.tolist() == [4]
+    res2 = kcpstream.segment(x, features=fmap, n_bkps=2, min_size=1, block_size=block_size)
+    assert res2.order.tolist() == [4, 8]

@@ -1,0 +1,124 @@
+"""The pure kernels against direct numpy computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kcpstream._kernels.blockstats import (
+    cusum_gains,
+    merge_piece_into,
+    piece_stats,
+    segment_boundary_scan,
+    split_gain,
+)
+from kcpstream.stats import BlockStats
+
+
+def _cost(z: np.ndarray) -> float:
+    return float(((z - z.mean(axis=0)) ** 2).sum())
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(2, 40), st.integers(1, 5))
+def test_split_gain_is_cost_decrease(seed, n, p):
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-1000, 1000, size=(n, p))
+    c = int(rng.integers(1, n))
+    g = split_gain(c, n - c, q[:c].sum(axis=0), q.sum(axis=0))
+    expected = _cost(q.astype(float)) - _cost(q[:c].astype(float)) - _cost(q[c:].astype(float))
+    assert g == pytest.approx(expected, rel=1e-9, abs=1e-6)
+
+
+def _bridge(q: np.ndarray) -> float:
+    length = q.shape[0]
+    s = q.sum(axis=0)
+    delta = np.cumsum(q, axis=0)[:-1]
+    m = np.arange(1, length)[:, None]
+    r = delta - m / length * s
+    return float(np.sqrt((r**2).sum(axis=1)).max()) if length > 1 else 0.0
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(1, 6))
+def test_piece_stats_match_numpy(seed, n, p):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(p, n)).astype(np.float32)
+    k = int(rng.integers(1, n + 1))
+    cuts = np.unique(
+        np.r_[0, np.sort(rng.choice(np.arange(1, n + 1), size=k, replace=False)), n]
+    ).astype(np.int64)
+    m = len(cuts) - 1
+    S = np.empty((m, p), np.int64)
+    Q, M2, R = np.empty(m), np.empty(m), np.empty(m)
+    cnt = np.empty(m, np.int64)
+    scale = 2.0**20
+    piece_stats(z, scale, cuts, S, Q, M2, R, cnt)
+    q = np.rint(z.astype(np.float64) * scale).T
+    for i in range(m):
+        part = q[cuts[i] : cuts[i + 1]]
+        assert cnt[i] == len(part)
+        assert S[i].tolist() == part.sum(axis=0).astype(np.int64).tolist()
+        assert Q[i] == pytest.approx((part**2).sum(), rel=1e-12)
+        assert M2[i] == pytest.approx((part**2).sum(axis=1).max(), rel=1e-12)
+        assert R[i] == pytest.approx(_bridge(part), rel=1e-9, abs=1e-6)
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(2, 50), st.integers(1, 4))
+def test_merged_bridge_is_an_upper_bound(seed, n, p):
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-50, 50, size=(n, p)).astype(np.int64) + rng.integers(-200, 200, size=p)
+    cut = int(rng.integers(1, n))
+    a, b = q[:cut], q[cut:]
+    S_a = a.sum(axis=0)
+    count, _, _, R = merge_piece_into(
+        len(a), S_a, 0.0, 0.0, _bridge(a), len(b), b.sum(axis=0), 0.0, 0.0, _bridge(b)
+    )
+    assert count == n
+    assert S_a.tolist() == q.sum(axis=0).tolist()
+    assert R >= _bridge(q) * (1 - 1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 80),
+    p=st.integers(1, 4),
+    block=st.integers(1, 20),
+    min_size=st.integers(1, 6),
+    shift=st.floats(0, 30),
+)
+def test_piece_bounds_dominate_every_interior_gain(seed, n, p, block, min_size, shift):
+    """The pruning bound of each piece is at least the gain of every split inside it."""
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-100, 100, size=(n, p)).astype(np.int64)
+    q[n // 2 :] += np.int64(shift * 10)  # a mean change makes gains large near it
+    nb = -(-n // block)
+    S = np.stack([q[j * block : (j + 1) * block].sum(axis=0) for j in range(nb)])
+    R = np.array([_bridge(q[j * block : (j + 1) * block]) for j in range(nb)])
+    stats = BlockStats(n, block, 0, S, np.zeros(nb), np.ones(nb), R)
+    cumsum = np.zeros((n + 1, p), np.int64)
+    np.cumsum(q, axis=0, out=cumsum[1:])
+    # every segment whose ends are grid points
+    grid = sorted({*range(0, n, block), n})
+    for a in grid:
+        for e in grid:
+            if e - a < 2 * min_size:
+                continue
+            j0, j1 = a // block + 1, (e - 1) // block
+            head = stats.piece_bridge(a, min(e, j0 * block))
+            tail = stats.piece_bridge(j1 * block, e) if j0 <= j1 else 0.0
+            _, _, bounds = segment_boundary_scan(
+                stats.prefix, stats.bridge, block, j0, j1, a, e,
+                cumsum[a], cumsum[e], head, tail, min_size, 0.0,
+            )  # fmt: skip
+            gains = cusum_gains(cumsum, a, e, min_size)
+            positions = [a, *range(j0 * block, j1 * block + 1, block), e] if j0 <= j1 else [a, e]
+            for i in range(len(positions) - 1):
+                lo, hi = positions[i], positions[i + 1]
+                inside = gains[lo - a + 1 : hi - a]
+                inside = inside[np.isfinite(inside)]
+                if inside.size:
+                    assert bounds[i] >= inside.max() * (1 - 1e-12)
+                else:
+                    assert bounds[i] == -1.0
