@@ -73,8 +73,8 @@ def segment(
     features : FeatureMap or str, default "rff:64"
         Feature map, as an instance or a spec ``"name[:p]"``: ``"rff"``,
         ``"nystrom"``, ``"linear"``.  An unfitted map is fitted on a sample of
-        at most ``sample_size`` points from at most 8 evenly spaced chunks; a
-        fitted one is used as it is.
+        ``sample_size`` points in 8 evenly spaced windows of consecutive
+        samples (the same for every chunking); a fitted one is used as it is.
     n_bkps : int, optional
         Number of change-points to find.
     pen : float, optional
@@ -94,7 +94,7 @@ def segment(
         Chunk length along time (in-memory input is wrapped without a copy).
     seed : int, optional
         Seed for a feature map given as a string (default: the map's own
-        default, 0); the seed of the fit sample.
+        default, 0).
     sample_size : int, default 2048
         Points in the fit sample (bandwidth, landmarks).
     tile : int, default 4096
@@ -155,7 +155,7 @@ def segment(
     fmap = make_feature_map(features, seed=seed)
     if not fmap.is_fitted:
         fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
-        sample = signal.sample(max_points=sample_size, seed=0 if seed is None else seed)
+        sample = signal.sample(max_points=sample_size)
         if not np.isfinite(sample).all():
             check_finite_index(signal.first_nonfinite(), signal.description)
         fmap.fit(sample)

@@ -38,7 +38,6 @@ from .stats import BlockStats, PieceStats
 __all__ = [
     "SegmentSplit",
     "SearchLog",
-    "best_splits",
     "binary_segmentation",
     "NotEnoughSplitsError",
 ]
@@ -53,23 +52,38 @@ class NotEnoughSplitsError(ValueError):
 
 @dataclass
 class SegmentSplit:
-    """The best split of the segment ``[start, end)``.
+    """What is known of the best split of the segment ``[start, end)``.
 
-    ``gain`` is in quantized units (``-1`` and ``split = -1`` when the segment
-    is too short to split).
+    ``gain``/``split`` hold the best split found so far (quantized units;
+    ``-1`` when there is none).  While ``pending`` lists pieces whose bound
+    reaches ``gain``, the best split is only known to be at most ``upper``;
+    :func:`refine` scans them and makes the segment exact.
     """
 
     start: int
     end: int
     gain: float = -1.0
     split: int = -1
+    upper: float = -1.0
+    pending: list[ScanRequest] = field(default_factory=list)
     piece: tuple[int, int] | None = None
     left: PieceStats | None = None
     right: PieceStats | None = None
 
     @property
+    def exact(self) -> bool:
+        return not self.pending
+
+    @property
     def splittable(self) -> bool:
-        return self.split >= 0
+        return self.split >= 0 or bool(self.pending)
+
+    def sort_key(self) -> tuple[float, int, int]:
+        """Heap key: largest gain first; an unrefined segment before an exact one
+        of equal value (it may tie at a smaller position); then the smaller split."""
+        if self.exact:
+            return (-self.gain, 1, self.split)
+        return (-self.upper, 0, self.start)
 
 
 @dataclass
@@ -80,7 +94,6 @@ class SearchLog:
     segments_evaluated: int = 0
     pieces_scanned: int = 0
     samples_scanned: int = 0
-    history: list[int] = field(default_factory=list)
 
 
 def _segment_pieces(stats: BlockStats, start: int, end: int):
@@ -93,77 +106,69 @@ def _segment_pieces(stats: BlockStats, start: int, end: int):
     return j0, j1, stats.piece_bridge(start, j0 * B), stats.piece_bridge(j1 * B, end)
 
 
-def best_splits(
-    stats: BlockStats,
-    signal: Signal,
-    fmap: FeatureMap,
-    segments: list[tuple[int, int]],
-    min_size: int,
-    tile: int,
-    log: SearchLog,
-) -> list[SegmentSplit]:
-    """Exact best split of each segment; the refinement reads go in one compute."""
+def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> SegmentSplit:
+    """Best split at the block boundaries of a segment and the pieces that could beat it.
+
+    No data is read: this uses the block statistics only.
+    """
+    seg = SegmentSplit(start, end)
+    n_seg = end - start
+    if n_seg < 2 * min_size:
+        return seg
     B = stats.block_size
     p = stats.n_features
     qmax2 = max(stats.global_max_norm2, 1.0)
-    out: list[SegmentSplit] = []
-    requests: list[ScanRequest] = []
-    owners: list[int] = []
-    for start, end in segments:
-        res = SegmentSplit(start, end)
-        out.append(res)
-        n_seg = end - start
-        if n_seg < 2 * min_size:
-            continue
-        pa, _ = stats.prefix_at(start)
-        pe, _ = stats.prefix_at(end)
-        j0, j1, bridge_head, bridge_tail = _segment_pieces(stats, start, end)
-        eps_norm = n_seg * math.sqrt(qmax2 * p) * 2.0**-48
-        best_gain, best_pos, bounds = segment_boundary_scan(
-            stats.prefix, stats.bridge, B, j0, j1, start, end, pa, pe,
-            bridge_head, bridge_tail, min_size, eps_norm,
-        )  # fmt: skip
-        res.gain, res.split = float(best_gain), int(best_pos)
-        abs_slack = n_seg * p * qmax2 * 2.0**-44
-        if best_pos >= 0:
-            chosen = np.flatnonzero(
-                (bounds >= 0) & (bounds * (1 + _REL_SLACK) + abs_slack >= best_gain)
-            )
-        else:
-            chosen = np.flatnonzero(bounds >= 0)
-        if chosen.size == 0:
-            continue
+    pa, _ = stats.prefix_at(start)
+    pe, _ = stats.prefix_at(end)
+    j0, j1, bridge_head, bridge_tail = _segment_pieces(stats, start, end)
+    eps_norm = n_seg * math.sqrt(qmax2 * p) * 2.0**-48
+    best_gain, best_pos, bounds = segment_boundary_scan(
+        stats.prefix, stats.bridge, B, j0, j1, start, end, pa, pe,
+        bridge_head, bridge_tail, min_size, math.sqrt(qmax2), eps_norm,
+    )  # fmt: skip
+    seg.gain, seg.split = float(best_gain), int(best_pos)
+    slack = bounds * (1 + _REL_SLACK) + n_seg * p * qmax2 * 2.0**-44
+    if best_pos >= 0:
+        chosen = np.flatnonzero((bounds >= 0) & (slack >= best_gain))
+    else:
+        chosen = np.flatnonzero(bounds >= 0)
+    seg.upper = max(seg.gain, float(slack[chosen].max())) if chosen.size else seg.gain
+    if chosen.size:
         positions = np.concatenate(([start], np.arange(j0, j1 + 1, dtype=np.int64) * B, [end]))
         total = pe - pa
         for i in chosen:
             ps, pend = int(positions[i]), int(positions[i + 1])
-            if ps == start:
-                left = np.zeros(p, np.int64)
-            else:
-                left = stats.prefix_at(ps)[0] - pa
-            requests.append(ScanRequest((start, end), ps, pend, left, total))
-            owners.append(len(out) - 1)
+            left = np.zeros(p, np.int64) if ps == start else stats.prefix_at(ps)[0] - pa
+            seg.pending.append(ScanRequest((start, end), ps, pend, left, total))
+    return seg
+
+
+def refine(
+    segments: list[SegmentSplit],
+    signal: Signal,
+    fmap: FeatureMap,
+    min_size: int,
+    tile: int,
+    log: SearchLog,
+) -> None:
+    """Scan the pending pieces of every segment in one ``dask.compute``; all become exact."""
+    requests = [req for seg in segments for req in seg.pending]
+    owners = [seg for seg in segments for _ in seg.pending]
     log.rounds += 1
-    log.segments_evaluated += len(segments)
     log.pieces_scanned += len(requests)
     log.samples_scanned += sum(r.piece_end - r.piece_start for r in requests)
-    for owner, result in zip(
-        owners, scan_pieces(signal, fmap, requests, min_size, tile), strict=True
-    ):
-        res = out[owner]
+    results = scan_pieces(signal, fmap, requests, min_size, tile)
+    for seg, result in zip(owners, results, strict=True):
         if result.pos < 0:
             continue
-        better = result.gain > res.gain or (result.gain == res.gain and result.pos < res.split)
-        if res.split < 0 or better:
-            res.gain, res.split = result.gain, result.pos
-            res.piece = (result.request.piece_start, result.request.piece_end)
-            res.left, res.right = result.left, result.right
-    return out
-
-
-def _record_split(stats: BlockStats, seg: SegmentSplit) -> None:
-    if seg.piece is not None:
-        stats.add_split(seg.split, seg.piece[0], seg.piece[1], seg.left, seg.right)
+        better = result.gain > seg.gain or (result.gain == seg.gain and result.pos < seg.split)
+        if seg.split < 0 or better:
+            seg.gain, seg.split = result.gain, result.pos
+            seg.piece = (result.request.piece_start, result.request.piece_end)
+            seg.left, seg.right = result.left, result.right
+    for seg in segments:
+        seg.pending = []
+        seg.upper = seg.gain
 
 
 def binary_segmentation(
@@ -182,54 +187,52 @@ def binary_segmentation(
     Stops after ``n_bkps`` splits, or when the best gain is not above ``pen``
     (feature units), or when no segment can be split (an error when
     ``n_bkps`` was not reached).
+
+    Segments are refined lazily: the order of splits is replayed with what
+    is known (exact gains, or upper bounds for unrefined segments); the
+    unrefined segments that the replay reaches are refined together in one
+    round, and the replay repeats until it reaches none.  Segments that
+    binary segmentation never splits are usually never read again.
     """
     if (n_bkps is None) == (pen is None):
         raise ValueError("give exactly one of n_bkps and pen")
     log = log if log is not None else SearchLog()
     pen_q = None if pen is None else pen / stats.unit
     limit = n_bkps if n_bkps is not None else math.inf
-    splits: dict[tuple[int, int], SegmentSplit] = {}
+    known: dict[tuple[int, int], SegmentSplit] = {}
 
-    def evaluate(segs: list[tuple[int, int]]) -> None:
-        for seg in best_splits(stats, signal, fmap, segs, min_size, tile, log):
-            splits[(seg.start, seg.end)] = seg
+    def segment_at(start: int, end: int) -> SegmentSplit:
+        if (start, end) not in known:
+            known[(start, end)] = bound_segment(stats, start, end, min_size)
+            log.segments_evaluated += 1
+        return known[(start, end)]
 
-    def children(seg: SegmentSplit) -> tuple[tuple[int, int], tuple[int, int]]:
-        return (seg.start, seg.split), (seg.split, seg.end)
-
-    evaluate([(0, stats.n)])
+    root = segment_at(0, stats.n)
     while True:
-        # simulate the sequential order with the gains known so far
-        heap = [(-splits[(0, stats.n)].gain, splits[(0, stats.n)].split, (0, stats.n))]
+        heap = [(root.sort_key(), (0, stats.n))]
         order: list[SegmentSplit] = []
-        pending: list[SegmentSplit] = []
-        while heap and len(order) + len(pending) < limit:
-            _, _, key = heapq.heappop(heap)
-            seg = splits[key]
-            if not seg.splittable or (pen_q is not None and not seg.gain > pen_q):
+        to_refine: list[SegmentSplit] = []
+        while heap and len(order) + len(to_refine) < limit:
+            _, key = heapq.heappop(heap)
+            seg = known[key]
+            value = seg.gain if seg.exact else seg.upper
+            if not seg.splittable or (pen_q is not None and not value > pen_q):
                 break
-            kids = children(seg)
-            if kids[0] not in splits:
-                pending.append(seg)
+            if not seg.exact:
+                to_refine.append(seg)
                 continue
             order.append(seg)
-            for kid in kids:
-                ks = splits[kid]
-                heapq.heappush(heap, (-ks.gain, ks.split, kid))
-        if not pending:
+            if seg.piece is not None:
+                stats.add_split(seg.split, seg.piece[0], seg.piece[1], seg.left, seg.right)
+            for kid in (segment_at(seg.start, seg.split), segment_at(seg.split, seg.end)):
+                heapq.heappush(heap, (kid.sort_key(), (kid.start, kid.end)))
+        if not to_refine:
             break
-        todo = []
-        for seg in pending:
-            _record_split(stats, seg)
-            todo.extend(children(seg))
-        evaluate(todo)
-    for seg in order:
-        _record_split(stats, seg)
+        refine(to_refine, signal, fmap, min_size, tile, log)
     if n_bkps is not None and len(order) < n_bkps:
         raise NotEnoughSplitsError(
             f"binary segmentation can place only {len(order)} change-points in this signal with "
             f"min_size={min_size} (every remaining segment is shorter than 2*min_size); ask for "
             f"n_bkps<={len(order)} or use a smaller min_size"
         )
-    log.history = [seg.split for seg in order]
     return order

@@ -57,29 +57,21 @@ class Signal:
         """Start index of every chunk, plus ``n`` at the end."""
         return np.concatenate([[0], np.cumsum(self.data.chunks[0])]).astype(np.int64)
 
-    def sample(self, max_points: int = 2048, max_chunks: int = 8, seed: int = 0) -> np.ndarray:
-        """A fit sample: at most ``max_points`` samples from at most ``max_chunks``
-        evenly spaced chunks (float64, shape (m, d)).
+    def sample(self, max_points: int = 2048, max_windows: int = 8) -> np.ndarray:
+        """A fit sample (float64, shape (m, d)): ``max_windows`` evenly spaced
+        windows of ``max_points // max_windows`` consecutive samples.
 
-        Only the chosen chunks are read; within each, samples are drawn
-        uniformly without replacement.
+        The windows are placed in time, not by chunk, so the sample (and the
+        fitted feature map) is the same for every chunking of the same data.
+        Only the chunks that the windows overlap are read: at most one chunk
+        per window, two where a window straddles a chunk edge.
         """
-        starts = self.chunk_starts
-        n_chunks = len(starts) - 1
-        chosen = np.unique(
-            np.linspace(0, n_chunks - 1, min(max_chunks, n_chunks)).round().astype(int)
-        )
-        per_chunk = max(1, max_points // len(chosen))
-        rng = np.random.default_rng(seed)
-        parts = []
-        for i in chosen:
-            size = int(starts[i + 1] - starts[i])
-            if size <= per_chunk:
-                idx = np.arange(size)
-            else:
-                idx = np.sort(rng.choice(size, size=per_chunk, replace=False))
-            parts.append(dask.delayed(_take_rows)(self.data.blocks[int(i)], idx))
-        rows = dask.compute(*parts)
+        n = self.n
+        if n <= max_points:
+            return np.asarray(self.data.compute(), dtype=np.float64)
+        width = max(1, max_points // max_windows)
+        starts = np.unique(np.linspace(0, n - width, max_windows).round().astype(np.int64))
+        rows = dask.compute(*[self.data[int(s) : int(s) + width] for s in starts])
         return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
 
     def first_nonfinite(self) -> int | None:
@@ -89,10 +81,6 @@ class Signal:
         bad = ~da.isfinite(self.data).all(axis=1)
         any_bad, first = dask.compute(bad.any(), da.argmax(bad))
         return int(first) if any_bad else None
-
-
-def _take_rows(block: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    return np.asarray(block)[idx]
 
 
 def check_finite_index(first_bad: int | None, description: str) -> None:

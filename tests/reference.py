@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcpstream._kernels.blockstats import split_gain
+from kcpstream._kernels.blockstats import cusum_gains, split_gain
 
 
 def quantized(features: np.ndarray, exponent: int) -> np.ndarray:
@@ -32,18 +32,32 @@ def best_split(cumsum: np.ndarray, a: int, e: int, min_size: int) -> tuple[float
     return best_gain, best_pos
 
 
+def best_split_compiled(cumsum: np.ndarray, a: int, e: int, min_size: int) -> tuple[float, int]:
+    """:func:`best_split` with the loop over positions compiled (for large n)."""
+    if e - a < 2 * min_size:
+        return -1.0, -1
+    gains = cusum_gains(cumsum, a, e, min_size)
+    i = int(np.argmax(gains))  # first maximum
+    return float(gains[i]), a + i
+
+
 def reference_binseg(
-    q: np.ndarray, min_size: int, n_bkps: int | None = None, pen_q: float | None = None
+    q: np.ndarray,
+    min_size: int,
+    n_bkps: int | None = None,
+    pen_q: float | None = None,
+    compiled: bool = False,
 ):
     """Sequential binary segmentation over integer features ``q`` (n, p).
 
     Returns the list of (split, gain) in the order made, or None when
     ``n_bkps`` splits cannot be made.
     """
+    best_split_ = best_split_compiled if compiled else best_split
     n = q.shape[0]
     cumsum = np.zeros((n + 1, q.shape[1]), dtype=np.int64)
     np.cumsum(q, axis=0, out=cumsum[1:])
-    segments = {(0, n): best_split(cumsum, 0, n, min_size)}
+    segments = {(0, n): best_split_(cumsum, 0, n, min_size)}
     order = []
     while n_bkps is None or len(order) < n_bkps:
         # largest gain first; among equal gains the smallest split position
@@ -53,8 +67,8 @@ def reference_binseg(
         order.append((pos, gain))
         del segments[key]
         a, e = key
-        segments[(a, pos)] = best_split(cumsum, a, pos, min_size)
-        segments[(pos, e)] = best_split(cumsum, pos, e, min_size)
+        segments[(a, pos)] = best_split_(cumsum, a, pos, min_size)
+        segments[(pos, e)] = best_split_(cumsum, pos, e, min_size)
     if n_bkps is not None and len(order) < n_bkps:
         return None
     return order

@@ -97,6 +97,7 @@ def test_piece_bounds_dominate_every_interior_gain(seed, n, p, block, min_size, 
     S = np.stack([q[j * block : (j + 1) * block].sum(axis=0) for j in range(nb)])
     R = np.array([_bridge(q[j * block : (j + 1) * block]) for j in range(nb)])
     stats = BlockStats(n, block, 0, S, np.zeros(nb), np.ones(nb), R)
+    max_norm = float(np.sqrt((q.astype(float) ** 2).sum(axis=1)).max())
     cumsum = np.zeros((n + 1, p), np.int64)
     np.cumsum(q, axis=0, out=cumsum[1:])
     # every segment whose ends are grid points
@@ -110,7 +111,7 @@ def test_piece_bounds_dominate_every_interior_gain(seed, n, p, block, min_size, 
             tail = stats.piece_bridge(j1 * block, e) if j0 <= j1 else 0.0
             _, _, bounds = segment_boundary_scan(
                 stats.prefix, stats.bridge, block, j0, j1, a, e,
-                cumsum[a], cumsum[e], head, tail, min_size, 0.0,
+                cumsum[a], cumsum[e], head, tail, min_size, max_norm, 0.0,
             )  # fmt: skip
             gains = cusum_gains(cumsum, a, e, min_size)
             positions = [a, *range(j0 * block, j1 * block + 1, block), e] if j0 <= j1 else [a, e]

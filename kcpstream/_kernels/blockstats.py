@@ -153,6 +153,47 @@ def _centered_norm(sum_left, n_left, sum_total, n_total):
 
 
 @njit(nogil=True, cache=True)
+def _interior_bound(n_total, x_lo, x_hi, x_s, length, norm_s, norm_t, bridge, step):
+    """Upper bound on ``N / (x (N - x)) * ||u||^2`` over ``x in [x_lo, x_hi]``.
+
+    ``x`` counts the samples left of the split; the piece spans ``x_s ..
+    x_s + length``.  Two bounds on ``||u||`` are combined:
+
+    * convexity: ``||u|| <= norm_s + (norm_t - norm_s) (x - x_s) / length
+      + bridge`` (the norm of an affine function lies below its chord, and
+      the bridge bounds the deviation from the affine part);
+    * ``||u|| <= min(x, N - x) * step`` with ``step`` bounding the norm of
+      one sample minus the segment mean.
+
+    The first bound is ``g(x) = N h(x)^2 / (x (N - x))`` with ``h >= 0``
+    affine on the interval.  ``g`` tends to infinity at ``x -> 0`` (unless
+    ``h(0) = 0``, where it increases) and at ``x -> N`` or falls to a double
+    zero where ``h`` vanishes, and ``g'`` has at most one other zero
+    (``x = alpha N / (beta N + 2 alpha)``), which can therefore only be a
+    minimum: the maximum over an interval is at one of its ends.
+    """
+    n = float(n_total)
+    beta = (norm_t - norm_s) / float(length)
+    alpha = norm_s + bridge - beta * float(x_s)
+    best = 0.0
+    for x in (float(x_lo), float(x_hi)):
+        val = alpha + beta * x
+        g = n * val * val / (x * (n - x))
+        if g > best:
+            best = g
+    # distance to the nearer end of the segment, at its largest inside the interval
+    half = 0.5 * n
+    if float(x_hi) <= half:
+        m = float(x_hi)
+    elif float(x_lo) >= half:
+        m = n - float(x_lo)
+    else:
+        m = half
+    g_end = n * m * step * step / (n - m)
+    return min(best, g_end)
+
+
+@njit(nogil=True, cache=True)
 def segment_boundary_scan(
     prefix,
     bridge,
@@ -166,6 +207,7 @@ def segment_boundary_scan(
     bridge_head,
     bridge_tail,
     min_size,
+    max_norm,
     eps_norm,
 ):
     """Evaluate a segment ``[start, end)`` at its block boundaries.
@@ -175,6 +217,7 @@ def segment_boundary_scan(
     the head piece (bridge bound ``bridge_head``), the base blocks ``j0 ..
     j1 - 1`` (``bridge[j]``) and the tail piece (``bridge_tail``).  When
     ``j0 > j1`` the segment is a single piece with bound ``bridge_head``.
+    ``max_norm`` bounds the norm of every sample's (quantized) features.
 
     Returns ``(best_gain, best_pos, piece_bounds)``: the largest gain at an
     admissible boundary (first one on ties; ``-1.0`` and ``-1`` if there is
@@ -190,11 +233,14 @@ def segment_boundary_scan(
     left = np.empty(p, np.int64)
     lo_ok = start + min_size
     hi_ok = end - min_size
+    tot2 = 0.0
+    for j in range(p):
+        tot2 += float(total[j]) * float(total[j])
+    step = max_norm + math.sqrt(tot2) / float(n_total) + eps_norm
 
     best_gain = -1.0
     best_pos = -1
     bounds = np.empty(n_pieces, np.float64)
-    # norms of the centred cumulative sum at each boundary
     prev_pos = start
     prev_norm = 0.0
     for i in range(n_pieces):
@@ -222,11 +268,17 @@ def segment_boundary_scan(
         if c_lo > c_hi:
             bounds[i] = -1.0
         else:
-            w_lo = float(c_lo - start) * float(end - c_lo)
-            w_hi = float(c_hi - start) * float(end - c_hi)
-            h = float(n_total) / min(w_lo, w_hi)
-            u = max(prev_norm, norm) + rb + eps_norm
-            bounds[i] = h * u * u
+            bounds[i] = _interior_bound(
+                n_total,
+                c_lo - start,
+                c_hi - start,
+                prev_pos - start,
+                pos - prev_pos,
+                prev_norm + eps_norm,
+                norm + eps_norm,
+                rb + eps_norm,
+                step,
+            )
         prev_pos = pos
         prev_norm = norm
     return best_gain, best_pos, bounds

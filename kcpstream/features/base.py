@@ -154,7 +154,7 @@ class FeatureMap:
             result[lo:hi] = quantize(out, self.quantum_exponent_).T
         return result
 
-    def kernel(self, X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
+    def gram(self, X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
         """The approximate kernel matrix ``phi(X) phi(Y)^T`` (float64)."""
         zx = self.transform(X).astype(np.float64)
         zy = zx if Y is None else self.transform(Y).astype(np.float64)

@@ -1,0 +1,132 @@
+"""Feature maps: kernel approximation, exact norms, determinism, JSON, invariances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist, pdist
+
+from kcpstream import RFF, FeatureMap, Linear, Nystrom
+from kcpstream.features import FEATURE_MAPS, make_feature_map
+from kcpstream.features.bandwidth import median_distance
+
+
+@pytest.fixture(scope="module")
+def sample():
+    rng = np.random.default_rng(0)
+    return np.r_[rng.normal(size=(300, 2)), rng.normal(3, 0.5, size=(300, 2))]
+
+
+ALL_MAPS = [
+    RFF(64, seed=3),
+    RFF(32, kernel="laplacian", seed=3),
+    Nystrom(40, seed=3),
+    Nystrom(20, kernel="laplacian", seed=3),
+    Linear(),
+]
+
+
+def test_registry_has_every_map():
+    assert set(FEATURE_MAPS) == {"rff", "nystrom", "linear"}
+
+
+@pytest.mark.parametrize("fmap", ALL_MAPS, ids=repr)
+def test_json_round_trip(fmap, sample):
+    unfitted = FeatureMap.from_json(fmap.to_json())
+    assert unfitted == fmap and not unfitted.is_fitted
+    fitted = fmap.fit(sample)
+    back = FeatureMap.from_json(fitted.to_json())
+    assert back == fitted and type(back) is type(fitted)
+    assert np.array_equal(back.transform(sample), fitted.transform(sample))
+
+
+@pytest.mark.parametrize("fmap", ALL_MAPS, ids=repr)
+def test_features_are_on_the_exact_grid_and_tile_invariant(fmap, sample):
+    fmap.fit(sample)
+    z = fmap.transform(sample)
+    scaled = z.astype(np.float64) * 2.0**fmap.quantum_exponent_
+    assert np.array_equal(scaled, np.rint(scaled))
+    assert np.abs(scaled).max() <= 2.0**28 * 1.01
+    # the features of a sample do not depend on the tile or its position in the array
+    assert np.array_equal(fmap.transform(sample, tile=7), z)
+    assert np.array_equal(fmap.transform(sample[123:401], tile=50), z[123:401])
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian"])
+def test_rff_norm_is_one(kernel, sample):
+    z = RFF(64, kernel=kernel).fit(sample).transform(sample).astype(np.float64)
+    np.testing.assert_allclose((z**2).sum(axis=1), 1.0, atol=1e-6)
+
+
+def _exact(kind, x, sigma):
+    if kind == "gaussian":
+        return np.exp(-cdist(x, x, "sqeuclidean") / (2 * sigma**2))
+    return np.exp(-cdist(x, x, "cityblock") / sigma)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian"])
+def test_rff_error_shrinks_like_one_over_sqrt_p(kernel, sample):
+    x = sample[::4]
+    errors = []
+    for p in (16, 256, 4096):
+        errs = []
+        for seed in range(3):
+            fmap = RFF(p, kernel=kernel, bandwidth=1.0, seed=seed).fit(x)
+            errs.append(np.abs(fmap.gram(x) - _exact(kernel, x, 1.0)).mean())
+        errors.append(np.mean(errs))
+    # 16x more features: error about 4x smaller (1/sqrt(p)); allow a wide band
+    assert 2.5 < errors[0] / errors[1] < 6.5
+    assert 2.5 < errors[1] / errors[2] < 6.5
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian"])
+def test_nystrom_with_every_point_reproduces_the_kernel(kernel):
+    x = np.random.default_rng(1).uniform(-2, 2, size=(50, 1))
+    fmap = Nystrom(50, kernel=kernel, bandwidth=0.7, rcond=1e-10).fit(x)
+    assert np.abs(fmap.gram(x) - _exact(kernel, x, 0.7)).max() < 1e-4
+
+
+def test_nystrom_truncates_tiny_eigenvalues():
+    x = np.repeat(np.arange(5.0), 10)[:, None]  # only 5 distinct points
+    fmap = Nystrom(50, bandwidth=1.0).fit(x)
+    assert fmap.n_features_out_ == 5
+
+
+def test_median_heuristic(sample):
+    assert median_distance(sample) == pytest.approx(np.median(pdist(sample)))
+    l1 = np.median(pdist(sample, "cityblock"))
+    assert median_distance(sample, "cityblock") == pytest.approx(l1)
+    assert RFF(8).fit(sample).bandwidth_ == pytest.approx(np.median(pdist(sample)))
+
+
+def test_determinism_by_seed(sample):
+    a, b = RFF(32, seed=5).fit(sample), RFF(32, seed=5).fit(sample)
+    assert a == b
+    assert not np.array_equal(a.weights_, RFF(32, seed=6).fit(sample).weights_)
+    n1, n2 = Nystrom(16, seed=5).fit(sample), Nystrom(16, seed=5).fit(sample)
+    assert np.array_equal(n1.landmarks_, n2.landmarks_)
+
+
+def test_seed_none_is_recorded_and_reproducible(sample):
+    a = RFF(16, seed=None).fit(sample)
+    b = RFF(16, seed=a.seed_).fit(sample)
+    assert np.array_equal(a.weights_, b.weights_)
+
+
+def test_make_feature_map_specs():
+    assert make_feature_map("rff:32") == RFF(32)
+    assert make_feature_map("NYSTROM:8", seed=2) == Nystrom(8, seed=2)
+    assert make_feature_map("linear") == Linear()
+    fmap = RFF(8)
+    assert make_feature_map(fmap) is fmap
+
+
+def test_transform_before_fit_is_an_error():
+    with pytest.raises(RuntimeError, match=r"not fitted yet: call \.fit"):
+        RFF(8).transform(np.zeros(3))
+
+
+def test_transform_checks_the_width(sample):
+    fmap = RFF(8).fit(sample)
+    with pytest.raises(ValueError, match="fitted on d=2 .* input has d=3"):
+        fmap.transform(np.zeros((4, 3)))

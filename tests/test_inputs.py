@@ -1,0 +1,136 @@
+"""Every kind of input, chunk invariance, and the fit sample's reads."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+import kcpstream
+from kcpstream import datasets
+from kcpstream.signal import as_signal
+
+from .helpers import CountingStore
+
+
+@pytest.fixture(scope="module")
+def signal():
+    return datasets.piecewise_constant(60_000, 6, jump=3.0, seed=3)
+
+
+@pytest.fixture(scope="module")
+def reference(signal):
+    return kcpstream.segment(signal.x, n_bkps=6, chunks=len(signal.x))  # one chunk
+
+
+def _zarr(tmp_path, x, chunks):
+    return datasets.write_zarr(x, tmp_path / "s.zarr", chunks=chunks)
+
+
+def test_one_chunk_finds_the_truth(signal, reference):
+    assert reference.diagnostics.n_chunks == 1
+    assert np.abs(reference.changepoints - signal.changepoints).max() < 60
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [(7_001, 13_000, 999, 20_000, 19_000), (1,) * 5 + (59_995,), (30_000, 30_000)],
+    ids=["irregular", "tiny-then-huge", "halves"],
+)
+def test_dask_chunkings_give_the_same_result(signal, reference, chunks):
+    res = kcpstream.segment(da.from_array(signal.x, chunks=(chunks,)), n_bkps=6)
+    assert res.diagnostics.n_chunks == len(chunks)
+    assert res.changepoints.tolist() == reference.changepoints.tolist()
+    assert res.gains.tolist() == reference.gains.tolist()
+    assert res.features == reference.features
+
+
+@pytest.mark.parametrize("zchunks", [4_096, 25_000])
+def test_zarr_store_path_array_and_dask(tmp_path, signal, reference, zchunks):
+    arr = _zarr(tmp_path, signal.x, zchunks)
+    by_path = kcpstream.segment(str(tmp_path / "s.zarr"), variable="x", n_bkps=6)
+    by_array = kcpstream.segment(arr, n_bkps=6)
+    by_dask = kcpstream.segment(da.from_zarr(arr), n_bkps=6)
+    for res in (by_path, by_array, by_dask):
+        assert res.changepoints.tolist() == reference.changepoints.tolist()
+        assert res.gains.tolist() == reference.gains.tolist()
+
+
+def test_zarr_group_with_a_single_array_needs_no_variable(tmp_path, signal, reference):
+    _zarr(tmp_path, signal.x, 10_000)
+    res = kcpstream.segment(tmp_path / "s.zarr", n_bkps=6)
+    assert res.changepoints.tolist() == reference.changepoints.tolist()
+
+
+def test_multivariate_and_dataarray(signal):
+    x2 = np.stack([signal.x, np.roll(signal.x, 5) * 0.5], axis=1)
+    res = kcpstream.segment(x2, n_bkps=6)
+    arr = xr.DataArray(x2.T, dims=("channel", "time"))  # time not first: dim= says which
+    res_xr = kcpstream.segment(arr, dim="time", n_bkps=6)
+    assert res_xr.changepoints.tolist() == res.changepoints.tolist()
+
+
+def test_fit_sample_reads_few_chunks_spread_over_the_signal(tmp_path, signal):
+    _zarr(tmp_path, signal.x, 2_000)  # 30 chunks
+    store = CountingStore(zarr.storage.LocalStore(tmp_path / "s.zarr"))
+    arr = zarr.open_group(store, mode="r")["x"]
+    sample = as_signal(arr).sample(max_points=2048)
+    reads = store.chunk_reads("x")
+    assert sample.shape == (2048, 1)
+    assert sum(reads.values()) == len(reads) <= 16  # each chunk once, at most 2 per window
+    idx = sorted(int(k.rsplit("/", 1)[1]) for k in reads)
+    assert idx[0] == 0 and idx[-1] == 29  # windows spread from the start to the end
+
+
+@pytest.mark.parametrize("chunks", [60_000, 1_000, 7_777])
+def test_fit_sample_does_not_depend_on_chunking(signal, chunks):
+    base = as_signal(signal.x, chunks=60_000).sample()
+    assert np.array_equal(as_signal(signal.x, chunks=chunks).sample(), base)
+
+
+def test_data_pass_reads_each_chunk_once(tmp_path, signal):
+    _zarr(tmp_path, signal.x, 2_000)
+    store = CountingStore(zarr.storage.LocalStore(tmp_path / "s.zarr"))
+    arr = zarr.open_group(store, mode="r")["x"]
+    res = kcpstream.segment(arr, n_bkps=6)
+    reads = store.chunk_reads("x")
+    assert len(reads) == 30  # every chunk read
+    # fit (<= 8 chunks) + one pass + the refinement reads of a few blocks
+    assert sum(reads.values()) <= 30 + 8 + res.diagnostics.pieces_scanned
+
+
+def test_seed_changes_the_features_and_fixes_them(signal):
+    a = kcpstream.segment(signal.x, n_bkps=3, seed=1)
+    b = kcpstream.segment(signal.x, n_bkps=3, seed=1)
+    c = kcpstream.segment(signal.x, n_bkps=3, seed=2)
+    assert a.features == b.features and a.changepoints.tolist() == b.changepoints.tolist()
+    assert not np.array_equal(a.features.weights_, c.features.weights_)
+
+
+def test_unfitted_map_passed_in_stays_unfitted(signal):
+    fmap = kcpstream.RFF(16)
+    res = kcpstream.segment(signal.x, features=fmap, n_bkps=2)
+    assert not fmap.is_fitted and res.features.is_fitted
+
+
+def test_fitted_map_is_used_as_is(signal):
+    fmap = kcpstream.RFF(16, seed=4).fit(signal.x[:1000])
+    res = kcpstream.segment(signal.x, features=fmap, n_bkps=2)
+    assert res.features == fmap
+
+
+def test_result_round_trips_through_json(reference):
+    back = kcpstream.Segmentation.from_json(reference.to_json())
+    assert back.changepoints.tolist() == reference.changepoints.tolist()
+    assert back.path_costs.tolist() == reference.path_costs.tolist()
+    assert back.features == reference.features
+    assert back.diagnostics == reference.diagnostics
+
+
+def test_path_costs_decrease_by_the_gains(reference):
+    costs = reference.path_costs
+    gains_in_order = reference.gains[np.argsort(np.argsort(reference.order))]
+    assert len(costs) == len(reference.order) + 1
+    np.testing.assert_allclose(np.diff(costs), -gains_in_order, rtol=1e-6)

@@ -1,0 +1,36 @@
+"""Larger signals: counts of work (never times) and exactness with realistic block sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kcpstream
+from kcpstream import datasets
+
+from .reference import quantized, reference_binseg
+
+
+def test_one_million_samples_featurized_at_most_1_3_times():
+    sig = datasets.changing_distribution(1_000_000, 10, seed=7)
+    res = kcpstream.segment(sig.x, n_bkps=10)
+    d = res.diagnostics
+    assert d.samples_featurized <= 1.3 * sig.n
+    assert d.samples_featurized == sig.n + d.samples_scanned
+    assert d.passes == pytest.approx(d.samples_featurized / sig.n)
+    # the changes are found (this signal's changes are all clear ones)
+    assert np.abs(res.changepoints - sig.changepoints).max() <= 100
+
+
+@pytest.mark.parametrize("features", ["rff:16", "nystrom:12", "linear"])
+@pytest.mark.parametrize("block_size", [None, 997, 4096])
+def test_exact_against_bruteforce_at_200k(features, block_size):
+    sig = datasets.changing_distribution(200_000, 8, seed=11)
+    res = kcpstream.segment(
+        sig.x, n_bkps=12, features=features, block_size=block_size, chunks=30_011
+    )
+    q = quantized(res.features.transform(sig.x), res.features.quantum_exponent_)
+    expected = reference_binseg(q, res.min_size, n_bkps=12, compiled=True)
+    assert res.order.tolist() == [pos for pos, _ in expected]
+    unit = 2.0 ** (-2 * res.features.quantum_exponent_)
+    assert res.gains[np.argsort(np.argsort(res.order))].tolist() == [g * unit for _, g in expected]

@@ -1,0 +1,142 @@
+"""Bad input gets a clear error naming the problem and the fix, never a wrong answer."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+
+import kcpstream
+from kcpstream import RFF, InputError, Linear, NotEnoughSplitsError, datasets
+
+
+@pytest.fixture
+def x():
+    return np.random.default_rng(0).normal(size=5_000)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", [17, 2_500, 4_999])
+def test_nonfinite_names_the_first_bad_index(x, bad, where):
+    x = x.copy()
+    x[where] = bad
+    x[where + 1 :: 97] = np.nan  # later bad values must not be reported instead
+    with pytest.raises(InputError, match=rf"first non-finite sample is at index {where}\b"):
+        kcpstream.segment(da.from_array(x, chunks=700), n_bkps=1)
+
+
+def test_nonfinite_outside_the_fit_sample_in_a_zarr_store(tmp_path, x):
+    x = x.copy()
+    x[1_234] = np.nan  # between the fit windows: found by the data pass
+    datasets.write_zarr(x, tmp_path / "s.zarr", chunks=500)
+    with pytest.raises(InputError, match=r"index 1234\b.*fill"):
+        kcpstream.segment(tmp_path / "s.zarr", n_bkps=1)
+
+
+def test_nonfinite_in_one_channel(x):
+    x2 = np.stack([x, x], axis=1)
+    x2[321, 1] = np.nan
+    with pytest.raises(InputError, match=r"index 321\b"):
+        kcpstream.segment(x2, n_bkps=1)
+
+
+def test_too_short_for_min_size():
+    with pytest.raises(InputError, match=r"fewer than 2\*min_size=10.*smaller min_size"):
+        kcpstream.segment(np.arange(9.0), n_bkps=1, min_size=5)
+
+
+def test_more_changepoints_than_can_fit(x):
+    with pytest.raises(InputError, match=r"n_bkps=500 .*at most 499"):
+        kcpstream.segment(x, n_bkps=500, min_size=10)
+
+
+def test_binseg_running_out_of_splits():
+    x = np.r_[np.zeros(5), np.ones(5)]  # splits at 5, leaving two segments too short to split
+    with pytest.raises(NotEnoughSplitsError, match=r"only 1 change-points.*n_bkps<=1"):
+        kcpstream.segment(x, features=Linear(), n_bkps=2, min_size=3)
+
+
+@pytest.mark.parametrize("shape", [(10, 2, 2), ()])
+def test_wrong_number_of_dimensions(shape):
+    with pytest.raises(InputError, match=r"shape \(n,\) or \(n, d\)"):
+        kcpstream.segment(np.zeros(shape), n_bkps=1)
+
+
+@pytest.mark.parametrize(
+    "arr, match",
+    [
+        (np.array(["a", "b"] * 10), "dtype <U1"),
+        (np.zeros(20, dtype=bool), r"astype\(float\)"),
+        (np.zeros(20, dtype=complex), "complex128"),
+        (np.array([object()] * 20), "object"),
+    ],
+)
+def test_non_numeric_dtype(arr, match):
+    with pytest.raises(InputError, match=match):
+        kcpstream.segment(arr, n_bkps=1)
+
+
+def test_constant_signal_median_bandwidth_is_zero():
+    with pytest.raises(ValueError, match=r"bandwidth 0.*explicit\s+bandwidth"):
+        kcpstream.segment(np.full(1_000, 3.0), n_bkps=1)
+
+
+@pytest.mark.parametrize("fmap", [Linear(), RFF(8, bandwidth=1.0)], ids=repr)
+def test_constant_signal_with_any_map(fmap):
+    with pytest.raises(InputError, match="constant"):
+        kcpstream.segment(np.full(1_000, 3.0), features=fmap, n_bkps=1)
+
+
+def test_empty():
+    with pytest.raises(InputError, match="empty"):
+        kcpstream.segment(np.zeros((0, 2)), n_bkps=1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({}, "give n_bkps"),
+        ({"n_bkps": 1, "pen": 1.0}, "not both"),
+        ({"pen": -1.0}, ">= 0"),
+        ({"pen": float("nan")}, "finite"),
+        ({"n_bkps": -1}, "n_bkps must be an integer >= 0"),
+        ({"n_bkps": 1.5}, "n_bkps must be an integer"),
+        ({"n_bkps": 1, "min_size": 0}, "min_size must be an integer >= 1"),
+        ({"n_bkps": 1, "block_size": 0}, "block_size must be an integer >= 1"),
+        ({"n_bkps": 1, "block_size": 2**19}, "smaller block_size"),
+        ({"n_bkps": 1, "features": "fourier"}, "unknown feature map 'fourier'; known maps: linear"),
+        ({"n_bkps": 1, "features": "rff:x"}, "must be an integer"),
+        ({"n_bkps": 1, "features": 3}, "spec string"),
+    ],
+)
+def test_bad_parameters(x, kwargs, match):
+    with pytest.raises((InputError, ValueError, TypeError), match=match):
+        kcpstream.segment(x, **kwargs)
+
+
+def test_rff_needs_an_even_number_of_features():
+    with pytest.raises(ValueError, match="even n_features"):
+        RFF(63)
+
+
+def test_fitted_map_of_the_wrong_width(x):
+    fmap = RFF(8).fit(np.random.default_rng(1).normal(size=(100, 3)))
+    with pytest.raises(InputError, match="expects d=3 .* has d=1"):
+        kcpstream.segment(x, features=fmap, n_bkps=1)
+
+
+def test_values_far_outside_the_fitted_range_are_refused(x):
+    fmap = Linear().fit(x[:100] * 1e-6)  # fitted on a tiny range
+    with pytest.raises(InputError, match="overflow"):
+        kcpstream.segment(x * 1e12, features=fmap, n_bkps=1)
+
+
+def test_zarr_path_errors(tmp_path, x):
+    with pytest.raises(InputError, match="no zarr store at"):
+        kcpstream.segment(tmp_path / "missing.zarr", n_bkps=1)
+    datasets.write_zarr(x, tmp_path / "s.zarr", name="a")
+    datasets.write_zarr(x, tmp_path / "s.zarr", name="b")
+    with pytest.raises(InputError, match=r"holds 2 arrays \(a, b\).*variable=<name>"):
+        kcpstream.segment(tmp_path / "s.zarr", n_bkps=1)
+    with pytest.raises(InputError, match="no array 'c'; available arrays: a, b"):
+        kcpstream.segment(tmp_path / "s.zarr", variable="c", n_bkps=1)
