@@ -18,23 +18,24 @@ from .signal import InputError, Signal, as_signal, check_finite_index
 
 __all__ = ["segment", "auto_block_size"]
 
-#: Memory the block grid may use by default (prefix sums and per-block arrays).
-BLOCK_MEMORY_BUDGET = 128 * 2**20
+#: Blocks the automatic grid aims at: enough for tight pruning bounds, few enough
+#: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
+#: scans stay small (64 MiB of prefix sums at p = 64).
+TARGET_BLOCKS = 2**16
 #: Smallest automatic block size.
 MIN_AUTO_BLOCK = 16
 #: Largest block size: a refinement read keeps one block's features in memory.
 MAX_BLOCK = 2**18
 
 
-def auto_block_size(n: int, n_features: int, budget: int = BLOCK_MEMORY_BUDGET) -> int:
-    """Block size B for ``n`` samples: the smallest that keeps the grid within ``budget`` bytes.
+def auto_block_size(n: int) -> int:
+    """Block size B for ``n`` samples: about :data:`TARGET_BLOCKS` blocks, at least 16.
 
     Smaller blocks make the pruning bounds tighter (fewer samples read again)
-    at the price of a larger grid: about ``8 * (2 p + 6)`` bytes per block.
+    at the price of a larger grid (``8 * (2 p + 6)`` bytes per block) and
+    longer boundary scans.
     """
-    per_block = 8 * (2 * n_features + 6)
-    max_blocks = max(1, budget // per_block)
-    return int(min(MAX_BLOCK, max(MIN_AUTO_BLOCK, -(-n // max_blocks))))
+    return int(min(MAX_BLOCK, max(MIN_AUTO_BLOCK, -(-n // TARGET_BLOCKS))))
 
 
 def _check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -84,8 +85,8 @@ def segment(
     min_size : int, default 2
         Every segment keeps at least ``min_size`` samples.
     block_size : int, optional
-        Samples per block of the statistics grid (default: chosen from a
-        memory budget of 128 MiB, at least 16).
+        Samples per block of the statistics grid (default: about 2**16
+        blocks, at least 16 samples each).
     variable : str, optional
         Array name inside a zarr group.
     dim : str, optional
@@ -164,9 +165,8 @@ def segment(
             f"the fitted feature map expects d={fmap.n_features_in_} channels but "
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
-    p = fmap.n_features_out_
     if block_size is None:
-        B = auto_block_size(n, p)
+        B = auto_block_size(n)
     else:
         B = _check_positive_int("block_size", block_size)
         if B > MAX_BLOCK:

@@ -8,18 +8,27 @@ client.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import dask
 import numpy as np
 from numba import njit
 
-from ._kernels.blockstats import merge_piece_into, piece_stats, scan_piece
+from ._kernels.blockstats import merge_piece_into, piece_stats
+from ._kernels.blockstats import scan_piece as _scan_piece_kernel
 from .features.base import FeatureMap
 from .signal import Signal, check_finite_index
 from .stats import BlockStats, PieceStats
 
-__all__ = ["data_pass", "scan_pieces", "ScanRequest", "ScanResult", "featurize_range"]
+__all__ = [
+    "data_pass",
+    "scan_pieces",
+    "ScanRequest",
+    "ScanResult",
+    "PieceCache",
+    "featurize_range",
+]
 
 
 @njit(nogil=True, cache=True)
@@ -72,7 +81,7 @@ def chunk_block_stats(
     M2 = np.zeros(nbc)
     R = np.zeros(nbc)
     tile_len = (tile // B) * B if B <= tile else tile
-    buf = np.empty((p, max(tile_len, 1) + B), np.float32)
+    buf = fmap._tile_buffer(tile_len)
     pos = start
     while pos < end:
         if B <= tile:
@@ -83,9 +92,7 @@ def chunk_block_stats(
         bad = _first_nonfinite_row(xt)
         if bad >= 0:
             return {"first_bad": pos + bad}
-        z = buf[:, : t_end - pos]
-        if not z.flags.c_contiguous:
-            z = np.empty((p, t_end - pos), np.float32)
+        z = buf if t_end - pos == tile_len else fmap._tile_buffer(t_end - pos)
         fmap._featurize_tile(xt, z)
         first_cut = (pos // B + 1) * B
         cuts = np.concatenate(([pos], np.arange(first_cut, t_end, B), [t_end])).astype(np.int64)
@@ -104,22 +111,20 @@ def chunk_block_stats(
 
 
 def featurize_range(fmap: FeatureMap, x: np.ndarray, tile: int) -> np.ndarray:
-    """Raw float32 features (p, L) of every sample of ``x``, tile by tile."""
+    """Raw float32 features (k, L, m) of every sample of ``x``, tile by tile."""
     x = _as_2d(x)
     length = x.shape[0]
-    p = fmap.n_features_out_
-    out = np.empty((p, length), np.float32)
-    buf = np.empty((p, min(tile, max(length, 1))), np.float32)
+    out = fmap._tile_buffer(length)
     for lo in range(0, length, tile):
         hi = min(length, lo + tile)
-        z = buf[:, : hi - lo] if hi - lo == buf.shape[1] else np.empty((p, hi - lo), np.float32)
+        z = fmap._tile_buffer(hi - lo)
         fmap._featurize_tile(x[lo:hi], z)
         out[:, lo:hi] = z
     return out
 
 
 def _piece_of(z: np.ndarray, scale: float, lo: int, hi: int) -> PieceStats:
-    p = z.shape[0]
+    p = z.shape[0] * z.shape[2]
     S = np.empty((1, p), np.int64)
     Q = np.empty(1)
     M2 = np.empty(1)
@@ -149,22 +154,37 @@ class ScanResult:
     pos: int
     left: PieceStats | None
     right: PieceStats | None
+    samples: np.ndarray  # the raw samples of the piece, for the client's cache
 
 
-def scan_piece_task(
+def scan_piece(
     x: np.ndarray, fmap: FeatureMap, req: ScanRequest, min_size: int, tile: int
 ) -> ScanResult:
-    """Featurize one piece and scan it sample by sample (a dask task)."""
+    """Featurize one piece (its raw samples ``x``) and scan it sample by sample."""
+    x = _as_2d(x)
     z = featurize_range(fmap, x, tile)
     scale = float(2.0**fmap.quantum_exponent_)
     a, e = req.segment
-    gain, pos = scan_piece(z, scale, req.piece_start, a, e, req.left_at_piece, req.total, min_size)
+    gain, pos = _scan_piece_kernel(
+        z, scale, req.piece_start, a, e, req.left_at_piece, req.total, min_size
+    )
     left = right = None
     if pos >= 0:
         cut = pos - req.piece_start
         left = _piece_of(z, scale, 0, cut)
         right = _piece_of(z, scale, cut, z.shape[1])
-    return ScanResult(req, float(gain), int(pos), left, right)
+    return ScanResult(req, float(gain), int(pos), left, right, x)
+
+
+def scan_group(
+    x: np.ndarray, offset: int, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, tile: int
+) -> list[ScanResult]:
+    """Scan several pieces of one run of chunks (samples ``offset ..``), read once (a dask task)."""
+    x = _as_2d(x)
+    return [
+        scan_piece(x[r.piece_start - offset : r.piece_end - offset], fmap, r, min_size, tile)
+        for r in reqs
+    ]
 
 
 def data_pass(signal: Signal, fmap: FeatureMap, block_size: int, tile: int) -> BlockStats:
@@ -205,17 +225,95 @@ def data_pass(signal: Signal, fmap: FeatureMap, block_size: int, tile: int) -> B
     return BlockStats(n, block_size, fmap.quantum_exponent_, S, Q, M2, R)
 
 
+class PieceCache:
+    """Raw samples of pieces already read, bounded in bytes (least recently used out).
+
+    A split found inside a piece makes the piece's two halves the end
+    pieces of the two new segments; they are often scanned again in a later
+    round, and the cache serves them without reading the store.
+    """
+
+    def __init__(self, max_bytes: int = 64 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._by_block: dict[int, list[tuple[int, int]]] = {}
+        self.nbytes = 0
+        self.hits = 0
+
+    def get(self, start: int, end: int, block_size: int) -> np.ndarray | None:
+        for key in self._by_block.get(start // block_size, ()):
+            a, b = key
+            if a <= start and end <= b:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key][start - a : end - a]
+        return None
+
+    def put(self, start: int, end: int, block_size: int, x: np.ndarray) -> None:
+        key = (start, end)
+        if key in self._items or x.nbytes > self.max_bytes:
+            return
+        self._items[key] = x
+        self._by_block.setdefault(start // block_size, []).append(key)
+        self.nbytes += x.nbytes
+        while self.nbytes > self.max_bytes:
+            (a, b), old = self._items.popitem(last=False)
+            self._by_block[a // block_size].remove((a, b))
+            self.nbytes -= old.nbytes
+
+
+def _chunk_groups(
+    starts: np.ndarray, reqs: list[ScanRequest]
+) -> list[tuple[int, int, list[ScanRequest]]]:
+    """Requests grouped by runs of overlapping chunks: ``(first, last, requests)``."""
+    groups: list[tuple[int, int, list[ScanRequest]]] = []
+    for r in sorted(reqs, key=lambda r: r.piece_start):
+        c0 = int(np.searchsorted(starts, r.piece_start, side="right")) - 1
+        c1 = int(np.searchsorted(starts, r.piece_end - 1, side="right")) - 1
+        if groups and c0 <= groups[-1][1]:
+            first, last, members = groups[-1]
+            groups[-1] = (first, max(last, c1), [*members, r])
+        else:
+            groups.append((c0, c1, [r]))
+    return groups
+
+
 def scan_pieces(
-    signal: Signal, fmap: FeatureMap, requests: list[ScanRequest], min_size: int, tile: int
+    signal: Signal,
+    fmap: FeatureMap,
+    requests: list[ScanRequest],
+    min_size: int,
+    tile: int,
+    cache: PieceCache | None = None,
+    block_size: int = 1,
 ) -> list[ScanResult]:
-    """Read and scan all requested pieces in one :func:`dask.compute`."""
-    if not requests:
-        return []
-    fm = dask.delayed(fmap, pure=True)
-    tasks = [
-        dask.delayed(scan_piece_task, pure=True)(
-            signal.data[r.piece_start : r.piece_end], fm, r, min_size, tile
-        )
-        for r in requests
-    ]
-    return list(dask.compute(*tasks))
+    """Scan all requested pieces: cached ones on the spot, the others in one
+    :func:`dask.compute` with one task per run of chunks (each chunk read once).
+
+    Results come back in the order of ``requests``.
+    """
+    results: dict[int, ScanResult] = {}
+    to_read: list[ScanRequest] = []
+    index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}
+    for i, r in enumerate(requests):
+        x = None if cache is None else cache.get(r.piece_start, r.piece_end, block_size)
+        if x is None:
+            to_read.append(r)
+        else:
+            results[i] = scan_piece(x, fmap, r, min_size, tile)
+    if to_read:
+        starts = signal.chunk_starts
+        fm = dask.delayed(fmap, pure=True)
+        tasks = []
+        for c0, c1, members in _chunk_groups(starts, to_read):
+            x = signal.data[int(starts[c0]) : int(starts[c1 + 1])]
+            tasks.append(
+                dask.delayed(scan_group, pure=True)(x, int(starts[c0]), fm, members, min_size, tile)
+            )
+        for group in dask.compute(*tasks):
+            for res in group:
+                req = res.request
+                results[index[(req.segment, req.piece_start, req.piece_end)]] = res
+                if cache is not None:
+                    cache.put(req.piece_start, req.piece_end, block_size, res.samples)
+    return [results[i] for i in range(len(requests))]

@@ -12,8 +12,19 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 __all__ = ["BlockStats", "PieceStats"]
+
+
+@njit(nogil=True, cache=True)
+def _prefix_rows(S):
+    """Exact prefix sums of the rows of ``S`` (int64), with a leading zero row."""
+    out = np.zeros((S.shape[0] + 1, S.shape[1]), np.int64)
+    for i in range(S.shape[0]):
+        for j in range(S.shape[1]):
+            out[i + 1, j] = out[i, j] + S[i, j]
+    return out
 
 
 @dataclass(frozen=True)
@@ -59,8 +70,7 @@ class BlockStats:
         nb = S.shape[0]
         if nb != -(-self.n // self.block_size):
             raise ValueError("block statistics do not cover the signal")
-        self.prefix = np.zeros((nb + 1, S.shape[1]), dtype=np.int64)
-        np.cumsum(S, axis=0, out=self.prefix[1:])
+        self.prefix = _prefix_rows(np.ascontiguousarray(S, dtype=np.int64))
         self.prefix_q = np.zeros(nb + 1, dtype=np.float64)
         np.cumsum(Q, out=self.prefix_q[1:])
         self.max_norm2 = np.ascontiguousarray(M2, dtype=np.float64)

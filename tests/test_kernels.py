@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcpstream._kernels.blockstats import (
+    SNAPSHOT,
     cusum_gains,
     merge_piece_into,
     piece_stats,
@@ -40,28 +41,32 @@ def _bridge(q: np.ndarray) -> float:
     return float(np.sqrt((r**2).sum(axis=1)).max()) if length > 1 else 0.0
 
 
-@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(1, 6))
-def test_piece_stats_match_numpy(seed, n, p):
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(1, 2), st.integers(1, 4))
+def test_piece_stats_match_numpy(seed, n, k, m):
     rng = np.random.default_rng(seed)
-    z = rng.normal(size=(p, n)).astype(np.float32)
-    k = int(rng.integers(1, n + 1))
-    cuts = np.unique(
-        np.r_[0, np.sort(rng.choice(np.arange(1, n + 1), size=k, replace=False)), n]
-    ).astype(np.int64)
-    m = len(cuts) - 1
-    S = np.empty((m, p), np.int64)
-    Q, M2, R = np.empty(m), np.empty(m), np.empty(m)
-    cnt = np.empty(m, np.int64)
+    z = rng.normal(size=(k, n, m)).astype(np.float32)
+    p = k * m
+    n_cuts = int(rng.integers(1, n + 1))
+    inner = np.sort(rng.choice(np.arange(1, n + 1), size=n_cuts, replace=False))
+    cuts = np.unique(np.r_[0, inner, n]).astype(np.int64)
+    pieces = len(cuts) - 1
+    S = np.empty((pieces, p), np.int64)
+    Q, M2, R = np.empty(pieces), np.empty(pieces), np.empty(pieces)
+    cnt = np.empty(pieces, np.int64)
     scale = 2.0**20
     piece_stats(z, scale, cuts, S, Q, M2, R, cnt)
-    q = np.rint(z.astype(np.float64) * scale).T
-    for i in range(m):
+    q = np.rint(z.astype(np.float64) * scale).transpose(1, 0, 2).reshape(n, p)  # (n, p) rows
+    for i in range(pieces):
         part = q[cuts[i] : cuts[i + 1]]
         assert cnt[i] == len(part)
         assert S[i].tolist() == part.sum(axis=0).astype(np.int64).tolist()
         assert Q[i] == pytest.approx((part**2).sum(), rel=1e-12)
-        assert M2[i] == pytest.approx((part**2).sum(axis=1).max(), rel=1e-12)
-        assert R[i] == pytest.approx(_bridge(part), rel=1e-9, abs=1e-6)
+        # M2 bounds every sample's squared norm by sum_j max_t q_tj^2
+        assert (part**2).sum(axis=1).max() <= M2[i]
+        assert M2[i] == pytest.approx((np.abs(part).max(axis=0) ** 2).sum(), rel=1e-9)
+        # R bounds the bridge excursion from above, within the snapshot slack
+        step = np.sqrt(M2[i]) + np.linalg.norm(part.sum(axis=0)) / len(part)
+        assert _bridge(part) * (1 - 1e-12) <= R[i] <= _bridge(part) + SNAPSHOT * step + 1e-6
 
 
 @given(st.integers(0, 2**32 - 1), st.integers(2, 50), st.integers(1, 4))

@@ -7,19 +7,18 @@ statistics of any range do not depend on how the range was cut into chunks,
 tiles or blocks, and every code path that evaluates the gain of a split
 position feeds :func:`split_gain` the very same integers.
 
-Feature tiles are *feature-major*: ``Z`` has shape ``(p, L)`` with the samples
-along the contiguous axis.
+Feature tiles have shape ``(k, L, m)``: ``k`` groups of ``m`` features for
+``L`` samples (see :mod:`kcpstream._kernels.featurize`).
 
 Piece statistics (one row per piece of consecutive samples):
 
 ``count``   number of samples
 ``S``       ``(p,)`` int64, the sum of ``q``
 ``Q``       float64, the sum of ``||q||^2``
-``M2``      float64, the maximum of ``||q||^2`` over the samples
+``M2``      float64, an upper bound on ``||q||^2`` over the samples
 ``R``       float64, an upper bound on the bridge excursion
             ``max_m ||delta_m - (m / L) S||`` where ``delta_m`` is the sum of the
-            first ``m`` samples of the piece (exact for a piece computed in one
-            go, an upper bound after merges)
+            first ``m`` samples of the piece
 """
 
 from __future__ import annotations
@@ -58,56 +57,91 @@ def split_gain(n_left, n_right, sum_left, sum_total):
     return (fl * fr / (fl + fr)) * acc
 
 
-@njit(nogil=True, cache=True)
+#: The bridge excursion is evaluated every SNAPSHOT samples and bounded in between.
+SNAPSHOT = 4
+
+
+@njit(nogil=True, cache=True, fastmath={"reassoc", "nsz"})
 def piece_stats(Z, scale, bounds, S, Q, M2, R, counts):
     """Statistics of consecutive pieces of a feature tile.
 
     Parameters
     ----------
-    Z : float32 (p, L) raw features of the tile (quantized here).
+    Z : float32 (k, L, m) raw features of the tile (quantized here).
     scale : float64, ``2**k``.
-    bounds : int64 (k + 1,) local piece boundaries, ``bounds[0] = 0``.
+    bounds : int64 (n + 1,) local piece boundaries, ``bounds[0] = 0``.
     S, Q, M2, R, counts : outputs with one row per piece.
+
+    Every per-sample operation is elementwise across features (sum, sum of
+    squares, maximum magnitude), so it vectorizes.  The quantized features
+    are integers held in float64: their sums are exact in any order while
+    they stay below ``2**53`` (the data pass checks ``L * max|q| < 2**52``),
+    which is why this kernel may reassociate (``fastmath``).  ``Q``, ``M2``
+    and ``R`` only feed upper bounds:
+
+    * ``M2 = sum_j max_t q_tj^2`` bounds every sample's squared norm;
+    * ``R`` bounds the bridge excursion ``max_m ||delta_m - (m / L) S||``:
+      the excursion is evaluated exactly every :data:`SNAPSHOT` samples, and
+      ``w`` samples after a snapshot ``||r_m|| <= ||r_k|| + w A`` (and
+      likewise back from the next one), ``A`` bounding the norm of one sample
+      minus the piece mean; hence ``(||r_k|| + ||r_k+1|| + w A) / 2``.
     """
-    p = Z.shape[0]
+    k, _, m = Z.shape
+    p = k * m
     n_pieces = bounds.shape[0] - 1
-    qrow = np.empty(p, np.float64)
+    longest = 0
+    for i in range(n_pieces):
+        longest = max(longest, bounds[i + 1] - bounds[i])
+    snaps = np.empty((longest // SNAPSHOT + 1, p))
+    s = np.empty(p)
+    sq = np.empty(p)
+    mx = np.empty(p)
     for i in range(n_pieces):
         lo = bounds[i]
         hi = bounds[i + 1]
         length = hi - lo
         counts[i] = length
-        for j in range(p):
-            S[i, j] = 0
+        s[:] = 0.0
+        sq[:] = 0.0
+        mx[:] = 0.0
+        n_snaps = 0
+        for t in range(lo, hi):
+            for g in range(k):
+                zrow = Z[g, t]
+                for jj in range(m):
+                    q = np.rint(np.float64(zrow[jj]) * scale)
+                    j = g * m + jj
+                    s[j] += q
+                    sq[j] += q * q
+                    mx[j] = max(mx[j], abs(q))
+            if (t - lo + 1) % SNAPSHOT == 0 and t + 1 < hi:
+                snaps[n_snaps, :] = s
+                n_snaps += 1
         qsum = 0.0
         m2 = 0.0
-        # first pass: sums, sum of squares, max squared norm
-        for t in range(lo, hi):
-            nrm = 0.0
-            for j in range(p):
-                q = np.rint(np.float64(Z[j, t]) * scale)
-                S[i, j] += np.int64(q)
-                nrm += q * q
-            qsum += nrm
-            if nrm > m2:
-                m2 = nrm
-        Q[i] = qsum
-        M2[i] = m2
-        # second pass: bridge excursion max_m ||delta_m - (m / L) S||
+        s2 = 0.0
         for j in range(p):
-            qrow[j] = 0.0
-        rmax2 = 0.0
+            qsum += sq[j]
+            m2 += mx[j] * mx[j]
+            s2 += s[j] * s[j]
+            S[i, j] = np.int64(s[j])
+        Q[i] = qsum
+        M2[i] = m2 * (1.0 + 1e-12)
         inv_len = 1.0 / float(length)
-        for t in range(lo, hi - 1):
-            frac = float(t - lo + 1) * inv_len
-            nrm = 0.0
+        step = (math.sqrt(m2) + math.sqrt(s2) * inv_len) * (1.0 + 1e-12)
+        prev = 0.0
+        rmax = 0.0
+        for kk in range(n_snaps):
+            frac = float((kk + 1) * SNAPSHOT) * inv_len
+            acc = 0.0
             for j in range(p):
-                qrow[j] += np.rint(np.float64(Z[j, t]) * scale)
-                r = qrow[j] - frac * float(S[i, j])
-                nrm += r * r
-            if nrm > rmax2:
-                rmax2 = nrm
-        R[i] = math.sqrt(rmax2)
+                r = snaps[kk, j] - frac * s[j]
+                acc += r * r
+            cur = math.sqrt(acc)
+            rmax = max(rmax, 0.5 * (prev + cur + SNAPSHOT * step))
+            prev = cur
+        rmax = max(rmax, 0.5 * (prev + (length - n_snaps * SNAPSHOT) * step))
+        R[i] = 0.0 if length < 2 else rmax * (1.0 + 1e-9)
 
 
 @njit(nogil=True, cache=True)
@@ -288,31 +322,31 @@ def segment_boundary_scan(
 def scan_piece(Z, scale, piece_start, seg_start, seg_end, left_at_piece, total, min_size):
     """Exact scan of every split position strictly inside a piece.
 
-    ``Z`` (p, L) holds the raw features of samples ``piece_start ..
+    ``Z`` (k, L, m) holds the raw features of samples ``piece_start ..
     piece_start + L - 1``; ``left_at_piece`` is the exact integer sum of the
     segment's samples before ``piece_start``; ``total`` the segment's sum.
 
     Returns ``(best_gain, best_pos)`` (first position on ties; ``-1.0, -1``
     when no admissible position lies inside the piece).
     """
-    p = Z.shape[0]
-    length = Z.shape[1]
+    k, length, m = Z.shape
     left = left_at_piece.copy()
     lo_ok = seg_start + min_size
     hi_ok = seg_end - min_size
     best_gain = -1.0
     best_pos = -1
     for t in range(length - 1):
-        for j in range(p):
-            left[j] += np.int64(np.rint(np.float64(Z[j, t]) * scale))
+        for g in range(k):
+            for jj in range(m):
+                left[g * m + jj] += np.int64(np.rint(np.float64(Z[g, t, jj]) * scale))
         pos = piece_start + t + 1
         if pos < lo_ok:
             continue
         if pos > hi_ok:
             break
-        g = split_gain(pos - seg_start, seg_end - pos, left, total)
-        if g > best_gain:
-            best_gain = g
+        gain = split_gain(pos - seg_start, seg_end - pos, left, total)
+        if gain > best_gain:
+            best_gain = gain
             best_pos = pos
     return best_gain, best_pos
 

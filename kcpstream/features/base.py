@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from .._kernels.featurize import quantize
+from .._kernels.featurize import groups_to_rows, quantize
 
 __all__ = ["FeatureMap", "NotFittedError", "QUANTUM_BITS", "exponent_for_amplitude"]
 
@@ -107,9 +107,18 @@ class FeatureMap:
         """Fit the map on a sample of shape (m, d) (or (m,)); returns ``self``."""
         raise NotImplementedError
 
+    @property
+    def tile_groups_(self) -> tuple[int, int]:
+        """``(k, m)``: a tile of L samples is a float32 array (k, L, m), ``k * m = p``."""
+        return 1, self.n_features_out_
+
     def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Write the raw float32 features of tile ``x`` (L, d) into ``out`` (p, L)."""
+        """Write the raw float32 features of tile ``x`` (L, d) into ``out`` (k, L, m)."""
         raise NotImplementedError
+
+    def _tile_buffer(self, length: int) -> np.ndarray:
+        k, m = self.tile_groups_
+        return np.empty((k, length, m), dtype=np.float32)
 
     def _check_input(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X)
@@ -144,14 +153,12 @@ class FeatureMap:
         self._check_fitted()
         X = self._check_input(X)
         n = X.shape[0]
-        p = self.n_features_out_
-        result = np.empty((n, p), dtype=np.float32)
-        buf = np.empty((p, min(tile, max(n, 1))), dtype=np.float32)
+        result = np.empty((n, self.n_features_out_), dtype=np.float32)
         for lo in range(0, n, tile):
             hi = min(n, lo + tile)
-            out = buf[:, : hi - lo]
+            out = self._tile_buffer(hi - lo)
             self._featurize_tile(X[lo:hi], out)
-            result[lo:hi] = quantize(out, self.quantum_exponent_).T
+            result[lo:hi] = groups_to_rows(quantize(out, self.quantum_exponent_))
         return result
 
     def gram(self, X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:

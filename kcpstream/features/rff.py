@@ -74,6 +74,10 @@ class RFF(FeatureMap):
     def n_features_out_(self) -> int:
         return self.n_features
 
+    @property
+    def tile_groups_(self) -> tuple[int, int]:
+        return 2, self.n_features // 2
+
     def fit(self, sample: np.ndarray) -> Self:
         x = as_sample(sample)
         metric = "euclidean" if self.kernel == "gaussian" else "cityblock"
