@@ -11,7 +11,7 @@ import numpy as np
 
 from .features import FeatureMap, make_feature_map
 from .features.base import DEFAULT_TILE
-from .passes import data_pass
+from .passes import SampleCache, data_pass
 from .result import Diagnostics, Segmentation
 from .search import SearchLog, binary_segmentation
 from .signal import InputError, Signal, as_signal, check_finite_index
@@ -58,6 +58,7 @@ def segment(
     seed: int | None = None,
     sample_size: int = 2048,
     tile: int = DEFAULT_TILE,
+    cache_bytes: int = 256 * 2**20,
 ) -> Segmentation:
     """Find the change-points of a signal's distribution by kernel change-point detection.
 
@@ -101,6 +102,11 @@ def segment(
     tile : int, default 4096
         Samples featurized together (memory ``4 * p * tile`` bytes per task;
         does not change the result).
+    cache_bytes : int, default 256 MiB
+        Raw samples kept in memory for the refinement reads: chunks the data
+        pass read (only with a scheduler in this process, where keeping them
+        costs no copy) and pieces read since.  0 disables it; the result
+        does not depend on it.
 
     Returns
     -------
@@ -125,6 +131,7 @@ def segment(
     t0 = time.perf_counter()
     min_size = _check_positive_int("min_size", min_size)
     tile = _check_positive_int("tile", tile)
+    cache_bytes = _check_positive_int("cache_bytes", cache_bytes, 0)
     sample_size = _check_positive_int("sample_size", sample_size, 2)
     if n_bkps is None and pen is None:
         raise InputError("give n_bkps=<number of change-points> or pen=<penalty per split>")
@@ -154,17 +161,6 @@ def segment(
         )
 
     fmap = make_feature_map(features, seed=seed)
-    if not fmap.is_fitted:
-        fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
-        sample = signal.sample(max_points=sample_size)
-        if not np.isfinite(sample).all():
-            check_finite_index(signal.first_nonfinite(), signal.description)
-        fmap.fit(sample)
-    elif fmap.n_features_in_ != signal.d:
-        raise InputError(
-            f"the fitted feature map expects d={fmap.n_features_in_} channels but "
-            f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
-        )
     if block_size is None:
         B = auto_block_size(n)
     else:
@@ -174,22 +170,36 @@ def segment(
                 f"block_size={B} is larger than {MAX_BLOCK}: a refinement read keeps one "
                 "block's features in memory; use a smaller block_size"
             )
+    cache = SampleCache(B, max_bytes=cache_bytes)
+    if not fmap.is_fitted:
+        fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
+        sample = signal.sample(max_points=sample_size, cache=cache)
+        if not np.isfinite(sample).all():
+            check_finite_index(signal.first_nonfinite(), signal.description)
+        fmap.fit(sample)
+    elif fmap.n_features_in_ != signal.d:
+        raise InputError(
+            f"the fitted feature map expects d={fmap.n_features_in_} channels but "
+            f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
+        )
 
     t_pass = time.perf_counter()
-    stats = data_pass(signal, fmap, B, tile)
+    stats = data_pass(signal, fmap, B, tile, cache)
     seconds_pass = time.perf_counter() - t_pass
     _check_statistics(stats, signal)
 
     log = SearchLog()
     order = binary_segmentation(
-        stats, signal, fmap, min_size=min_size, n_bkps=n_bkps, pen=pen, tile=tile, log=log
-    )
+        stats, signal, fmap, min_size=min_size, n_bkps=n_bkps, pen=pen, tile=tile, log=log,
+        cache=cache,
+    )  # fmt: skip
     return _build_result(stats, signal, fmap, order, log, min_size, n_bkps, pen, t0, seconds_pass)
 
 
 def _check_statistics(stats, signal: Signal) -> None:
     qmax = math.sqrt(stats.global_max_norm2)
-    if qmax * stats.n >= 2.0**62:
+    # block sums are exact integers held in float64 only below 2**53, prefix sums in int64
+    if qmax * stats.block_size >= 2.0**52 or qmax * stats.n >= 2.0**62:
         raise InputError(
             f"{signal.description} has values far outside the range of the fit sample "
             f"(feature norm up to {qmax * 2.0**-stats.quantum_exponent:.3g}); the exact integer "

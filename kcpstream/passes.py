@@ -8,14 +8,18 @@ client.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import dask
+import dask.base
+import dask.local
+import dask.threaded
 import numpy as np
 from numba import njit
 
-from ._kernels.blockstats import merge_piece_into, piece_stats
+from ._kernels.blockstats import accumulate_tile, first_nonfinite_row, merge_piece_into, piece_stats
 from ._kernels.blockstats import scan_piece as _scan_piece_kernel
 from .features.base import FeatureMap
 from .signal import Signal, check_finite_index
@@ -26,7 +30,8 @@ __all__ = [
     "scan_pieces",
     "ScanRequest",
     "ScanResult",
-    "PieceCache",
+    "SampleCache",
+    "runs_in_this_process",
     "featurize_range",
 ]
 
@@ -49,23 +54,16 @@ def _as_2d(x: np.ndarray) -> np.ndarray:
     return x[:, None] if x.ndim == 1 else x
 
 
-def _first_nonfinite_row(x: np.ndarray) -> int:
-    """Index of the first row with a non-finite value, or -1."""
-    if x.dtype.kind != "f":
-        return -1
-    ok = np.isfinite(x).all(axis=1)
-    return -1 if ok.all() else int(np.argmin(ok))
-
-
 def chunk_block_stats(
-    x: np.ndarray, start: int, fmap: FeatureMap, block_size: int, tile: int
+    x: np.ndarray, start: int, fmap: FeatureMap, block_size: int, tile: int, keep: bool = False
 ) -> dict:
     """Block statistics of one chunk ``x`` (samples ``start ..``).
 
-    Tiles of at most ``max(tile, ...)`` samples are featurized in float32 and
-    cut at block boundaries; blocks larger than a tile are accumulated from
-    several tiles and merged.  Returns the statistics of the blocks the chunk
-    touches (the first and last may be partial), or the first non-finite index.
+    Tiles are featurized in float32 and cut at block boundaries (a block
+    larger than a tile is accumulated from several tiles and merged).
+    Returns the statistics of the blocks the chunk touches (the first and
+    last may be partial), or the index of the first non-finite sample; with
+    ``keep`` also the raw samples (for a scheduler in this process: no copy).
     """
     x = _as_2d(x)
     n_c = x.shape[0]
@@ -80,6 +78,8 @@ def chunk_block_stats(
     Q = np.zeros(nbc)
     M2 = np.zeros(nbc)
     R = np.zeros(nbc)
+    check_finite = x.dtype.kind == "f"
+    norm_bound = float(fmap.quantized_norm_bound_)
     tile_len = (tile // B) * B if B <= tile else tile
     buf = fmap._tile_buffer(tile_len)
     pos = start
@@ -89,25 +89,18 @@ def chunk_block_stats(
         else:
             t_end = min(end, pos + tile, (pos // B + 1) * B)
         xt = x[pos - start : t_end - start]
-        bad = _first_nonfinite_row(xt)
-        if bad >= 0:
-            return {"first_bad": pos + bad}
+        if check_finite:
+            bad = first_nonfinite_row(xt)
+            if bad >= 0:
+                return {"first_bad": pos + bad}
         z = buf if t_end - pos == tile_len else fmap._tile_buffer(t_end - pos)
         fmap._featurize_tile(xt, z)
-        first_cut = (pos // B + 1) * B
-        cuts = np.concatenate(([pos], np.arange(first_cut, t_end, B), [t_end])).astype(np.int64)
-        k = len(cuts) - 1
-        p_cnt = np.empty(k, np.int64)
-        p_S = np.empty((k, p), np.int64)
-        p_Q = np.empty(k)
-        p_M2 = np.empty(k)
-        p_R = np.empty(k)
-        piece_stats(z, scale, cuts - pos, p_S, p_Q, p_M2, p_R, p_cnt)
-        _merge_pieces_into_blocks(
-            cuts[:-1] // B - jb0, p_cnt, p_S, p_Q, p_M2, p_R, cnt, S, Q, M2, R
-        )
+        accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound)
         pos = t_end
-    return {"first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R}
+    out = {"first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R}
+    if keep:
+        out["raw"] = x
+    return out
 
 
 def featurize_range(fmap: FeatureMap, x: np.ndarray, tile: int) -> np.ndarray:
@@ -123,7 +116,7 @@ def featurize_range(fmap: FeatureMap, x: np.ndarray, tile: int) -> np.ndarray:
     return out
 
 
-def _piece_of(z: np.ndarray, scale: float, lo: int, hi: int) -> PieceStats:
+def _piece_of(z: np.ndarray, fmap: FeatureMap, scale: float, lo: int, hi: int) -> PieceStats:
     p = z.shape[0] * z.shape[2]
     S = np.empty((1, p), np.int64)
     Q = np.empty(1)
@@ -171,8 +164,8 @@ def scan_piece(
     left = right = None
     if pos >= 0:
         cut = pos - req.piece_start
-        left = _piece_of(z, scale, 0, cut)
-        right = _piece_of(z, scale, cut, z.shape[1])
+        left = _piece_of(z, fmap, scale, 0, cut)
+        right = _piece_of(z, fmap, scale, cut, z.shape[1])
     return ScanResult(req, float(gain), int(pos), left, right, x)
 
 
@@ -187,21 +180,50 @@ def scan_group(
     ]
 
 
-def data_pass(signal: Signal, fmap: FeatureMap, block_size: int, tile: int) -> BlockStats:
+def runs_in_this_process() -> bool:
+    """Whether the active dask scheduler runs tasks in this process (threads, sync)."""
+    sched = dask.base.get_scheduler()
+    return sched is None or sched in (dask.threaded.get, dask.local.get_sync)
+
+
+def data_pass(
+    signal: Signal,
+    fmap: FeatureMap,
+    block_size: int,
+    tile: int,
+    cache: SampleCache | None = None,
+) -> BlockStats:
     """One pass over the data: block statistics of every chunk, merged on the client.
+
+    With a ``cache`` and a scheduler running in this process, the chunks
+    that fit in the cache's budget are kept (references, not copies) so
+    that refinement scans them without reading the store again.
 
     Raises the NaN/inf input error naming the first non-finite sample.
     """
     starts = signal.chunk_starts
     fm = dask.delayed(fmap, pure=True)
-    blocks = signal.data.to_delayed().ravel()
+    blocks = list(signal.data.to_delayed().ravel())
+    keep = np.zeros(len(blocks), bool)
+    if cache is not None and runs_in_this_process():
+        itemsize = signal.d * np.dtype(signal.data.dtype).itemsize
+        room = cache.max_bytes - cache.nbytes
+        sizes = np.diff(starts) * itemsize
+        cached = np.array([cache.chunk(int(s0)) is not None for s0 in starts[:-1]], bool)
+        keep = ~cached & (np.cumsum(np.where(cached, 0, sizes)) <= room)
+        for i in np.flatnonzero(cached):  # already read (by the fit): no second read
+            blocks[i] = cache.chunk(int(starts[i]))
     tasks = [
-        dask.delayed(chunk_block_stats, pure=True)(blk, int(s), fm, block_size, tile)
-        for blk, s in zip(blocks, starts[:-1], strict=True)
+        dask.delayed(chunk_block_stats)(blk, int(s), fm, block_size, tile, bool(k))
+        for blk, s, k in zip(blocks, starts[:-1], keep, strict=True)
     ]
     results = dask.compute(*tasks)
     bad = [r["first_bad"] for r in results if r["first_bad"] >= 0]
     check_finite_index(min(bad) if bad else None, signal.description)
+    if cache is not None:
+        for i, r in enumerate(results):
+            if "raw" in r:
+                cache.add_chunk(int(starts[i]), r.pop("raw"))
 
     n = signal.n
     nb = -(-n // block_size)
@@ -211,13 +233,17 @@ def data_pass(signal: Signal, fmap: FeatureMap, block_size: int, tile: int) -> B
     Q = np.zeros(nb)
     M2 = np.zeros(nb)
     R = np.zeros(nb)
-    for r in results:  # chunks are in time order, so shared edge blocks merge in order
+    for r in results:  # chunks in time order: only a chunk's first block may be shared
         j0 = r["first_block"]
+        first = 1 if cnt[j0] > 0 else 0
+        if first:
+            _merge_pieces_into_blocks(
+                np.array([j0], np.int64), r["counts"][:1], r["S"][:1], r["Q"][:1],
+                r["M2"][:1], r["R"][:1], cnt, S, Q, M2, R,
+            )  # fmt: skip
         k = len(r["counts"])
-        ids = np.arange(j0, j0 + k, dtype=np.int64)
-        _merge_pieces_into_blocks(
-            ids, r["counts"], r["S"], r["Q"], r["M2"], r["R"], cnt, S, Q, M2, R
-        )
+        for name, dest in (("counts", cnt), ("S", S), ("Q", Q), ("M2", M2), ("R", R)):
+            dest[j0 + first : j0 + k] = r[name][first:]
     expected = np.full(nb, block_size, np.int64)
     expected[-1] = n - (nb - 1) * block_size
     if not np.array_equal(cnt, expected):  # pragma: no cover - internal consistency
@@ -225,41 +251,73 @@ def data_pass(signal: Signal, fmap: FeatureMap, block_size: int, tile: int) -> B
     return BlockStats(n, block_size, fmap.quantum_exponent_, S, Q, M2, R)
 
 
-class PieceCache:
-    """Raw samples of pieces already read, bounded in bytes (least recently used out).
+class SampleCache:
+    """Raw samples already in this process, bounded in bytes.
 
-    A split found inside a piece makes the piece's two halves the end
-    pieces of the two new segments; they are often scanned again in a later
-    round, and the cache serves them without reading the store.
+    It holds whole chunks kept by the data pass (when the scheduler runs in
+    this process, so keeping them costs no copy) and the pieces that
+    refinement reads.  A split found inside a piece makes its two halves the
+    end pieces of two new segments, which later rounds often scan again.
     """
 
-    def __init__(self, max_bytes: int = 64 * 2**20) -> None:
+    def __init__(self, block_size: int, max_bytes: int = 256 * 2**20) -> None:
+        self.block_size = block_size
         self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
-        self._by_block: dict[int, list[tuple[int, int]]] = {}
         self.nbytes = 0
         self.hits = 0
+        self._chunks: dict[int, np.ndarray] = {}  # start -> samples
+        self._chunk_starts: list[int] = []
+        self._pieces: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._by_block: dict[int, list[tuple[int, int]]] = {}
 
-    def get(self, start: int, end: int, block_size: int) -> np.ndarray | None:
-        for key in self._by_block.get(start // block_size, ()):
+    def add_chunk(self, start: int, x: np.ndarray) -> bool:
+        """Keep a whole chunk if it fits in the budget; returns whether it was kept."""
+        if start in self._chunks:
+            return True
+        if self.nbytes + x.nbytes > self.max_bytes:
+            return False
+        self._chunks[start] = x
+        self._chunk_starts = sorted(self._chunks)
+        self.nbytes += x.nbytes
+        return True
+
+    def chunk(self, start: int) -> np.ndarray | None:
+        """The cached chunk starting at ``start``, if any."""
+        return self._chunks.get(start)
+
+    def add_piece(self, start: int, end: int, x: np.ndarray) -> None:
+        key = (start, end)
+        if (
+            key in self._pieces
+            or x.nbytes > self.max_bytes // 4
+            or self.get(start, end) is not None
+        ):
+            return
+        self._pieces[key] = x
+        self._by_block.setdefault(start // self.block_size, []).append(key)
+        self.nbytes += x.nbytes
+        while self.nbytes > self.max_bytes and self._pieces:
+            (a, b), old = self._pieces.popitem(last=False)
+            self._by_block[a // self.block_size].remove((a, b))
+            self.nbytes -= old.nbytes
+
+    def get(self, start: int, end: int) -> np.ndarray | None:
+        """The samples ``[start, end)`` if every one of them is cached."""
+        if self._chunks:
+            i = bisect.bisect_right(self._chunk_starts, start) - 1
+            if i >= 0:
+                c0 = self._chunk_starts[i]
+                x = self._chunks[c0]
+                if end <= c0 + len(x):
+                    self.hits += 1
+                    return x[start - c0 : end - c0]
+        for key in self._by_block.get(start // self.block_size, ()):
             a, b = key
             if a <= start and end <= b:
-                self._items.move_to_end(key)
+                self._pieces.move_to_end(key)
                 self.hits += 1
-                return self._items[key][start - a : end - a]
+                return self._pieces[key][start - a : end - a]
         return None
-
-    def put(self, start: int, end: int, block_size: int, x: np.ndarray) -> None:
-        key = (start, end)
-        if key in self._items or x.nbytes > self.max_bytes:
-            return
-        self._items[key] = x
-        self._by_block.setdefault(start // block_size, []).append(key)
-        self.nbytes += x.nbytes
-        while self.nbytes > self.max_bytes:
-            (a, b), old = self._items.popitem(last=False)
-            self._by_block[a // block_size].remove((a, b))
-            self.nbytes -= old.nbytes
 
 
 def _chunk_groups(
@@ -284,8 +342,7 @@ def scan_pieces(
     requests: list[ScanRequest],
     min_size: int,
     tile: int,
-    cache: PieceCache | None = None,
-    block_size: int = 1,
+    cache: SampleCache | None = None,
 ) -> list[ScanResult]:
     """Scan all requested pieces: cached ones on the spot, the others in one
     :func:`dask.compute` with one task per run of chunks (each chunk read once).
@@ -296,7 +353,7 @@ def scan_pieces(
     to_read: list[ScanRequest] = []
     index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}
     for i, r in enumerate(requests):
-        x = None if cache is None else cache.get(r.piece_start, r.piece_end, block_size)
+        x = None if cache is None else cache.get(r.piece_start, r.piece_end)
         if x is None:
             to_read.append(r)
         else:
@@ -315,5 +372,5 @@ def scan_pieces(
                 req = res.request
                 results[index[(req.segment, req.piece_start, req.piece_end)]] = res
                 if cache is not None:
-                    cache.put(req.piece_start, req.piece_end, block_size, res.samples)
+                    cache.add_piece(req.piece_start, req.piece_end, res.samples)
     return [results[i] for i in range(len(requests))]

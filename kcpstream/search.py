@@ -31,7 +31,7 @@ import numpy as np
 
 from ._kernels.blockstats import segment_boundary_scan
 from .features.base import FeatureMap
-from .passes import PieceCache, ScanRequest, scan_pieces
+from .passes import SampleCache, ScanRequest, scan_pieces
 from .signal import Signal
 from .stats import BlockStats, PieceStats
 
@@ -150,8 +150,7 @@ def refine(
     min_size: int,
     tile: int,
     log: SearchLog,
-    cache: PieceCache | None = None,
-    block_size: int = 1,
+    cache: SampleCache | None = None,
 ) -> None:
     """Scan the pending pieces of every segment in one ``dask.compute``; all become exact."""
     requests = [req for seg in segments for req in seg.pending]
@@ -159,7 +158,7 @@ def refine(
     log.rounds += 1
     log.pieces_scanned += len(requests)
     log.samples_scanned += sum(r.piece_end - r.piece_start for r in requests)
-    results = scan_pieces(signal, fmap, requests, min_size, tile, cache, block_size)
+    results = scan_pieces(signal, fmap, requests, min_size, tile, cache)
     for seg, result in zip(owners, results, strict=True):
         if result.pos < 0:
             continue
@@ -183,6 +182,7 @@ def binary_segmentation(
     pen: float | None = None,
     tile: int,
     log: SearchLog | None = None,
+    cache: SampleCache | None = None,
 ) -> list[SegmentSplit]:
     """Sequential binary segmentation; returns the splits in the order made.
 
@@ -202,7 +202,7 @@ def binary_segmentation(
     pen_q = None if pen is None else pen / stats.unit
     limit = n_bkps if n_bkps is not None else math.inf
     known: dict[tuple[int, int], SegmentSplit] = {}
-    cache = PieceCache()
+    cache = cache if cache is not None else SampleCache(stats.block_size)
 
     def segment_at(start: int, end: int) -> SegmentSplit:
         if (start, end) not in known:
@@ -231,7 +231,7 @@ def binary_segmentation(
                 heapq.heappush(heap, (kid.sort_key(), (kid.start, kid.end)))
         if not to_refine:
             break
-        refine(to_refine, signal, fmap, min_size, tile, log, cache, stats.block_size)
+        refine(to_refine, signal, fmap, min_size, tile, log, cache)
     if n_bkps is not None and len(order) < n_bkps:
         raise NotEnoughSplitsError(
             f"binary segmentation can place only {len(order)} change-points in this signal with "

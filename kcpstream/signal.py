@@ -57,22 +57,55 @@ class Signal:
         """Start index of every chunk, plus ``n`` at the end."""
         return np.concatenate([[0], np.cumsum(self.data.chunks[0])]).astype(np.int64)
 
-    def sample(self, max_points: int = 2048, max_windows: int = 8) -> np.ndarray:
+    def fit_windows(self, max_points: int = 2048, max_windows: int = 8) -> list[tuple[int, int]]:
+        """The ``[start, end)`` windows of the fit sample (see :meth:`sample`)."""
+        n = self.n
+        if n <= max_points:
+            return [(0, n)]
+        width = max(1, max_points // max_windows)
+        starts = np.unique(np.linspace(0, n - width, max_windows).round().astype(np.int64))
+        return [(int(s), int(s) + width) for s in starts]
+
+    def sample(self, max_points: int = 2048, max_windows: int = 8, cache=None) -> np.ndarray:
         """A fit sample (float64, shape (m, d)): ``max_windows`` evenly spaced
         windows of ``max_points // max_windows`` consecutive samples.
 
         The windows are placed in time, not by chunk, so the sample (and the
         fitted feature map) is the same for every chunking of the same data.
-        Only the chunks that the windows overlap are read: at most one chunk
-        per window, two where a window straddles a chunk edge.
+        Only the chunks that the windows overlap are read.  With a ``cache``
+        (a :class:`~kcpstream.passes.SampleCache`) and a scheduler running in
+        this process, those chunks are read whole and kept, so that the data
+        pass does not read them again.
         """
-        n = self.n
-        if n <= max_points:
-            return np.asarray(self.data.compute(), dtype=np.float64)
-        width = max(1, max_points // max_windows)
-        starts = np.unique(np.linspace(0, n - width, max_windows).round().astype(np.int64))
-        rows = dask.compute(*[self.data[int(s) : int(s) + width] for s in starts])
+        windows = self.fit_windows(max_points, max_windows)
+        if cache is not None:
+            from .passes import runs_in_this_process
+
+            if runs_in_this_process():
+                return self._sample_through_cache(windows, cache)
+        rows = dask.compute(*[self.data[a:b] for a, b in windows])
         return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
+
+    def _chunk_range(self, start: int, end: int) -> range:
+        """Indices of the chunks holding samples ``[start, end)``."""
+        starts = self.chunk_starts
+        first = int(np.searchsorted(starts, start, side="right")) - 1
+        last = int(np.searchsorted(starts, end - 1, side="right")) - 1
+        return range(first, last + 1)
+
+    def _sample_through_cache(self, windows: list[tuple[int, int]], cache) -> np.ndarray:
+        starts = self.chunk_starts
+        needed = sorted({i for a, b in windows for i in self._chunk_range(a, b)})
+        read = dask.compute(*[self.data.blocks[i] for i in needed])
+        chunks = {i: np.asarray(x) for i, x in zip(needed, read, strict=True)}
+        for i, x in chunks.items():
+            cache.add_chunk(int(starts[i]), x)
+        parts = []
+        for a, b in windows:
+            for i in self._chunk_range(a, b):
+                lo, hi = max(a, starts[i]) - starts[i], min(b, starts[i + 1]) - starts[i]
+                parts.append(chunks[i][lo:hi].astype(np.float64))
+        return np.concatenate(parts, axis=0)
 
     def first_nonfinite(self) -> int | None:
         """Index of the first sample with a NaN or inf in any channel, or None."""

@@ -18,12 +18,23 @@ __all__ = ["BlockStats", "PieceStats"]
 
 
 @njit(nogil=True, cache=True)
-def _prefix_rows(S):
-    """Exact prefix sums of the rows of ``S`` (int64), with a leading zero row."""
-    out = np.zeros((S.shape[0] + 1, S.shape[1]), np.int64)
-    for i in range(S.shape[0]):
-        for j in range(S.shape[1]):
-            out[i + 1, j] = out[i, j] + S[i, j]
+def _prefix_columns(S):
+    """Exact prefix sums of the rows of ``S`` (int64, (nb, p)), feature-major
+    ``(p, nb + 1)`` with a leading zero column (in tiles of 64 rows, so that
+    both the reads and the transposed writes stay in cache)."""
+    nb, p = S.shape
+    out = np.zeros((p, nb + 1), np.int64)
+    run = np.zeros(p, np.int64)
+    tile = np.empty((64, p), np.int64)
+    for i0 in range(0, nb, 64):
+        rows = min(64, nb - i0)
+        for r in range(rows):
+            for j in range(p):
+                run[j] += S[i0 + r, j]
+                tile[r, j] = run[j]
+        for j in range(p):
+            for r in range(rows):
+                out[j, i0 + r + 1] = tile[r, j]
     return out
 
 
@@ -70,7 +81,8 @@ class BlockStats:
         nb = S.shape[0]
         if nb != -(-self.n // self.block_size):
             raise ValueError("block statistics do not cover the signal")
-        self.prefix = _prefix_rows(np.ascontiguousarray(S, dtype=np.int64))
+        #: exact prefix sums, feature-major (p, nb + 1)
+        self.prefix = _prefix_columns(np.ascontiguousarray(S, dtype=np.int64))
         self.prefix_q = np.zeros(nb + 1, dtype=np.float64)
         np.cumsum(Q, out=self.prefix_q[1:])
         self.max_norm2 = np.ascontiguousarray(M2, dtype=np.float64)
@@ -85,7 +97,7 @@ class BlockStats:
 
     @property
     def n_features(self) -> int:
-        return int(self.prefix.shape[1])
+        return int(self.prefix.shape[0])
 
     @property
     def unit(self) -> float:
@@ -113,7 +125,7 @@ class BlockStats:
         """Exact sum of q and sum of ||q||^2 over samples ``[0, pos)``."""
         if self.is_grid_point(pos):
             j = self.grid_index(pos)
-            return self.prefix[j], float(self.prefix_q[j])
+            return np.ascontiguousarray(self.prefix[:, j]), float(self.prefix_q[j])
         try:
             return self._points[pos]
         except KeyError:

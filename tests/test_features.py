@@ -53,9 +53,15 @@ def test_features_are_on_the_exact_grid_and_tile_invariant(fmap, sample):
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "laplacian"])
-def test_rff_norm_is_one(kernel, sample):
-    z = RFF(64, kernel=kernel).fit(sample).transform(sample).astype(np.float64)
+@pytest.mark.parametrize("p", [2, 64, 512])
+def test_rff_norm_is_one_and_within_the_declared_bound(kernel, p, sample):
+    rng = np.random.default_rng(p)
+    x = np.r_[sample, rng.normal(scale=50, size=(2000, 2))]  # large arguments too
+    fmap = RFF(p, kernel=kernel).fit(sample)
+    z = fmap.transform(x).astype(np.float64)
     np.testing.assert_allclose((z**2).sum(axis=1), 1.0, atol=1e-6)
+    q_norm = np.sqrt(((z * 2.0**fmap.quantum_exponent_) ** 2).sum(axis=1))
+    assert q_norm.max() <= fmap.quantized_norm_bound_
 
 
 def _exact(kind, x, sigma):

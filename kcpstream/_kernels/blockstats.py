@@ -30,6 +30,8 @@ from numba import njit
 
 __all__ = [
     "piece_stats",
+    "accumulate_tile",
+    "first_nonfinite_row",
     "merge_piece_into",
     "split_gain",
     "segment_boundary_scan",
@@ -62,7 +64,7 @@ SNAPSHOT = 4
 
 
 @njit(nogil=True, cache=True, fastmath={"reassoc", "nsz"})
-def piece_stats(Z, scale, bounds, S, Q, M2, R, counts):
+def piece_stats(Z, scale, bounds, S, Q, M2, R, counts, norm_bound=-1.0):
     """Statistics of consecutive pieces of a feature tile.
 
     Parameters
@@ -71,6 +73,9 @@ def piece_stats(Z, scale, bounds, S, Q, M2, R, counts):
     scale : float64, ``2**k``.
     bounds : int64 (n + 1,) local piece boundaries, ``bounds[0] = 0``.
     S, Q, M2, R, counts : outputs with one row per piece.
+    norm_bound : float
+        A bound on every sample's quantized norm known in advance (the
+        feature map's), or a negative number to bound it from the data.
 
     Every per-sample operation is elementwise across features (sum, sum of
     squares, maximum magnitude), so it vectorizes.  The quantized features
@@ -79,7 +84,8 @@ def piece_stats(Z, scale, bounds, S, Q, M2, R, counts):
     which is why this kernel may reassociate (``fastmath``).  ``Q``, ``M2``
     and ``R`` only feed upper bounds:
 
-    * ``M2 = sum_j max_t q_tj^2`` bounds every sample's squared norm;
+    * ``M2 = sum_j max_t q_tj^2`` bounds every sample's squared norm (or
+      ``norm_bound ** 2`` when given);
     * ``R`` bounds the bridge excursion ``max_m ||delta_m - (m / L) S||``:
       the excursion is evaluated exactly every :data:`SNAPSHOT` samples, and
       ``w`` samples after a snapshot ``||r_m|| <= ||r_k|| + w A`` (and
@@ -105,18 +111,31 @@ def piece_stats(Z, scale, bounds, S, Q, M2, R, counts):
         sq[:] = 0.0
         mx[:] = 0.0
         n_snaps = 0
-        for t in range(lo, hi):
-            for g in range(k):
-                zrow = Z[g, t]
-                for jj in range(m):
-                    q = np.rint(np.float64(zrow[jj]) * scale)
-                    j = g * m + jj
-                    s[j] += q
-                    sq[j] += q * q
-                    mx[j] = max(mx[j], abs(q))
-            if (t - lo + 1) % SNAPSHOT == 0 and t + 1 < hi:
-                snaps[n_snaps, :] = s
-                n_snaps += 1
+        if norm_bound >= 0.0:
+            for t in range(lo, hi):
+                for g in range(k):
+                    zrow = Z[g, t]
+                    for jj in range(m):
+                        q = np.rint(np.float64(zrow[jj]) * scale)
+                        j = g * m + jj
+                        s[j] += q
+                        sq[j] += q * q
+                if (t - lo + 1) % SNAPSHOT == 0 and t + 1 < hi:
+                    snaps[n_snaps, :] = s
+                    n_snaps += 1
+        else:
+            for t in range(lo, hi):
+                for g in range(k):
+                    zrow = Z[g, t]
+                    for jj in range(m):
+                        q = np.rint(np.float64(zrow[jj]) * scale)
+                        j = g * m + jj
+                        s[j] += q
+                        sq[j] += q * q
+                        mx[j] = max(mx[j], abs(q))
+                if (t - lo + 1) % SNAPSHOT == 0 and t + 1 < hi:
+                    snaps[n_snaps, :] = s
+                    n_snaps += 1
         qsum = 0.0
         m2 = 0.0
         s2 = 0.0
@@ -125,6 +144,8 @@ def piece_stats(Z, scale, bounds, S, Q, M2, R, counts):
             m2 += mx[j] * mx[j]
             s2 += s[j] * s[j]
             S[i, j] = np.int64(s[j])
+        if norm_bound >= 0.0:
+            m2 = norm_bound * norm_bound
         Q[i] = qsum
         M2[i] = m2 * (1.0 + 1e-12)
         inv_len = 1.0 / float(length)
@@ -167,6 +188,53 @@ def merge_piece_into(count_a, S_a, Q_a, M2_a, R_a, count_b, S_b, Q_b, M2_b, R_b)
         acc += d * d
         S_a[j] = total
     return n, Q_a + Q_b, max(M2_a, M2_b), max(R_a, R_b) + math.sqrt(acc)
+
+
+@njit(nogil=True, cache=True)
+def accumulate_tile(Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2, R, norm_bound):
+    """Add a featurized tile (samples ``tile_start ..``) to block statistics.
+
+    The tile is cut at block boundaries; each piece's statistics are merged
+    into block ``start // block_size - first_block`` of the outputs (a block
+    that continues from an earlier tile is merged with the bridge rule).
+    """
+    length = Z.shape[1]
+    end = tile_start + length
+    first_cut = (tile_start // block_size + 1) * block_size
+    n_pieces = 1
+    if first_cut < end:
+        n_pieces += (end - 1 - first_cut) // block_size + 1
+    bounds = np.empty(n_pieces + 1, np.int64)
+    bounds[0] = 0
+    for i in range(1, n_pieces):
+        bounds[i] = first_cut + (i - 1) * block_size - tile_start
+    bounds[n_pieces] = length
+    p = S.shape[1]
+    p_S = np.empty((n_pieces, p), np.int64)
+    p_Q = np.empty(n_pieces)
+    p_M2 = np.empty(n_pieces)
+    p_R = np.empty(n_pieces)
+    p_cnt = np.empty(n_pieces, np.int64)
+    piece_stats(Z, scale, bounds, p_S, p_Q, p_M2, p_R, p_cnt, norm_bound)
+    for i in range(n_pieces):
+        b = (tile_start + bounds[i]) // block_size - first_block
+        c, q, m2, r = merge_piece_into(
+            cnt[b], S[b], Q[b], M2[b], R[b], p_cnt[i], p_S[i], p_Q[i], p_M2[i], p_R[i]
+        )
+        cnt[b] = c
+        Q[b] = q
+        M2[b] = m2
+        R[b] = r
+
+
+@njit(nogil=True, cache=True)
+def first_nonfinite_row(x):
+    """Index of the first row of ``x`` (L, d) holding a NaN or inf, or -1."""
+    for t in range(x.shape[0]):
+        for k in range(x.shape[1]):
+            if not np.isfinite(x[t, k]):
+                return t
+    return -1
 
 
 @njit(nogil=True, cache=True)
@@ -246,12 +314,17 @@ def segment_boundary_scan(
 ):
     """Evaluate a segment ``[start, end)`` at its block boundaries.
 
+    ``prefix`` holds the exact prefix sums feature-major, ``(p, n_blocks + 1)``.
     The boundaries are ``start``, the grid points ``j * block_size`` for ``j``
     in ``[j0, j1]`` and ``end``; the pieces between consecutive boundaries are
     the head piece (bridge bound ``bridge_head``), the base blocks ``j0 ..
     j1 - 1`` (``bridge[j]``) and the tail piece (``bridge_tail``).  When
     ``j0 > j1`` the segment is a single piece with bound ``bridge_head``.
     ``max_norm`` bounds the norm of every sample's (quantized) features.
+
+    The gains at the boundaries are computed for all boundaries at once,
+    feature by feature in the order of :func:`split_gain`, so each one is
+    bit-for-bit the value :func:`split_gain` returns.
 
     Returns ``(best_gain, best_pos, piece_bounds)``: the largest gain at an
     admissible boundary (first one on ties; ``-1.0`` and ``-1`` if there is
@@ -262,14 +335,33 @@ def segment_boundary_scan(
     p = prefix_start.shape[0]
     n_inner = j1 - j0 + 1 if j1 >= j0 else 0
     n_pieces = n_inner + 1
-    total = np.empty(p, np.int64)
-    _diff_into(total, prefix_end, prefix_start)
-    left = np.empty(p, np.int64)
     lo_ok = start + min_size
     hi_ok = end - min_size
+
+    # sums of squares over the features, for every inner boundary at once
+    fl = np.empty(n_inner)
+    fr = np.empty(n_inner)
+    frac = np.empty(n_inner)
+    for b in range(n_inner):
+        pos = (j0 + b) * block_size
+        fl[b] = float(pos - start)
+        fr[b] = float(end - pos)
+        frac[b] = float(pos - start) / float(n_total)
+    acc = np.zeros(n_inner)
+    nrm2 = np.zeros(n_inner)
     tot2 = 0.0
     for j in range(p):
-        tot2 += float(total[j]) * float(total[j])
+        a = prefix_start[j]
+        tot = prefix_end[j] - a
+        tot2 += float(tot) * float(tot)
+        row = prefix[j]
+        for b in range(n_inner):
+            sl = row[j0 + b] - a
+            sr = tot - sl
+            d = float(sl) / fl[b] - float(sr) / fr[b]
+            acc[b] += d * d
+            u = float(sl) - frac[b] * float(tot)
+            nrm2[b] += u * u
     step = max_norm + math.sqrt(tot2) / float(n_total) + eps_norm
 
     best_gain = -1.0
@@ -280,10 +372,9 @@ def segment_boundary_scan(
     for i in range(n_pieces):
         if i < n_inner:
             pos = (j0 + i) * block_size
-            _diff_into(left, prefix[j0 + i], prefix_start)
-            norm = _centered_norm(left, pos - start, total, n_total)
+            norm = math.sqrt(nrm2[i])
             if lo_ok <= pos <= hi_ok:
-                g = split_gain(pos - start, end - pos, left, total)
+                g = (fl[i] * fr[i] / (fl[i] + fr[i])) * acc[i]
                 if g > best_gain:
                     best_gain = g
                     best_pos = pos

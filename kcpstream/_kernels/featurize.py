@@ -34,13 +34,15 @@ def centered_float32(x: np.ndarray, center: np.ndarray) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True)
-def _project_rows(xc, weights, out):
-    """``out[t, j] = sum_k xc[t, k] * weights[k, j]``, summed in order of k (deterministic)."""
-    for t in range(xc.shape[0]):
+def _project_rows(x, center, weights, out):
+    """``out[t, j] = sum_k xc[t, k] * weights[k, j]`` with ``xc = float32(x - center)``
+    (the difference in float64), summed in order of k (deterministic)."""
+    for t in range(x.shape[0]):
+        v = np.float32(np.float64(x[t, 0]) - center[0])
         for j in range(weights.shape[1]):
-            out[t, j] = xc[t, 0] * weights[0, j]
+            out[t, j] = v * weights[0, j]
         for k in range(1, weights.shape[0]):
-            v = xc[t, k]
+            v = np.float32(np.float64(x[t, k]) - center[k])
             for j in range(weights.shape[1]):
                 out[t, j] += v * weights[k, j]
 
@@ -54,7 +56,7 @@ def rff_tile(
     projection ``x W`` is summed over the input channels in order.
     """
     proj = out[1]  # the sin group holds the projection first
-    _project_rows(centered_float32(x, center), weights, proj)
+    _project_rows(x, center, weights, proj)
     np.cos(proj, out=out[0])
     np.sin(proj, out=proj)
     out *= amplitude

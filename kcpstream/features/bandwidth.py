@@ -7,15 +7,22 @@ import numpy as np
 __all__ = ["median_distance", "resolve_bandwidth"]
 
 
+#: The median heuristic uses the pairs among at most this many points.
+MAX_MEDIAN_POINTS = 1024
+
+
 def median_distance(sample: np.ndarray, metric: str = "euclidean", block: int = 256) -> float:
     """Median of the pairwise distances ``||x_i - x_j||`` (i < j) of a sample.
 
-    ``metric`` is ``"euclidean"`` or ``"cityblock"`` (L1).  Computed in row
-    blocks, so a sample of a few thousand points needs a few MB.
+    ``metric`` is ``"euclidean"`` or ``"cityblock"`` (L1).  A sample larger
+    than :data:`MAX_MEDIAN_POINTS` is thinned to an evenly strided subset
+    (every part of it stays represented).  Computed in row blocks.
     """
     x = np.asarray(sample, dtype=np.float64)
     if x.ndim == 1:
         x = x[:, None]
+    if x.shape[0] > MAX_MEDIAN_POINTS:
+        x = x[np.linspace(0, x.shape[0] - 1, MAX_MEDIAN_POINTS).round().astype(np.int64)]
     m = x.shape[0]
     if m < 2:
         raise ValueError("the median heuristic needs at least 2 sample points")
@@ -32,7 +39,12 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean", block: int = 
         rows = np.arange(lo, hi)[:, None]
         cols = np.arange(m)[None, :]
         parts.append(dist[cols > rows])
-    return float(np.median(np.concatenate(parts)))
+    dist = np.concatenate(parts)
+    half = dist.size // 2
+    if dist.size % 2:
+        return float(np.partition(dist, half)[half])
+    lower = np.partition(dist, [half - 1, half])
+    return float(0.5 * (lower[half - 1] + lower[half]))
 
 
 def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -> float:

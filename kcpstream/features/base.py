@@ -108,6 +108,11 @@ class FeatureMap:
         raise NotImplementedError
 
     @property
+    def quantized_norm_bound_(self) -> float:
+        """A bound on ``||q||`` of every sample known from the map alone, or -1."""
+        return -1.0
+
+    @property
     def tile_groups_(self) -> tuple[int, int]:
         """``(k, m)``: a tile of L samples is a float32 array (k, L, m), ``k * m = p``."""
         return 1, self.n_features_out_

@@ -78,6 +78,14 @@ class RFF(FeatureMap):
     def tile_groups_(self) -> tuple[int, int]:
         return 2, self.n_features // 2
 
+    @property
+    def quantized_norm_bound_(self) -> float:
+        """``||phi|| = 1`` exactly; float32 trigonometry and products add at most
+        a few ulps per value (``1e-5`` covers them) and rounding onto the grid at
+        most ``0.5`` per coordinate."""
+        self._check_fitted()
+        return 2.0**self.quantum_exponent_ * (1 + 1e-5) + 0.5 * np.sqrt(self.n_features)
+
     def fit(self, sample: np.ndarray) -> Self:
         x = as_sample(sample)
         metric = "euclidean" if self.kernel == "gaussian" else "cityblock"
