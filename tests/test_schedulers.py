@@ -1,0 +1,54 @@
+"""Same result on every scheduler: threads, synchronous, processes, a distributed cluster."""
+
+from __future__ import annotations
+
+import dask
+import pytest
+from distributed import Client, LocalCluster
+
+import kcpstream
+from kcpstream import datasets
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    sig = datasets.changing_distribution(300_000, 6, seed=5)
+    path = tmp_path_factory.mktemp("sched") / "s.zarr"  # a LocalStore: workers can open it
+    datasets.write_zarr(sig.x, path, chunks=40_000)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def threaded(store):
+    with dask.config.set(scheduler="threads"):
+        return kcpstream.segment(store, n_bkps=8)
+
+
+def _same(res, ref):
+    assert res.changepoints.tolist() == ref.changepoints.tolist()
+    assert res.gains.tolist() == ref.gains.tolist()
+    assert res.path_costs.tolist() == ref.path_costs.tolist()
+    assert res.features == ref.features
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "processes"])
+def test_local_schedulers(store, threaded, scheduler):
+    with dask.config.set(scheduler=scheduler):
+        _same(kcpstream.segment(store, n_bkps=8), threaded)
+
+
+def test_no_sample_cache_gives_the_same_result(store, threaded):
+    res = kcpstream.segment(store, n_bkps=8, cache_bytes=0)
+    _same(res, threaded)
+    assert res.diagnostics.samples_featurized == threaded.diagnostics.samples_featurized
+
+
+def test_distributed_local_cluster_with_processes(store, threaded):
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster),
+    ):
+        res = kcpstream.segment(store, n_bkps=8)
+    _same(res, threaded)
