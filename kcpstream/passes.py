@@ -17,9 +17,13 @@ import dask.base
 import dask.local
 import dask.threaded
 import numpy as np
-from numba import njit
 
-from ._kernels.blockstats import accumulate_tile, first_nonfinite_row, merge_piece_into, piece_stats
+from ._kernels.blockstats import (
+    accumulate_tile,
+    first_nonfinite_row,
+    merge_pieces_into_blocks,
+    piece_stats,
+)
 from ._kernels.blockstats import scan_piece as _scan_piece_kernel
 from .features.base import FeatureMap
 from .signal import Signal, check_finite_index
@@ -34,19 +38,6 @@ __all__ = [
     "runs_in_this_process",
     "featurize_range",
 ]
-
-
-@njit(nogil=True, cache=True)
-def _merge_pieces_into_blocks(block_ids, p_cnt, p_S, p_Q, p_M2, p_R, cnt, S, Q, M2, R):
-    for i in range(block_ids.shape[0]):
-        b = block_ids[i]
-        c, q, m2, r = merge_piece_into(
-            cnt[b], S[b], Q[b], M2[b], R[b], p_cnt[i], p_S[i], p_Q[i], p_M2[i], p_R[i]
-        )
-        cnt[b] = c
-        Q[b] = q
-        M2[b] = m2
-        R[b] = r
 
 
 def _as_2d(x: np.ndarray) -> np.ndarray:
@@ -237,7 +228,7 @@ def data_pass(
         j0 = r["first_block"]
         first = 1 if cnt[j0] > 0 else 0
         if first:
-            _merge_pieces_into_blocks(
+            merge_pieces_into_blocks(
                 np.array([j0], np.int64), r["counts"][:1], r["S"][:1], r["Q"][:1],
                 r["M2"][:1], r["R"][:1], cnt, S, Q, M2, R,
             )  # fmt: skip

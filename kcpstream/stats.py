@@ -161,8 +161,3 @@ class BlockStats:
         s, q = self.range_sum(start, end)
         sf = s.astype(np.float64)
         return (q - float(sf @ sf) / (end - start)) * self.unit
-
-    def total_cost(self, changepoints: list[int] | np.ndarray) -> float:
-        """Sum of segment costs of the segmentation with these change-points."""
-        bounds = [0, *sorted(int(c) for c in changepoints), self.n]
-        return float(sum(self.cost(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)))

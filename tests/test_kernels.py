@@ -61,9 +61,11 @@ def test_piece_stats_match_numpy(seed, n, k, m):
         assert cnt[i] == len(part)
         assert S[i].tolist() == part.sum(axis=0).astype(np.int64).tolist()
         assert Q[i] == pytest.approx((part**2).sum(), rel=1e-12)
-        # M2 bounds every sample's squared norm by sum_j max_t q_tj^2
+        # M2 bounds every sample's squared norm, by sum_j (max_t |z_tj| scale + 1/2)^2
         assert (part**2).sum(axis=1).max() <= M2[i]
-        assert M2[i] == pytest.approx((np.abs(part).max(axis=0) ** 2).sum(), rel=1e-9)
+        zpart = z.astype(np.float64).transpose(1, 0, 2).reshape(n, p)[cuts[i] : cuts[i + 1]]
+        expected_m2 = ((np.abs(zpart).max(axis=0) * scale + 0.5) ** 2).sum()
+        assert M2[i] == pytest.approx(expected_m2, rel=1e-9)
         # R bounds the bridge excursion from above, within the snapshot slack
         step = np.sqrt(M2[i]) + np.linalg.norm(part.sum(axis=0)) / len(part)
         assert _bridge(part) * (1 - 1e-12) <= R[i] <= _bridge(part) + SNAPSHOT * step + 1e-6

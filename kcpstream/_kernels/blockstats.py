@@ -31,6 +31,7 @@ from numba import njit
 __all__ = [
     "piece_stats",
     "accumulate_tile",
+    "merge_pieces_into_blocks",
     "first_nonfinite_row",
     "merge_piece_into",
     "split_gain",
@@ -84,8 +85,8 @@ def piece_stats(Z, scale, bounds, S, Q, M2, R, counts, norm_bound=-1.0):
     which is why this kernel may reassociate (``fastmath``).  ``Q``, ``M2``
     and ``R`` only feed upper bounds:
 
-    * ``M2 = sum_j max_t q_tj^2`` bounds every sample's squared norm (or
-      ``norm_bound ** 2`` when given);
+    * ``M2 = sum_j (max_t |z_tj| scale + 1/2)^2`` bounds every sample's
+      squared norm (``norm_bound ** 2`` when given);
     * ``R`` bounds the bridge excursion ``max_m ||delta_m - (m / L) S||``:
       the excursion is evaluated exactly every :data:`SNAPSHOT` samples, and
       ``w`` samples after a snapshot ``||r_m|| <= ||r_k|| + w A`` (and
@@ -111,31 +112,26 @@ def piece_stats(Z, scale, bounds, S, Q, M2, R, counts, norm_bound=-1.0):
         sq[:] = 0.0
         mx[:] = 0.0
         n_snaps = 0
-        if norm_bound >= 0.0:
+        for t in range(lo, hi):
+            for g in range(k):
+                zrow = Z[g, t]
+                for jj in range(m):
+                    q = np.rint(np.float64(zrow[jj]) * scale)
+                    j = g * m + jj
+                    s[j] += q
+                    sq[j] += q * q
+            if (t - lo + 1) % SNAPSHOT == 0 and t + 1 < hi:
+                snaps[n_snaps, :] = s
+                n_snaps += 1
+        if norm_bound < 0.0:  # no bound known in advance: |q_j| <= max_t |z_tj| * scale + 1/2
             for t in range(lo, hi):
                 for g in range(k):
                     zrow = Z[g, t]
                     for jj in range(m):
-                        q = np.rint(np.float64(zrow[jj]) * scale)
                         j = g * m + jj
-                        s[j] += q
-                        sq[j] += q * q
-                if (t - lo + 1) % SNAPSHOT == 0 and t + 1 < hi:
-                    snaps[n_snaps, :] = s
-                    n_snaps += 1
-        else:
-            for t in range(lo, hi):
-                for g in range(k):
-                    zrow = Z[g, t]
-                    for jj in range(m):
-                        q = np.rint(np.float64(zrow[jj]) * scale)
-                        j = g * m + jj
-                        s[j] += q
-                        sq[j] += q * q
-                        mx[j] = max(mx[j], abs(q))
-                if (t - lo + 1) % SNAPSHOT == 0 and t + 1 < hi:
-                    snaps[n_snaps, :] = s
-                    n_snaps += 1
+                        mx[j] = max(mx[j], abs(np.float64(zrow[jj])))
+            for j in range(p):
+                mx[j] = mx[j] * scale + 0.5
         qsum = 0.0
         m2 = 0.0
         s2 = 0.0
@@ -191,6 +187,20 @@ def merge_piece_into(count_a, S_a, Q_a, M2_a, R_a, count_b, S_b, Q_b, M2_b, R_b)
 
 
 @njit(nogil=True, cache=True)
+def merge_pieces_into_blocks(block_ids, p_cnt, p_S, p_Q, p_M2, p_R, cnt, S, Q, M2, R):
+    """Merge piece ``i`` into block ``block_ids[i]`` of the outputs, in order."""
+    for i in range(block_ids.shape[0]):
+        b = block_ids[i]
+        c, q, m2, r = merge_piece_into(
+            cnt[b], S[b], Q[b], M2[b], R[b], p_cnt[i], p_S[i], p_Q[i], p_M2[i], p_R[i]
+        )
+        cnt[b] = c
+        Q[b] = q
+        M2[b] = m2
+        R[b] = r
+
+
+@njit(nogil=True, cache=True)
 def accumulate_tile(Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2, R, norm_bound):
     """Add a featurized tile (samples ``tile_start ..``) to block statistics.
 
@@ -216,15 +226,8 @@ def accumulate_tile(Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2
     p_R = np.empty(n_pieces)
     p_cnt = np.empty(n_pieces, np.int64)
     piece_stats(Z, scale, bounds, p_S, p_Q, p_M2, p_R, p_cnt, norm_bound)
-    for i in range(n_pieces):
-        b = (tile_start + bounds[i]) // block_size - first_block
-        c, q, m2, r = merge_piece_into(
-            cnt[b], S[b], Q[b], M2[b], R[b], p_cnt[i], p_S[i], p_Q[i], p_M2[i], p_R[i]
-        )
-        cnt[b] = c
-        Q[b] = q
-        M2[b] = m2
-        R[b] = r
+    block_ids = (tile_start + bounds[:-1]) // block_size - first_block
+    merge_pieces_into_blocks(block_ids, p_cnt, p_S, p_Q, p_M2, p_R, cnt, S, Q, M2, R)
 
 
 @njit(nogil=True, cache=True)
@@ -241,17 +244,6 @@ def first_nonfinite_row(x):
 def _diff_into(out, a, b):
     for j in range(out.shape[0]):
         out[j] = a[j] - b[j]
-
-
-@njit(nogil=True, cache=True)
-def _centered_norm(sum_left, n_left, sum_total, n_total):
-    """``||S_L - (nL / N) S||`` in floating point (used only for bounds)."""
-    frac = float(n_left) / float(n_total)
-    acc = 0.0
-    for j in range(sum_total.shape[0]):
-        d = float(sum_left[j]) - frac * float(sum_total[j])
-        acc += d * d
-    return math.sqrt(acc)
 
 
 @njit(nogil=True, cache=True)
