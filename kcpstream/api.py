@@ -20,8 +20,8 @@ __all__ = ["segment", "auto_block_size"]
 
 #: Blocks the automatic grid aims at: enough for tight pruning bounds, few enough
 #: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
-#: scans stay small (64 MiB of prefix sums at p = 64).
-TARGET_BLOCKS = 2**16
+#: scans stay small (16 MiB of prefix sums at p = 64).
+TARGET_BLOCKS = 2**15
 #: Smallest automatic block size.
 MIN_AUTO_BLOCK = 16
 #: Largest block size: a refinement read keeps one block's features in memory.
@@ -86,7 +86,7 @@ def segment(
     min_size : int, default 2
         Every segment keeps at least ``min_size`` samples.
     block_size : int, optional
-        Samples per block of the statistics grid (default: about 2**16
+        Samples per block of the statistics grid (default: about 2**15
         blocks, at least 16 samples each).
     variable : str, optional
         Array name inside a zarr group.

@@ -46,22 +46,27 @@ def split_gain(n_left, n_right, sum_left, sum_total):
     """Gain of splitting a segment into a left part and a right part.
 
     ``G = (nL * nR / N) * || S_L / nL - S_R / nR ||^2`` in quantized units,
-    with ``S_R = S - S_L`` computed exactly in integers.  The loop order is
-    fixed, so the result is a deterministic function of its integer inputs.
+    with ``S_R = S - S_L`` computed exactly in integers and the means taken
+    as products with ``1 / nL`` and ``1 / nR``.  The loop order is fixed, so
+    the result is a deterministic function of its integer inputs; every
+    gain kcpstream computes is this function's value (the vectorized
+    boundary scan performs the same operations in the same order).
     """
     fl = float(n_left)
     fr = float(n_right)
+    inv_l = 1.0 / fl
+    inv_r = 1.0 / fr
     acc = 0.0
     for j in range(sum_total.shape[0]):
         sl = sum_left[j]
         sr = sum_total[j] - sl
-        d = float(sl) / fl - float(sr) / fr
+        d = float(sl) * inv_l - float(sr) * inv_r
         acc += d * d
     return (fl * fr / (fl + fr)) * acc
 
 
 #: The bridge excursion is evaluated every SNAPSHOT samples and bounded in between.
-SNAPSHOT = 4
+SNAPSHOT = 8
 
 
 @njit(nogil=True, cache=True, fastmath={"reassoc", "nsz"})
@@ -314,9 +319,10 @@ def segment_boundary_scan(
     ``j0 > j1`` the segment is a single piece with bound ``bridge_head``.
     ``max_norm`` bounds the norm of every sample's (quantized) features.
 
-    The gains at the boundaries are computed for all boundaries at once,
-    feature by feature in the order of :func:`split_gain`, so each one is
-    bit-for-bit the value :func:`split_gain` returns.
+    The gains at the boundaries are computed several boundaries at a time,
+    feature by feature in the order of :func:`split_gain` and with its
+    operations, so each one is bit-for-bit the value :func:`split_gain`
+    returns.
 
     Returns ``(best_gain, best_pos, piece_bounds)``: the largest gain at an
     admissible boundary (first one on ties; ``-1.0`` and ``-1`` if there is
@@ -330,30 +336,40 @@ def segment_boundary_scan(
     lo_ok = start + min_size
     hi_ok = end - min_size
 
-    # sums of squares over the features, for every inner boundary at once
+    # for every inner boundary, split_gain's sum over the features (same
+    # operations, same order), boundaries in tiles of 8; the centred sum
+    # u = S_L - (nL / N) S = w d (w = nL nR / N) has norm w sqrt(acc)
     fl = np.empty(n_inner)
     fr = np.empty(n_inner)
-    frac = np.empty(n_inner)
-    for b in range(n_inner):
-        pos = (j0 + b) * block_size
-        fl[b] = float(pos - start)
-        fr[b] = float(end - pos)
-        frac[b] = float(pos - start) / float(n_total)
     acc = np.zeros(n_inner)
-    nrm2 = np.zeros(n_inner)
     tot2 = 0.0
     for j in range(p):
-        a = prefix_start[j]
-        tot = prefix_end[j] - a
-        tot2 += float(tot) * float(tot)
-        row = prefix[j]
-        for b in range(n_inner):
-            sl = row[j0 + b] - a
-            sr = tot - sl
-            d = float(sl) / fl[b] - float(sr) / fr[b]
-            acc[b] += d * d
-            u = float(sl) - frac[b] * float(tot)
-            nrm2[b] += u * u
+        tot = float(prefix_end[j] - prefix_start[j])
+        tot2 += tot * tot
+    tile = 8
+    inv_l = np.empty(tile)
+    inv_r = np.empty(tile)
+    a_loc = np.empty(tile)
+    for b0 in range(0, n_inner, tile):
+        nb = min(tile, n_inner - b0)
+        for u in range(nb):
+            pos = (j0 + b0 + u) * block_size
+            fl[b0 + u] = float(pos - start)
+            fr[b0 + u] = float(end - pos)
+            inv_l[u] = 1.0 / fl[b0 + u]
+            inv_r[u] = 1.0 / fr[b0 + u]
+            a_loc[u] = 0.0
+        for j in range(p):
+            a = prefix_start[j]
+            tot = prefix_end[j] - a
+            row = prefix[j]
+            for u in range(nb):
+                sl = row[j0 + b0 + u] - a
+                sr = tot - sl
+                d = float(sl) * inv_l[u] - float(sr) * inv_r[u]
+                a_loc[u] += d * d
+        for u in range(nb):
+            acc[b0 + u] = a_loc[u]
     step = max_norm + math.sqrt(tot2) / float(n_total) + eps_norm
 
     best_gain = -1.0
@@ -364,9 +380,10 @@ def segment_boundary_scan(
     for i in range(n_pieces):
         if i < n_inner:
             pos = (j0 + i) * block_size
-            norm = math.sqrt(nrm2[i])
+            w = fl[i] * fr[i] / (fl[i] + fr[i])
+            norm = w * math.sqrt(acc[i]) * (1.0 + 1e-12)
             if lo_ok <= pos <= hi_ok:
-                g = (fl[i] * fr[i] / (fl[i] + fr[i])) * acc[i]
+                g = w * acc[i]
                 if g > best_gain:
                     best_gain = g
                     best_pos = pos
