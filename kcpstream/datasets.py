@@ -98,6 +98,100 @@ def changing_distribution(
     return SyntheticSignal(x, cps)
 
 
+def _draw_pareto(rng: np.random.Generator, size: int) -> np.ndarray:
+    """Pareto of shape 3 and scale 1.5 (numpy's ``pareto`` is the Lomax law: add 1)."""
+    return 1.5 * (1.0 + rng.pareto(3.0, size))
+
+
+#: The laws of the thesis's scenario 1 (name, sampler).
+SCENARIO1_LAWS = (
+    ("Binomial(10, 0.2)", lambda rng, m: rng.binomial(10, 0.2, m).astype(float)),
+    ("NegativeBinomial(3, 0.7)", lambda rng, m: rng.negative_binomial(3, 0.7, m).astype(float)),
+    ("Hypergeometric(10, 5, 2)", lambda rng, m: rng.hypergeometric(5, 5, 2, m).astype(float)),
+    ("Normal(2.5, sd 0.5)", lambda rng, m: rng.normal(2.5, 0.5, m)),
+    ("Gamma(0.5, scale 5)", lambda rng, m: rng.gamma(0.5, 5.0, m)),
+    ("Weibull(2) x 5", lambda rng, m: 5.0 * rng.weibull(2.0, m)),
+    ("Pareto(3) x 1.5", _draw_pareto),
+)
+
+#: The laws of the thesis's scenario 2: mean 0.5 and variance 0.25 for all three.
+SCENARIO2_LAWS = (
+    ("Bernoulli(0.5)", lambda rng, m: rng.binomial(1, 0.5, m).astype(float)),
+    ("Normal(0.5, sd 0.5)", lambda rng, m: rng.normal(0.5, 0.5, m)),
+    ("Exponential(mean 0.5)", lambda rng, m: rng.exponential(0.5, m)),
+)
+
+
+def _scenario(laws, n: int, n_changepoints: int, seed: int, min_gap: int | None) -> SyntheticSignal:
+    rng = np.random.default_rng(seed)
+    if min_gap is None:
+        min_gap = max(1, n // (2 * (n_changepoints + 1)))
+    cps = random_changepoints(n, n_changepoints, rng, min_gap=min_gap)
+    x = np.empty(n)
+    prev = -1
+    for a, b in _segments(n, cps):
+        if prev < 0:
+            law = int(rng.integers(len(laws)))
+        else:  # uniform among the laws other than the previous one
+            law = int(rng.integers(len(laws) - 1))
+            law += law >= prev
+        prev = law
+        x[a:b] = laws[law][1](rng, b - a)
+    return SyntheticSignal(x, cps)
+
+
+def scenario1(
+    n: int = 1000, n_changepoints: int = 10, *, seed: int = 0, min_gap: int | None = None
+) -> SyntheticSignal:
+    """The thesis's scenario 1: each segment's law is drawn among
+    :data:`SCENARIO1_LAWS` (never the law of the previous segment).
+
+    Change-points are uniform subject to a minimum gap (default
+    ``n / (2 (K + 1))``) between them and from the ends.
+    """
+    return _scenario(SCENARIO1_LAWS, n, n_changepoints, seed, min_gap)
+
+
+def scenario2(
+    n: int = 1000, n_changepoints: int = 10, *, seed: int = 0, min_gap: int | None = None
+) -> SyntheticSignal:
+    """The thesis's scenario 2: Bernoulli(0.5), Normal(0.5, sd 0.5) or
+    Exponential(mean 0.5) per segment -- same mean and variance, only the
+    shape of the law changes (never the same law twice in a row)."""
+    return _scenario(SCENARIO2_LAWS, n, n_changepoints, seed, min_gap)
+
+
+def multivariate(
+    n: int = 1000, n_changepoints: int = 10, *, d: int = 3, rho: float = 0.8, seed: int = 0
+) -> SyntheticSignal:
+    """A d-channel Gaussian signal whose correlation structure changes.
+
+    Every channel is N(0, 1) in every segment; segments alternate between
+    independent channels and channels with pairwise correlation ``+rho`` or
+    ``-rho / (d - 1)`` (positive definite), so only the joint law changes.
+    """
+    if d < 2:
+        raise ValueError("the multivariate scenario needs d >= 2 channels")
+    rng = np.random.default_rng(seed)
+    cps = random_changepoints(
+        n, n_changepoints, rng, min_gap=max(1, n // (2 * (n_changepoints + 1)))
+    )
+    structures = [0.0, rho, -rho / (d - 1)]
+    x = np.empty((n, d))
+    prev = -1
+    for a, b in _segments(n, cps):
+        if prev < 0:
+            choice = int(rng.integers(len(structures)))
+        else:
+            choice = int(rng.integers(len(structures) - 1))
+            choice += choice >= prev
+        prev = choice
+        r = structures[choice]
+        cov = np.full((d, d), r) + (1.0 - r) * np.eye(d)
+        x[a:b] = rng.multivariate_normal(np.zeros(d), cov, size=b - a)
+    return SyntheticSignal(x, cps)
+
+
 def write_zarr(
     x: np.ndarray,
     path: str | os.PathLike,
@@ -105,8 +199,14 @@ def write_zarr(
     name: str = "x",
     chunks: int = 2**20,
     overwrite: bool = False,
+    changepoints: np.ndarray | None = None,
 ):
-    """Write ``x`` (time first) as array ``name`` of a zarr group at ``path``; returns the array."""
+    """Write ``x`` (time first) as array ``name`` of a zarr group at ``path``; returns the array.
+
+    With ``changepoints``, the ground truth is stored in the array's
+    attributes (``changepoints``).  Any generator's output can be written at
+    any n: ``write_zarr(scenario1(10**7, 50).x, ...)``.
+    """
     import zarr
 
     group = zarr.open_group(os.fspath(path), mode="w" if overwrite else "a")
@@ -118,4 +218,6 @@ def write_zarr(
         overwrite=overwrite,
     )
     arr[...] = x
+    if changepoints is not None:
+        arr.attrs["changepoints"] = [int(c) for c in changepoints]
     return arr
