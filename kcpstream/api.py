@@ -9,11 +9,14 @@ from typing import Any
 
 import numpy as np
 
+from ._kernels.blockstats import split_gain
+from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_changepoints
 from .features import FeatureMap, make_feature_map
 from .features.base import DEFAULT_TILE
 from .passes import SampleCache, data_pass
 from .result import Diagnostics, Segmentation
-from .search import SearchLog, binary_segmentation
+from .search import NotEnoughSplitsError, SearchLog, binary_segmentation
+from .select import Selection, select_by_penalty, slope_heuristic
 from .signal import InputError, Signal, as_signal, check_finite_index
 
 __all__ = ["segment", "auto_block_size"]
@@ -22,6 +25,8 @@ __all__ = ["segment", "auto_block_size"]
 #: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
 #: scans stay small (16 MiB of prefix sums at p = 64).
 TARGET_BLOCKS = 2**15
+#: Default largest number of segments on the path (pen="auto", method="dynp").
+DEFAULT_D_MAX = 100
 #: Smallest automatic block size.
 MIN_AUTO_BLOCK = 16
 #: Largest block size: a refinement read keeps one block's features in memory.
@@ -49,7 +54,9 @@ def segment(
     *,
     features: str | FeatureMap = "rff:64",
     n_bkps: int | None = None,
-    pen: float | None = None,
+    pen: float | str | None = None,
+    method: str = "binseg",
+    d_max: int | None = None,
     min_size: int = 2,
     block_size: int | None = None,
     variable: str | None = None,
@@ -79,10 +86,25 @@ def segment(
         samples (the same for every chunking); a fitted one is used as it is.
     n_bkps : int, optional
         Number of change-points to find.
-    pen : float, optional
-        Split while the best gain exceeds ``pen`` (feature units: gains are
-        decreases of ``sum ||phi(x_i) - mean||^2``).  Give exactly one of
-        ``n_bkps`` and ``pen``.
+    pen : float or "auto", default "auto"
+        How to choose the number of change-points when ``n_bkps`` is not
+        given.  ``"auto"`` (the default): the penalty
+        ``c1 log binom(n-1, D-1) + c2 D`` of Arlot, Celisse & Harchaoui,
+        calibrated on the path of segmentations by the slope heuristic (see
+        :mod:`kcpstream.select`).  A number: a linear penalty per
+        change-point (feature units: gains are decreases of
+        ``sum ||phi(x_i) - mean||^2``); binary segmentation splits while the
+        best gain exceeds it, dynamic programming minimises cost + pen * K.
+    method : {"binseg", "dynp"}, default "binseg"
+        ``"binseg"``: binary segmentation, each split exact.  ``"dynp"``:
+        the optimal segmentation for every number of segments by dynamic
+        programming on a grid of at most 2048 block boundaries that contains
+        binary segmentation's change-points (so never worse than it), then
+        exact local refinement of the chosen change-points.  Exact kernel
+        change-point detection on signals of up to 2048 samples.
+    d_max : int, optional
+        Largest number of segments on the path (``pen="auto"`` and
+        ``method="dynp"``; default 100, at most ``n // min_size``).
     min_size : int, default 2
         Every segment keeps at least ``min_size`` samples.
     block_size : int, optional
@@ -111,8 +133,8 @@ def segment(
     Returns
     -------
     Segmentation
-        Change-points, gains, the cost path, the fitted feature map and
-        diagnostics.
+        Change-points, gains, the cost path and how the number of
+        change-points was chosen, the fitted feature map and diagnostics.
 
     Raises
     ------
@@ -127,24 +149,32 @@ def segment(
     >>> x = np.concatenate([rng.normal(0, 1, 500), rng.normal(0, 3, 500)])
     >>> kcpstream.segment(x, n_bkps=1).changepoints
     array([500])
+    >>> kcpstream.segment(x).changepoints  # the number chosen by the slope heuristic
+    array([500])
     """
     t0 = time.perf_counter()
     min_size = _check_positive_int("min_size", min_size)
     tile = _check_positive_int("tile", tile)
     cache_bytes = _check_positive_int("cache_bytes", cache_bytes, 0)
     sample_size = _check_positive_int("sample_size", sample_size, 2)
-    if n_bkps is None and pen is None:
-        raise InputError("give n_bkps=<number of change-points> or pen=<penalty per split>")
     if n_bkps is not None and pen is not None:
         raise InputError("give n_bkps or pen, not both")
     if n_bkps is not None:
         n_bkps = _check_positive_int("n_bkps", n_bkps, 0)
-    if pen is not None:
+        rule = "n_bkps"
+    elif pen is None or (isinstance(pen, str) and pen == "auto"):
+        rule, pen = "auto", None
+    else:
         if isinstance(pen, bool) or not isinstance(pen, int | float | np.number):
-            raise InputError(f"pen must be a number >= 0, got {pen!r}")
+            raise InputError(f"pen must be a number >= 0 or 'auto', got {pen!r}")
         pen = float(pen)
         if not (math.isfinite(pen) and pen >= 0):
-            raise InputError(f"pen must be a finite number >= 0, got {pen!r}")
+            raise InputError(f"pen must be a finite number >= 0 or 'auto', got {pen!r}")
+        rule = "pen"
+    if method not in ("binseg", "dynp"):
+        raise InputError(f"method must be 'binseg' or 'dynp', got {method!r}")
+    if d_max is not None:
+        d_max = _check_positive_int("d_max", d_max, 1)
 
     signal = as_signal(data, variable=variable, dim=dim, chunks=chunks)
     n = signal.n
@@ -160,9 +190,19 @@ def segment(
             f"(at most {n // min_size - 1}); ask for fewer or lower min_size"
         )
 
+    d_max = min(d_max or DEFAULT_D_MAX, n // min_size)
+    if n_bkps is not None:
+        d_max = max(d_max, n_bkps + 1) if method == "dynp" else n_bkps + 1
+    if rule == "auto" and d_max < 4:
+        raise InputError(
+            f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
+            f"(n={n}, min_size={min_size}); give n_bkps or pen, or a larger d_max"
+        )
     fmap = make_feature_map(features, seed=seed)
     if block_size is None:
         B = auto_block_size(n)
+        if method == "dynp":  # a grid of every sample when the DP can afford it
+            B = max(1, min(B, -(-n // MAX_GRID)))
     else:
         B = _check_positive_int("block_size", block_size)
         if B > MAX_BLOCK:
@@ -189,11 +229,86 @@ def segment(
     _check_statistics(stats, signal)
 
     log = SearchLog()
-    order = binary_segmentation(
-        stats, signal, fmap, min_size=min_size, n_bkps=n_bkps, pen=pen, tile=tile, log=log,
-        cache=cache,
+    search = {"min_size": min_size, "tile": tile, "log": log, "cache": cache}
+    if rule == "pen" and method == "binseg":
+        order = binary_segmentation(stats, signal, fmap, pen=pen, **search)
+    elif rule == "n_bkps" and method == "binseg":
+        order = binary_segmentation(stats, signal, fmap, n_bkps=n_bkps, **search)
+    else:  # a path to d_max segments
+        order = binary_segmentation(
+            stats, signal, fmap, n_bkps=d_max - 1, allow_fewer=True, **search
+        )
+    path = [seg.split for seg in order]
+    if method == "binseg" and rule != "auto":
+        costs = _binseg_path_costs(stats, order)
+        selection = _select(rule, costs, n, n_bkps, pen, d_max)
+        changepoints = np.array(sorted(path[: selection.n_segments - 1]), dtype=np.int64)
+        gain_of = {seg.split: seg.gain * stats.unit for seg in order}
+        gains = np.array([gain_of[c] for c in changepoints])
+        found_order = np.array(path[: selection.n_segments - 1], dtype=np.int64)
+    elif method == "binseg":
+        # the best segmentation for each D among binary segmentation's candidates
+        # (an exact DP over at most d_max points, no data read) is the path the
+        # slope heuristic is fitted on: the greedy path's costs fall too slowly
+        costs, partitions = optimal_partitions(
+            stats, np.array([0, *sorted(path), n]), d_max, min_size
+        )
+        selection = _select(rule, costs, n, n_bkps, pen, d_max)
+        changepoints = partitions[selection.n_segments - 1]
+        rank = {c: i for i, c in enumerate(path)}
+        gains = _local_gains(stats, changepoints)
+        found_order = np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64)
+    else:
+        grid = dp_grid(stats, path)
+        costs, partitions = optimal_partitions(stats, grid, d_max, min_size)
+        selection = _select(rule, costs, n, n_bkps, pen, d_max)
+        chosen = partitions[selection.n_segments - 1]
+        if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
+            raise NotEnoughSplitsError(
+                f"no segmentation into {selection.n_segments} segments of at least "
+                f"{min_size} samples exists on the grid; lower n_bkps or min_size"
+            )
+        changepoints = refine_changepoints(stats, signal, fmap, chosen, grid, **search)
+        gains = _local_gains(stats, changepoints)
+        found_order = changepoints
+    return _build_result(
+        stats, signal, fmap, changepoints, gains, found_order, costs, selection, method,
+        log, min_size, t0, seconds_pass,
     )  # fmt: skip
-    return _build_result(stats, signal, fmap, order, log, min_size, n_bkps, pen, t0, seconds_pass)
+
+
+def _binseg_path_costs(stats, order) -> np.ndarray:
+    """Cost after each split: a split replaces one segment's cost by its two halves'."""
+    costs = [stats.cost(0, stats.n)]
+    for seg in order:
+        a, c, e = seg.start, seg.split, seg.end
+        costs.append(costs[-1] - stats.cost(a, e) + stats.cost(a, c) + stats.cost(c, e))
+    return np.asarray(costs)
+
+
+def _select(rule, costs, n, n_bkps, pen, d_max) -> Selection:
+    finite = costs[np.isfinite(costs)] if rule != "n_bkps" else costs
+    if rule == "n_bkps":
+        return Selection("n_bkps", n_bkps + 1, len(costs))
+    if rule == "pen":
+        return select_by_penalty(finite, pen)
+    if len(finite) < 4:
+        raise InputError(
+            f"the automatic penalty needs a path of at least 4 segmentations, but only "
+            f"{len(finite)} exist for this signal with min_size; give n_bkps or pen"
+        )
+    return slope_heuristic(finite, n)
+
+
+def _local_gains(stats, changepoints) -> np.ndarray:
+    """Cost increase if each change-point were removed (its two neighbours fixed)."""
+    bounds = [0, *map(int, changepoints), stats.n]
+    gains = []
+    for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True):
+        pa = stats.prefix_at(a)[0]
+        total = stats.prefix_at(e)[0] - pa
+        gains.append(split_gain(c - a, e - c, stats.prefix_at(c)[0] - pa, total) * stats.unit)
+    return np.asarray(gains)
 
 
 def _check_statistics(stats, signal: Signal) -> None:
@@ -217,14 +332,12 @@ def _check_statistics(stats, signal: Signal) -> None:
         )
 
 
-def _build_result(stats, signal, fmap, order, log, min_size, n_bkps, pen, t0, seconds_pass):
-    path = np.array([seg.split for seg in order], dtype=np.int64)
-    path_gains = np.array([seg.gain for seg in order], dtype=np.float64) * stats.unit
-    costs = [stats.cost(0, stats.n)]
-    for seg in order:  # each split replaces one segment's cost by its two halves'
-        a, c, e = seg.start, seg.split, seg.end
-        costs.append(costs[-1] - stats.cost(a, e) + stats.cost(a, c) + stats.cost(c, e))
-    sort = np.argsort(path, kind="stable")
+def _build_result(
+    stats, signal, fmap, changepoints, gains, order, costs, selection, method, log, min_size,
+    t0, seconds_pass,
+):  # fmt: skip
+    bounds = [0, *map(int, changepoints), stats.n]
+    cost = float(sum(stats.cost(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)))
     featurized = stats.n + log.samples_scanned
     diagnostics = Diagnostics(
         samples_featurized=int(featurized),
@@ -239,13 +352,16 @@ def _build_result(stats, signal, fmap, order, log, min_size, n_bkps, pen, t0, se
         samples_scanned=log.samples_scanned,
     )
     return Segmentation(
-        changepoints=path[sort],
-        gains=path_gains[sort],
-        order=path,
+        changepoints=np.asarray(changepoints, dtype=np.int64),
+        gains=np.asarray(gains, dtype=np.float64),
+        order=np.asarray(order, dtype=np.int64),
         path_costs=np.asarray(costs, dtype=np.float64),
+        cost=cost,
+        method=method,
+        selection=selection,
         n_samples=stats.n,
         min_size=min_size,
         features=fmap,
         diagnostics=diagnostics,
-        params={"n_bkps": n_bkps, "pen": pen, "method": "binseg", "source": signal.source},
+        params={"source": signal.source},
     )

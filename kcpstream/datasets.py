@@ -107,7 +107,8 @@ def _draw_pareto(rng: np.random.Generator, size: int) -> np.ndarray:
 SCENARIO1_LAWS = (
     ("Binomial(10, 0.2)", lambda rng, m: rng.binomial(10, 0.2, m).astype(float)),
     ("NegativeBinomial(3, 0.7)", lambda rng, m: rng.negative_binomial(3, 0.7, m).astype(float)),
-    ("Hypergeometric(10, 5, 2)", lambda rng, m: rng.hypergeometric(5, 5, 2, m).astype(float)),
+    # 10 white and 5 black balls, 2 drawn (R's rhyper(m=10, n=5, k=2))
+    ("Hypergeometric(10, 5, 2)", lambda rng, m: rng.hypergeometric(10, 5, 2, m).astype(float)),
     ("Normal(2.5, sd 0.5)", lambda rng, m: rng.normal(2.5, 0.5, m)),
     ("Gamma(0.5, scale 5)", lambda rng, m: rng.gamma(0.5, 5.0, m)),
     ("Weibull(2) x 5", lambda rng, m: 5.0 * rng.weibull(2.0, m)),

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .features import FeatureMap
+from .select import Selection
 
 __all__ = ["Segmentation", "Diagnostics"]
 
@@ -59,12 +60,22 @@ class Segmentation:
         Index of the first sample of every new segment, sorted (ruptures'
         breakpoints without the final ``n``).
     gains : numpy.ndarray of float64
-        Gain (cost decrease, feature units) of the split at each change-point.
+        Gain (cost decrease, feature units) of each change-point: for binary
+        segmentation, of the split when it was made; for dynamic
+        programming, of the change-point between its two neighbours.
     order : numpy.ndarray of int64
-        The change-points in the order binary segmentation found them.
+        The change-points in the order binary segmentation found them
+        (sorted for dynamic programming).
     path_costs : numpy.ndarray of float64
-        ``path_costs[k]``: total cost of the segmentation made of the first
-        ``k`` splits of ``order`` (``k = 0 .. len(order)``).
+        ``path_costs[k]``: cost of the path's segmentation with ``k``
+        change-points (binary segmentation: its first ``k`` splits; dynamic
+        programming: the best on the grid, ``inf`` where none exists).  The
+        number of change-points is chosen on this path.
+    cost : float
+        Total cost of the returned segmentation (feature units).
+    method : {"binseg", "dynp"}
+    selection : Selection
+        The rule that chose the number of segments, with its constants.
     n_samples, min_size : int
     features : FeatureMap
         The fitted feature map; ``features.transform(X)`` gives the features
@@ -78,6 +89,9 @@ class Segmentation:
     gains: np.ndarray
     order: np.ndarray
     path_costs: np.ndarray
+    cost: float
+    method: str
+    selection: Selection
     n_samples: int
     min_size: int
     features: FeatureMap
@@ -99,18 +113,14 @@ class Segmentation:
         bounds = [0, *map(int, self.changepoints), self.n_samples]
         return list(zip(bounds[:-1], bounds[1:], strict=True))
 
-    @property
-    def cost(self) -> float:
-        """Total cost of the returned segmentation (feature units)."""
-        return float(self.path_costs[len(self.order)])
-
     def __repr__(self) -> str:
         cps = ", ".join(map(str, self.changepoints[:10]))
         more = ", ..." if self.n_changepoints > 10 else ""
         d = self.diagnostics
         return (
             f"<Segmentation: {self.n_changepoints} change-points in {self.n_samples} samples "
-            f"[{cps}{more}]; features={type(self.features).__name__}"
+            f"[{cps}{more}]; {self.method}, {self.selection.rule}; "
+            f"features={type(self.features).__name__}"
             f"(p={self.features.n_features_out_}); passes={d.passes:.3f}, {d.seconds:.2f} s>"
         )
 
@@ -121,6 +131,9 @@ class Segmentation:
             "gains": self.gains.tolist(),
             "order": self.order.tolist(),
             "path_costs": self.path_costs.tolist(),
+            "cost": self.cost,
+            "method": self.method,
+            "selection": self.selection.to_dict(),
             "n_samples": self.n_samples,
             "min_size": self.min_size,
             "features": self.features.to_dict(),
@@ -139,6 +152,9 @@ class Segmentation:
             gains=np.asarray(data["gains"], dtype=np.float64),
             order=np.asarray(data["order"], dtype=np.int64),
             path_costs=np.asarray(data["path_costs"], dtype=np.float64),
+            cost=float(data["cost"]),
+            method=str(data["method"]),
+            selection=Selection.from_dict(data["selection"]),
             n_samples=int(data["n_samples"]),
             min_size=int(data["min_size"]),
             features=FeatureMap.from_dict(data["features"]),

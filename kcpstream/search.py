@@ -183,12 +183,13 @@ def binary_segmentation(
     tile: int,
     log: SearchLog | None = None,
     cache: SampleCache | None = None,
+    allow_fewer: bool = False,
 ) -> list[SegmentSplit]:
     """Sequential binary segmentation; returns the splits in the order made.
 
     Stops after ``n_bkps`` splits, or when the best gain is not above ``pen``
     (feature units), or when no segment can be split (an error when
-    ``n_bkps`` was not reached).
+    ``n_bkps`` was not reached, unless ``allow_fewer``).
 
     Segments are refined lazily: the order of splits is replayed with what
     is known (exact gains, or upper bounds for unrefined segments); the
@@ -232,7 +233,7 @@ def binary_segmentation(
         if not to_refine:
             break
         refine(to_refine, signal, fmap, min_size, tile, log, cache)
-    if n_bkps is not None and len(order) < n_bkps:
+    if n_bkps is not None and len(order) < n_bkps and not allow_fewer:
         raise NotEnoughSplitsError(
             f"binary segmentation can place only {len(order)} change-points in this signal with "
             f"min_size={min_size} (every remaining segment is shorter than 2*min_size); ask for "

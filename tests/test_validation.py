@@ -95,8 +95,11 @@ def test_empty():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({}, "give n_bkps"),
         ({"n_bkps": 1, "pen": 1.0}, "not both"),
+        ({"pen": "maybe"}, "or 'auto'"),
+        ({"method": "greedy"}, "method must be 'binseg' or 'dynp'"),
+        ({"d_max": 0}, "d_max must be an integer >= 1"),
+        ({"d_max": 3}, "at least 4 segmentations"),
         ({"pen": -1.0}, ">= 0"),
         ({"pen": float("nan")}, "finite"),
         ({"n_bkps": -1}, "n_bkps must be an integer >= 0"),

@@ -1,0 +1,186 @@
+"""Exact segmentation by dynamic programming on a grid, then exact local refinement.
+
+The total cost of a segmentation is ``Q - sum_seg ||S_seg||^2 / N_seg``
+(``Q`` is the same for every segmentation), so the best segmentation into D
+segments maximises ``sum_seg V(seg)`` with ``V = ||S||^2 / N``: the DP works
+on exact integer sums only.
+
+The grid is the block grid (thinned to at most :data:`MAX_GRID` points)
+together with the change-points of binary segmentation's path, so for every
+D the DP optimum is at least as good as binary segmentation's.  With a grid
+of every sample (block size 1) it is the exact kernel change-point
+segmentation (Algorithm 1 of the thesis).  The chosen segmentation is then
+refined exactly: each change-point moves to the best position between its
+neighbouring grid points (scanning those samples), alternately the even
+and the odd change-points, while the total cost decreases.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ._kernels.blockstats import split_gain
+from .features.base import FeatureMap
+from .passes import SampleCache, ScanRequest, scan_pieces
+from .search import SearchLog
+from .signal import Signal
+from .stats import BlockStats
+
+__all__ = ["MAX_GRID", "dp_grid", "optimal_partitions", "refine_changepoints"]
+
+#: Grid points of the DP (memory ``8 * MAX_GRID**2`` bytes for the values).
+MAX_GRID = 2048
+#: Rounds of local refinement at most.
+MAX_REFINE_ROUNDS = 20
+
+
+def dp_grid(
+    stats: BlockStats, seeds: list[int] | np.ndarray, max_grid: int = MAX_GRID
+) -> np.ndarray:
+    """Grid positions: every ``k``-th block boundary (at most ``max_grid``), the seeds, 0 and n."""
+    nb = stats.n_blocks
+    step = max(1, math.ceil(nb / max_grid))
+    grid = np.minimum(np.arange(0, nb + 1, step, dtype=np.int64) * stats.block_size, stats.n)
+    return np.unique(np.concatenate([grid, np.asarray(seeds, dtype=np.int64), [0, stats.n]]))
+
+
+@njit(nogil=True, cache=True)
+def _segment_values(prefix, positions, min_size):
+    """``V[i, j] = ||S(g_i, g_j)||^2 / (g_j - g_i)`` for admissible ``i < j`` (else -inf).
+
+    ``prefix`` is (m, p) int64: the exact prefix sums at the grid positions.
+    """
+    m = positions.shape[0]
+    p = prefix.shape[1]
+    values = np.full((m, m), -np.inf)
+    for i in range(m):
+        for j in range(i + 1, m):
+            length = positions[j] - positions[i]
+            if length < min_size:
+                continue
+            acc = 0.0
+            for f in range(p):
+                s = float(prefix[j, f] - prefix[i, f])
+                acc += s * s
+            values[i, j] = acc / float(length)
+    return values
+
+
+@njit(nogil=True, cache=True)
+def _dp(values, d_max):
+    """``best[d, j]``: largest sum of V over segmentations of ``[0, g_j)`` into d + 1 segments.
+
+    Returns the table and the argmax table for backtracking (first maximum).
+    """
+    m = values.shape[0]
+    best = np.full((d_max, m), -np.inf)
+    arg = np.full((d_max, m), -1, np.int64)
+    for j in range(1, m):
+        best[0, j] = values[0, j]
+    for d in range(1, d_max):
+        for j in range(1, m):
+            top = -np.inf
+            where = -1
+            for i in range(1, j):
+                if best[d - 1, i] == -np.inf or values[i, j] == -np.inf:
+                    continue
+                v = best[d - 1, i] + values[i, j]
+                if v > top:
+                    top = v
+                    where = i
+            best[d, j] = top
+            arg[d, j] = where
+    return best, arg
+
+
+def optimal_partitions(
+    stats: BlockStats, grid: np.ndarray, d_max: int, min_size: int
+) -> tuple[np.ndarray, list[np.ndarray | None]]:
+    """Best segmentation on the grid for every D = 1 .. d_max.
+
+    Returns the costs (``costs[D - 1]``, feature units; ``inf`` where no
+    segmentation into D admissible segments exists) and the change-points of
+    each (``None`` where infeasible).
+    """
+    prefix = np.stack([stats.prefix_at(int(g))[0] for g in grid])
+    values = _segment_values(prefix, grid, min_size)
+    best, arg = _dp(values, d_max)
+    q_total = stats.range_sum(0, stats.n)[1]
+    last = len(grid) - 1
+    costs = np.full(d_max, np.inf)
+    partitions: list[np.ndarray | None] = []
+    for d in range(d_max):
+        if best[d, last] == -np.inf:
+            partitions.append(None)
+            continue
+        cps = []
+        j = last
+        for level in range(d, 0, -1):
+            j = int(arg[level, j])
+            cps.append(int(grid[j]))
+        partitions.append(np.array(cps[::-1], dtype=np.int64))
+        costs[d] = (q_total - best[d, last]) * stats.unit
+    return costs, partitions
+
+
+def refine_changepoints(
+    stats: BlockStats,
+    signal: Signal,
+    fmap: FeatureMap,
+    changepoints: np.ndarray,
+    grid: np.ndarray,
+    *,
+    min_size: int,
+    tile: int,
+    log: SearchLog,
+    cache: SampleCache | None = None,
+) -> np.ndarray:
+    """Move each change-point to the best position between its neighbouring grid points.
+
+    Even-indexed and odd-indexed change-points move in turn (each with its
+    neighbours fixed), all scans of a turn in one ``dask.compute``, until a
+    full round moves nothing; the total cost never increases.
+    """
+    cps = [int(c) for c in changepoints]
+
+    def window(k: int) -> ScanRequest | None:
+        """Scan of the grid pieces on both sides of change-point k, neighbours fixed."""
+        a = cps[k - 1] if k > 0 else 0
+        e = cps[k + 1] if k + 1 < len(cps) else stats.n
+        i = int(np.searchsorted(grid, cps[k]))  # grid[i - 1] < cps[k] <= grid[i]
+        above = grid[i + 1] if grid[i] == cps[k] else grid[i]
+        lo, hi = max(a, int(grid[i - 1])), min(e, int(above))
+        if hi - lo < 2:
+            return None
+        pa = stats.prefix_at(a)[0]
+        return ScanRequest((a, e), lo, hi, stats.prefix_at(lo)[0] - pa, stats.prefix_at(e)[0] - pa)
+
+    def gain_at(c: int, a: int, e: int) -> float:
+        pa = stats.prefix_at(a)[0]
+        return split_gain(c - a, e - c, stats.prefix_at(c)[0] - pa, stats.prefix_at(e)[0] - pa)
+
+    for _ in range(MAX_REFINE_ROUNDS):
+        moved = False
+        for parity in (0, 1):
+            owners = [k for k in range(parity, len(cps), 2) if window(k) is not None]
+            requests = [window(k) for k in owners]
+            if not requests:
+                continue
+            log.rounds += 1
+            log.pieces_scanned += len(requests)
+            log.samples_scanned += sum(r.piece_end - r.piece_start for r in requests)
+            results = scan_pieces(signal, fmap, requests, min_size, tile, cache)
+            for k, res in zip(owners, results, strict=True):
+                a, e = res.request.segment
+                if res.pos < 0 or res.pos == cps[k] or not res.gain > gain_at(cps[k], a, e):
+                    continue
+                req = res.request
+                stats.add_split(res.pos, req.piece_start, req.piece_end, res.left, res.right)
+                cps[k] = res.pos
+                moved = True
+        if not moved:
+            break
+    return np.array(cps, dtype=np.int64)

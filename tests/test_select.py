@@ -1,0 +1,73 @@
+"""Choosing the number of segments: penalties, the slope heuristic, the API's default."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kcpstream
+from kcpstream import datasets
+from kcpstream.select import Selection, log_binomial_shape, select_by_penalty, slope_heuristic
+
+
+def _path(n: int, d_star: int, d_max: int, s1: float, s2: float, drop: float) -> np.ndarray:
+    """Costs that fall steeply up to d_star, then exactly like s1*logbinom + s2*D."""
+    d = np.arange(1, d_max + 1, dtype=float)
+    tail = -(s1 * log_binomial_shape(n, d) + s2 * d)
+    return tail + drop * np.maximum(d_star - d, 0)
+
+
+@pytest.mark.parametrize("s1, s2", [(0.3, 0.0), (0.0, 2.0), (0.2, 1.0)])
+def test_slope_heuristic_recovers_the_minimal_penalty_and_d_star(s1, s2):
+    costs = _path(1000, 11, 100, s1, s2, drop=500.0)
+    sel = slope_heuristic(costs, 1000)
+    assert sel.rule == "auto" and sel.n_segments == 11 and sel.d_max == 100
+    assert sel.c1 == pytest.approx(2 * s1, abs=1e-6)
+    assert sel.c2 == pytest.approx(2 * s2, abs=1e-6)
+    assert sel.fit_range == (60, 100)
+
+
+def test_a_wrong_sign_slope_is_dropped():
+    d = np.arange(1, 51, dtype=float)
+    # costs decreasing in D but increasing in the log-binomial direction once D is accounted for
+    costs = 1000.0 - 3.0 * d + 0.05 * log_binomial_shape(500, d)
+    sel = slope_heuristic(costs, 500)
+    assert sel.c1 == 0.0 and sel.c2 > 0
+
+
+def test_select_by_penalty_minimises_cost_plus_pen_per_change_point():
+    costs = np.array([100.0, 60.0, 45.0, 44.0, 43.5])
+    crit = costs + 10.0 * np.arange(5)
+    assert select_by_penalty(costs, 10.0).n_segments == int(np.argmin(crit)) + 1
+    assert select_by_penalty(costs, 0.0).n_segments == 5
+    assert select_by_penalty(costs, 1e6).n_segments == 1
+
+
+def test_selection_penalty_and_json():
+    sel = slope_heuristic(_path(800, 5, 40, 0.1, 0.5, 300.0), 800)
+    back = Selection.from_dict(sel.to_dict())
+    assert back == sel
+    d = np.arange(1, 41)
+    np.testing.assert_allclose(
+        sel.penalty(800, d), sel.c1 * log_binomial_shape(800, d) + sel.c2 * d
+    )
+
+
+@pytest.mark.parametrize("method", ["binseg", "dynp"])
+def test_default_is_auto_and_shows_its_work(method):
+    sig = datasets.piecewise_constant(3_000, 4, jump=3.0, seed=2)
+    res = kcpstream.segment(sig.x, method=method)
+    assert res.selection.rule == "auto"
+    assert res.n_changepoints == res.selection.n_segments - 1
+    assert len(res.path_costs) == res.selection.d_max >= 60
+    assert res.changepoints.tolist() == pytest.approx(sig.changepoints.tolist(), abs=15)
+    back = kcpstream.Segmentation.from_json(res.to_json())
+    assert back.selection == res.selection and back.method == method
+
+
+def test_linear_penalty_with_dynp():
+    sig = datasets.piecewise_constant(2_000, 3, jump=3.0, seed=5)
+    fmap = kcpstream.Linear().fit(sig.x)
+    res = kcpstream.segment(sig.x, features=fmap, pen=50.0, method="dynp")
+    crit = res.path_costs + 50.0 * np.arange(len(res.path_costs))
+    assert res.selection.n_segments == int(np.argmin(crit)) + 1
