@@ -190,9 +190,10 @@ def segment(
             f"(at most {n // min_size - 1}); ask for fewer or lower min_size"
         )
 
-    d_max = min(d_max or DEFAULT_D_MAX, n // min_size)
-    if n_bkps is not None:
-        d_max = max(d_max, n_bkps + 1) if method == "dynp" else n_bkps + 1
+    if n_bkps is not None:  # the path only needs to reach n_bkps + 1 segments
+        d_max = max(d_max or 0, n_bkps + 1)
+    else:
+        d_max = min(d_max or DEFAULT_D_MAX, n // min_size)
     if rule == "auto" and d_max < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
