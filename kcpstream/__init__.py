@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import datasets, features
+from . import (
+    accessor,  # noqa: F401  (registers the obj.kcp accessor)
+    datasets,
+    features,
+    metrics,
+)
 from .api import segment
 from .features import RFF, FeatureMap, Linear, Nystrom
-from .result import Diagnostics, Segmentation
+from .result import BatchSegmentation, Diagnostics, Segmentation
 from .search import NotEnoughSplitsError
 from .signal import InputError
 
@@ -24,6 +29,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "segment",
     "Segmentation",
+    "BatchSegmentation",
     "Diagnostics",
     "FeatureMap",
     "RFF",
@@ -33,5 +39,6 @@ __all__ = [
     "NotEnoughSplitsError",
     "features",
     "datasets",
+    "metrics",
     "__version__",
 ]

@@ -5,19 +5,21 @@ from __future__ import annotations
 import copy
 import math
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ._kernels.blockstats import split_gain
-from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_changepoints
+from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
 from .features import FeatureMap, make_feature_map
 from .features.base import DEFAULT_TILE
-from .passes import SampleCache, data_pass
+from .passes import SampleCache, data_passes
 from .result import Diagnostics, Segmentation
-from .search import NotEnoughSplitsError, SearchLog, binary_segmentation
+from .search import NotEnoughSplitsError, SearchLog, binseg_steps, drive_many
 from .select import Selection, select_by_penalty, slope_heuristic
 from .signal import InputError, Signal, as_signal, check_finite_index
+from .stats import BlockStats
 
 __all__ = ["segment", "auto_block_size"]
 
@@ -60,7 +62,9 @@ def segment(
     min_size: int = 2,
     block_size: int | None = None,
     variable: str | None = None,
+    variables: list[str] | None = None,
     dim: str | None = None,
+    batch_dims: str | list[str] | None = None,
     chunks: int | None = None,
     seed: int | None = None,
     sample_size: int = 2048,
@@ -112,8 +116,20 @@ def segment(
         blocks, at least 16 samples each).
     variable : str, optional
         Array name inside a zarr group.
+    variables : list of str, optional
+        Variables of a Dataset segmented jointly, as channels of one signal
+        (default: every variable with the time dimension).
     dim : str, optional
-        Time dimension of a DataArray.
+        Time dimension of an xarray object (default ``"time"``, or its only
+        dimension).  Other dimensions are channels; the result's
+        change-points carry the time coordinate (``changepoint_times``,
+        ``to_xarray()``, ``to_dataframe()``).
+    batch_dims : str or list of str, optional
+        Dimensions of an xarray object along which it holds independent
+        series (one per sensor, say): each is segmented on its own (its own
+        fitted features), all in one data-pass graph with their refinement
+        reads batched in the same rounds.  Returns a
+        :class:`~kcpstream.BatchSegmentation`.
     chunks : int, optional
         Chunk length along time (in-memory input is wrapped without a copy).
     seed : int, optional
@@ -132,9 +148,10 @@ def segment(
 
     Returns
     -------
-    Segmentation
+    Segmentation or BatchSegmentation
         Change-points, gains, the cost path and how the number of
-        change-points was chosen, the fitted feature map and diagnostics.
+        change-points was chosen, the fitted feature map and diagnostics
+        (one per series with ``batch_dims``).
 
     Raises
     ------
@@ -175,46 +192,97 @@ def segment(
         raise InputError(f"method must be 'binseg' or 'dynp', got {method!r}")
     if d_max is not None:
         d_max = _check_positive_int("d_max", d_max, 1)
+    settings = _Settings(
+        rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
+        cache_bytes,
+    )  # fmt: skip
 
-    signal = as_signal(data, variable=variable, dim=dim, chunks=chunks)
+    if batch_dims:
+        from .labeled import split_batches
+        from .result import BatchSegmentation
+        from .signal import _is_labeled
+
+        if not _is_labeled(data):
+            raise InputError("batch_dims applies to xarray input (a DataArray or a Dataset)")
+        batch_dims = [batch_dims] if isinstance(batch_dims, str) else list(batch_dims)
+        parts = split_batches(data, batch_dims)
+        signals = [as_signal(sub, variables=variables, dim=dim, chunks=chunks) for _, sub in parts]
+        jobs = [_prepare(sig, features, settings) for sig in signals]
+        results = _run(jobs, settings, t0)
+        return BatchSegmentation(batch_dims, [labels for labels, _ in parts], results)
+    signal = as_signal(data, variable=variable, variables=variables, dim=dim, chunks=chunks)
+    return _run([_prepare(signal, features, settings)], settings, t0)[0]
+
+
+@dataclass(frozen=True)
+class _Settings:
+    rule: str
+    n_bkps: int | None
+    pen: float | None
+    method: str
+    d_max: int | None
+    min_size: int
+    block_size: int | None
+    seed: int | None
+    sample_size: int
+    tile: int
+    cache_bytes: int
+
+
+@dataclass
+class _Job:
+    """One series: its signal, fitted map, block size, cache and what the search found."""
+
+    signal: Signal
+    fmap: FeatureMap
+    block_size: int
+    d_max: int
+    cache: SampleCache
+    log: SearchLog = field(default_factory=SearchLog)
+    stats: BlockStats | None = None
+    seconds_pass: float = 0.0
+
+
+def _prepare(signal: Signal, features, st: _Settings) -> _Job:
+    """Checks that depend on the series, the fitted feature map, the block size."""
     n = signal.n
-    if n < 2 * min_size:
+    if n < 2 * st.min_size:
         raise InputError(
-            f"{signal.description} has {n} samples, fewer than 2*min_size={2 * min_size}: "
+            f"{signal.description} has {n} samples, fewer than 2*min_size={2 * st.min_size}: "
             "no split can leave min_size samples on both sides; use a smaller min_size "
             "or a longer signal"
         )
-    if n_bkps is not None and n_bkps > n // min_size - 1:
+    if st.n_bkps is not None and st.n_bkps > n // st.min_size - 1:
         raise InputError(
-            f"n_bkps={n_bkps} change-points cannot fit in {n} samples with min_size={min_size} "
-            f"(at most {n // min_size - 1}); ask for fewer or lower min_size"
+            f"n_bkps={st.n_bkps} change-points cannot fit in {n} samples with "
+            f"min_size={st.min_size} (at most {n // st.min_size - 1}); ask for fewer or lower "
+            "min_size"
         )
-
-    if n_bkps is not None:  # the path only needs to reach n_bkps + 1 segments
-        d_max = max(d_max or 0, n_bkps + 1)
+    if st.n_bkps is not None:  # the path only needs to reach n_bkps + 1 segments
+        d_max = max(st.d_max or 0, st.n_bkps + 1)
     else:
-        d_max = min(d_max or DEFAULT_D_MAX, n // min_size)
-    if rule == "auto" and d_max < 4:
+        d_max = min(st.d_max or DEFAULT_D_MAX, n // st.min_size)
+    if st.rule == "auto" and d_max < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
-            f"(n={n}, min_size={min_size}); give n_bkps or pen, or a larger d_max"
+            f"(n={n}, min_size={st.min_size}); give n_bkps or pen, or a larger d_max"
         )
-    fmap = make_feature_map(features, seed=seed)
-    if block_size is None:
+    fmap = make_feature_map(features, seed=st.seed)
+    if st.block_size is None:
         B = auto_block_size(n)
-        if method == "dynp":  # a grid of every sample when the DP can afford it
+        if st.method == "dynp":  # a grid of every sample when the DP can afford it
             B = max(1, min(B, -(-n // MAX_GRID)))
     else:
-        B = _check_positive_int("block_size", block_size)
+        B = _check_positive_int("block_size", st.block_size)
         if B > MAX_BLOCK:
             raise InputError(
                 f"block_size={B} is larger than {MAX_BLOCK}: a refinement read keeps one "
                 "block's features in memory; use a smaller block_size"
             )
-    cache = SampleCache(B, max_bytes=cache_bytes)
+    cache = SampleCache(B, max_bytes=st.cache_bytes)
     if not fmap.is_fitted:
         fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
-        sample = signal.sample(max_points=sample_size, cache=cache)
+        sample = signal.sample(max_points=st.sample_size, cache=cache)
         if not np.isfinite(sample).all():
             check_finite_index(signal.first_nonfinite(), signal.description)
         fmap.fit(sample)
@@ -223,59 +291,111 @@ def segment(
             f"the fitted feature map expects d={fmap.n_features_in_} channels but "
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
+    return _Job(signal, fmap, B, d_max, cache)
 
+
+def _run(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
+    """Every phase for all series at once: one data pass, searches in lockstep rounds."""
     t_pass = time.perf_counter()
-    stats = data_pass(signal, fmap, B, tile, cache)
+    for job, stats in zip(
+        jobs,
+        data_passes([(j.signal, j.fmap, j.block_size, j.cache) for j in jobs], st.tile),
+        strict=True,
+    ):
+        job.stats = stats
+        _check_statistics(stats, job.signal)
     seconds_pass = time.perf_counter() - t_pass
-    _check_statistics(stats, signal)
 
-    log = SearchLog()
-    search = {"min_size": min_size, "tile": tile, "log": log, "cache": cache}
-    if rule == "pen" and method == "binseg":
-        order = binary_segmentation(stats, signal, fmap, pen=pen, **search)
-    elif rule == "n_bkps" and method == "binseg":
-        order = binary_segmentation(stats, signal, fmap, n_bkps=n_bkps, **search)
-    else:  # a path to d_max segments
-        order = binary_segmentation(
-            stats, signal, fmap, n_bkps=d_max - 1, allow_fewer=True, **search
+    def steps(job: _Job):
+        kw = {"min_size": st.min_size, "log": job.log}
+        if st.rule == "pen" and st.method == "binseg":
+            return binseg_steps(job.stats, pen=st.pen, **kw)
+        if st.rule == "n_bkps" and st.method == "binseg":
+            return binseg_steps(job.stats, n_bkps=st.n_bkps, **kw)
+        return binseg_steps(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
+
+    orders = drive_many([(steps(j), j.signal, j.fmap, j.cache) for j in jobs], st.min_size, st.tile)
+    chosen = [_choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
+    if st.method == "dynp":
+        refined = drive_many(
+            [
+                (
+                    refine_steps(j.stats, c["changepoints"], c["grid"], log=j.log),
+                    j.signal,
+                    j.fmap,
+                    j.cache,
+                )
+                for j, c in zip(jobs, chosen, strict=True)
+            ],  # fmt: skip
+            st.min_size,
+            st.tile,
         )
+        for job, c, cps in zip(jobs, chosen, refined, strict=True):
+            c["changepoints"] = cps
+            c["gains"] = _local_gains(job.stats, cps)
+            c["order"] = cps
+    return [
+        _build_result(
+            j.stats,
+            j.signal,
+            j.fmap,
+            c["changepoints"],
+            c["gains"],
+            c["order"],
+            c["costs"],
+            c["selection"],
+            st.method,
+            j.log,
+            st.min_size,
+            t0,
+            seconds_pass,
+        )  # fmt: skip
+        for j, c in zip(jobs, chosen, strict=True)
+    ]
+
+
+def _choose(job: _Job, order, st: _Settings) -> dict:
+    """The path's costs, the chosen number of segments and its change-points."""
+    stats, n = job.stats, job.stats.n
     path = [seg.split for seg in order]
-    if method == "binseg" and rule != "auto":
+    if st.method == "binseg" and st.rule != "auto":
         costs = _binseg_path_costs(stats, order)
-        selection = _select(rule, costs, n, n_bkps, pen, d_max)
+        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max)
         changepoints = np.array(sorted(path[: selection.n_segments - 1]), dtype=np.int64)
         gain_of = {seg.split: seg.gain * stats.unit for seg in order}
-        gains = np.array([gain_of[c] for c in changepoints])
-        found_order = np.array(path[: selection.n_segments - 1], dtype=np.int64)
-    elif method == "binseg":
+        return {
+            "costs": costs,
+            "selection": selection,
+            "changepoints": changepoints,
+            "gains": np.array([gain_of[c] for c in changepoints]),
+            "order": np.array(path[: selection.n_segments - 1], dtype=np.int64),
+        }
+    if st.method == "binseg":
         # the best segmentation for each D among binary segmentation's candidates
         # (an exact DP over at most d_max points, no data read) is the path the
         # slope heuristic is fitted on: the greedy path's costs fall too slowly
-        costs, partitions = optimal_partitions(
-            stats, np.array([0, *sorted(path), n]), d_max, min_size
-        )
-        selection = _select(rule, costs, n, n_bkps, pen, d_max)
+        grid = np.array([0, *sorted(path), n])
+        costs, partitions = optimal_partitions(stats, grid, job.d_max, st.min_size)
+        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max)
         changepoints = partitions[selection.n_segments - 1]
         rank = {c: i for i, c in enumerate(path)}
-        gains = _local_gains(stats, changepoints)
-        found_order = np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64)
-    else:
-        grid = dp_grid(stats, path)
-        costs, partitions = optimal_partitions(stats, grid, d_max, min_size)
-        selection = _select(rule, costs, n, n_bkps, pen, d_max)
-        chosen = partitions[selection.n_segments - 1]
-        if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
-            raise NotEnoughSplitsError(
-                f"no segmentation into {selection.n_segments} segments of at least "
-                f"{min_size} samples exists on the grid; lower n_bkps or min_size"
-            )
-        changepoints = refine_changepoints(stats, signal, fmap, chosen, grid, **search)
-        gains = _local_gains(stats, changepoints)
-        found_order = changepoints
-    return _build_result(
-        stats, signal, fmap, changepoints, gains, found_order, costs, selection, method,
-        log, min_size, t0, seconds_pass,
-    )  # fmt: skip
+        return {
+            "costs": costs,
+            "selection": selection,
+            "changepoints": changepoints,
+            "gains": _local_gains(stats, changepoints),
+            "order": np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64),
+        }
+    grid = dp_grid(stats, path)
+    costs, partitions = optimal_partitions(stats, grid, job.d_max, st.min_size)
+    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max)
+    chosen = partitions[selection.n_segments - 1]
+    if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
+        raise NotEnoughSplitsError(
+            f"no segmentation into {selection.n_segments} segments of at least "
+            f"{st.min_size} samples exists on the grid; lower n_bkps or min_size"
+        )
+    return {"costs": costs, "selection": selection, "changepoints": chosen, "grid": grid}
 
 
 def _binseg_path_costs(stats, order) -> np.ndarray:
@@ -337,8 +457,18 @@ def _build_result(
     stats, signal, fmap, changepoints, gains, order, costs, selection, method, log, min_size,
     t0, seconds_pass,
 ):  # fmt: skip
-    bounds = [0, *map(int, changepoints), stats.n]
-    cost = float(sum(stats.cost(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)))
+    bounds = np.array([0, *map(int, changepoints), stats.n], dtype=np.int64)
+    segment_costs = np.array(
+        [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    )
+    cost = float(segment_costs.sum())
+    times = None
+    if signal.time is not None:
+        times = {
+            "dim": signal.time.dim,
+            "start": signal.time.at(bounds[:-1]),
+            "end": signal.time.at(bounds[1:] - 1),
+        }
     featurized = stats.n + log.samples_scanned
     diagnostics = Diagnostics(
         samples_featurized=int(featurized),
@@ -364,5 +494,7 @@ def _build_result(
         min_size=min_size,
         features=fmap,
         diagnostics=diagnostics,
+        segment_costs=segment_costs,
+        times=times,
         params={"source": signal.source},
     )

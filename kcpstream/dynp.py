@@ -23,13 +23,11 @@ import numpy as np
 from numba import njit
 
 from ._kernels.blockstats import split_gain
-from .features.base import FeatureMap
-from .passes import SampleCache, ScanRequest, scan_pieces
-from .search import SearchLog
-from .signal import Signal
+from .passes import ScanRequest
+from .search import SearchLog, Steps, count_round
 from .stats import BlockStats
 
-__all__ = ["MAX_GRID", "dp_grid", "optimal_partitions", "refine_changepoints"]
+__all__ = ["MAX_GRID", "dp_grid", "optimal_partitions", "refine_steps"]
 
 #: Grid points of the DP (memory ``8 * MAX_GRID**2`` bytes for the values).
 MAX_GRID = 2048
@@ -126,23 +124,19 @@ def optimal_partitions(
     return costs, partitions
 
 
-def refine_changepoints(
+def refine_steps(
     stats: BlockStats,
-    signal: Signal,
-    fmap: FeatureMap,
     changepoints: np.ndarray,
     grid: np.ndarray,
     *,
-    min_size: int,
-    tile: int,
     log: SearchLog,
-    cache: SampleCache | None = None,
-) -> np.ndarray:
+) -> Steps:
     """Move each change-point to the best position between its neighbouring grid points.
 
-    Even-indexed and odd-indexed change-points move in turn (each with its
-    neighbours fixed), all scans of a turn in one ``dask.compute``, until a
-    full round moves nothing; the total cost never increases.
+    A generator of refinement rounds (see :func:`~kcpstream.search.drive_many`):
+    even-indexed and odd-indexed change-points move in turn (each with its
+    neighbours fixed), all scans of a turn in one round, until a full round
+    moves nothing; the total cost never increases.  Returns the change-points.
     """
     cps = [int(c) for c in changepoints]
 
@@ -169,10 +163,8 @@ def refine_changepoints(
             requests = [window(k) for k in owners]
             if not requests:
                 continue
-            log.rounds += 1
-            log.pieces_scanned += len(requests)
-            log.samples_scanned += sum(r.piece_end - r.piece_start for r in requests)
-            results = scan_pieces(signal, fmap, requests, min_size, tile, cache)
+            count_round(log, requests)
+            results = yield requests
             for k, res in zip(owners, results, strict=True):
                 a, e = res.request.segment
                 if res.pos < 0 or res.pos == cps[k] or not res.gain > gain_at(cps[k], a, e):

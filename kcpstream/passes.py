@@ -31,7 +31,9 @@ from .stats import BlockStats, PieceStats
 
 __all__ = [
     "data_pass",
+    "data_passes",
     "scan_pieces",
+    "scan_many",
     "ScanRequest",
     "ScanResult",
     "SampleCache",
@@ -177,21 +179,7 @@ def runs_in_this_process() -> bool:
     return sched is None or sched in (dask.threaded.get, dask.local.get_sync)
 
 
-def data_pass(
-    signal: Signal,
-    fmap: FeatureMap,
-    block_size: int,
-    tile: int,
-    cache: SampleCache | None = None,
-) -> BlockStats:
-    """One pass over the data: block statistics of every chunk, merged on the client.
-
-    With a ``cache`` and a scheduler running in this process, the chunks
-    that fit in the cache's budget are kept (references, not copies) so
-    that refinement scans them without reading the store again.
-
-    Raises the NaN/inf input error naming the first non-finite sample.
-    """
+def _pass_tasks(signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache):
     starts = signal.chunk_starts
     fm = dask.delayed(fmap, pure=True)
     blocks = list(signal.data.to_delayed().ravel())
@@ -204,18 +192,20 @@ def data_pass(
         keep = ~cached & (np.cumsum(np.where(cached, 0, sizes)) <= room)
         for i in np.flatnonzero(cached):  # already read (by the fit): no second read
             blocks[i] = cache.chunk(int(starts[i]))
-    tasks = [
+    return [
         dask.delayed(chunk_block_stats)(blk, int(s), fm, block_size, tile, bool(k))
         for blk, s, k in zip(blocks, starts[:-1], keep, strict=True)
     ]
-    results = dask.compute(*tasks)
+
+
+def _assemble(signal: Signal, fmap: FeatureMap, block_size: int, results, cache) -> BlockStats:
+    starts = signal.chunk_starts
     bad = [r["first_bad"] for r in results if r["first_bad"] >= 0]
     check_finite_index(min(bad) if bad else None, signal.description)
     if cache is not None:
         for i, r in enumerate(results):
             if "raw" in r:
                 cache.add_chunk(int(starts[i]), r.pop("raw"))
-
     n = signal.n
     nb = -(-n // block_size)
     p = fmap.n_features_out_
@@ -240,6 +230,37 @@ def data_pass(
     if not np.array_equal(cnt, expected):  # pragma: no cover - internal consistency
         raise RuntimeError("internal error: the data pass did not cover every sample exactly once")
     return BlockStats(n, block_size, fmap.quantum_exponent_, S, Q, M2, R)
+
+
+def data_passes(
+    jobs: list[tuple[Signal, FeatureMap, int, SampleCache | None]], tile: int
+) -> list[BlockStats]:
+    """One pass over several signals in one :func:`dask.compute`: block statistics
+    of every chunk, merged on the client per signal.
+
+    With a cache and a scheduler running in this process, the chunks that fit
+    in the cache's budget are kept (references, not copies) so that
+    refinement scans them without reading the store again.  Raises the
+    NaN/inf input error naming the first non-finite sample.
+    """
+    per_job = [_pass_tasks(sig, fmap, b, tile, cache) for sig, fmap, b, cache in jobs]
+    flat = dask.compute(*[t for tasks in per_job for t in tasks])
+    out, i = [], 0
+    for (sig, fmap, b, cache), tasks in zip(jobs, per_job, strict=True):
+        out.append(_assemble(sig, fmap, b, flat[i : i + len(tasks)], cache))
+        i += len(tasks)
+    return out
+
+
+def data_pass(
+    signal: Signal,
+    fmap: FeatureMap,
+    block_size: int,
+    tile: int,
+    cache: SampleCache | None = None,
+) -> BlockStats:
+    """:func:`data_passes` for one signal."""
+    return data_passes([(signal, fmap, block_size, cache)], tile)[0]
 
 
 class SampleCache:
@@ -327,6 +348,47 @@ def _chunk_groups(
     return groups
 
 
+def scan_many(
+    batches: list[tuple[Signal, FeatureMap, list[ScanRequest], SampleCache | None]],
+    min_size: int,
+    tile: int,
+) -> list[list[ScanResult]]:
+    """Scan the requested pieces of several signals: cached pieces on the spot, the
+    others in one :func:`dask.compute` with one task per run of chunks of a signal
+    (each chunk read once).  Results come back per signal, in request order."""
+    out: list[dict[int, ScanResult]] = []
+    tasks, owners = [], []
+    for b, (signal, fmap, requests, cache) in enumerate(batches):
+        results: dict[int, ScanResult] = {}
+        out.append(results)
+        to_read = []
+        for i, r in enumerate(requests):
+            x = None if cache is None else cache.get(r.piece_start, r.piece_end)
+            if x is None:
+                to_read.append(r)
+            else:
+                results[i] = scan_piece(x, fmap, r, min_size, tile)
+        if not to_read:
+            continue
+        starts = signal.chunk_starts
+        fm = dask.delayed(fmap, pure=True)
+        for c0, c1, members in _chunk_groups(starts, to_read):
+            x = signal.data[int(starts[c0]) : int(starts[c1 + 1])]
+            tasks.append(
+                dask.delayed(scan_group, pure=True)(x, int(starts[c0]), fm, members, min_size, tile)
+            )
+            owners.append(b)
+    for b, group in zip(owners, dask.compute(*tasks), strict=True):
+        _, _, requests, cache = batches[b]
+        index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}
+        for res in group:
+            req = res.request
+            out[b][index[(req.segment, req.piece_start, req.piece_end)]] = res
+            if cache is not None:
+                cache.add_piece(req.piece_start, req.piece_end, res.samples)
+    return [[res[i] for i in range(len(batches[b][2]))] for b, res in enumerate(out)]
+
+
 def scan_pieces(
     signal: Signal,
     fmap: FeatureMap,
@@ -335,33 +397,5 @@ def scan_pieces(
     tile: int,
     cache: SampleCache | None = None,
 ) -> list[ScanResult]:
-    """Scan all requested pieces: cached ones on the spot, the others in one
-    :func:`dask.compute` with one task per run of chunks (each chunk read once).
-
-    Results come back in the order of ``requests``.
-    """
-    results: dict[int, ScanResult] = {}
-    to_read: list[ScanRequest] = []
-    index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}
-    for i, r in enumerate(requests):
-        x = None if cache is None else cache.get(r.piece_start, r.piece_end)
-        if x is None:
-            to_read.append(r)
-        else:
-            results[i] = scan_piece(x, fmap, r, min_size, tile)
-    if to_read:
-        starts = signal.chunk_starts
-        fm = dask.delayed(fmap, pure=True)
-        tasks = []
-        for c0, c1, members in _chunk_groups(starts, to_read):
-            x = signal.data[int(starts[c0]) : int(starts[c1 + 1])]
-            tasks.append(
-                dask.delayed(scan_group, pure=True)(x, int(starts[c0]), fm, members, min_size, tile)
-            )
-        for group in dask.compute(*tasks):
-            for res in group:
-                req = res.request
-                results[index[(req.segment, req.piece_start, req.piece_end)]] = res
-                if cache is not None:
-                    cache.add_piece(req.piece_start, req.piece_end, res.samples)
-    return [results[i] for i in range(len(requests))]
+    """:func:`scan_many` for one signal."""
+    return scan_many([(signal, fmap, requests, cache)], min_size, tile)[0]

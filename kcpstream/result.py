@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from .features import FeatureMap
+from .labeled import decode_times, encode_times
 from .select import Selection
 
-__all__ = ["Segmentation", "Diagnostics"]
+__all__ = ["Segmentation", "BatchSegmentation", "Diagnostics"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,11 @@ class Segmentation:
     method : {"binseg", "dynp"}
     selection : Selection
         The rule that chose the number of segments, with its constants.
+    segment_costs : numpy.ndarray of float64
+        Cost of each segment (feature units).
+    times : dict or None
+        For labelled input: ``{"dim": name, "start": ..., "end": ...}`` with
+        the coordinate at every segment's first and last sample.
     n_samples, min_size : int
     features : FeatureMap
         The fitted feature map; ``features.transform(X)`` gives the features
@@ -96,6 +102,8 @@ class Segmentation:
     min_size: int
     features: FeatureMap
     diagnostics: Diagnostics
+    segment_costs: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    times: dict[str, Any] | None = None
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -106,6 +114,15 @@ class Segmentation:
     def breakpoints(self) -> list[int]:
         """ruptures-style breakpoints: the change-points followed by ``n``."""
         return [*map(int, self.changepoints), self.n_samples]
+
+    @property
+    def changepoint_times(self) -> np.ndarray:
+        """The time coordinate at each change-point (the index without a coordinate)."""
+        return self.changepoints.copy() if self.times is None else self.times["start"][1:]
+
+    @property
+    def time_dim(self) -> str:
+        return "time" if self.times is None else self.times["dim"]
 
     @property
     def segments(self) -> list[tuple[int, int]]:
@@ -124,6 +141,51 @@ class Segmentation:
             f"(p={self.features.n_features_out_}); passes={d.passes:.3f}, {d.seconds:.2f} s>"
         )
 
+    def to_xarray(self):
+        """The change-points as an ``xarray.Dataset`` along a ``changepoint`` dimension.
+
+        Coordinates: ``index`` (position) and the time coordinate (named after the
+        input's time dimension); variable: ``gain``.  Attributes describe the
+        selection and the feature map.
+        """
+        import xarray as xr
+
+        coords = {"index": ("changepoint", self.changepoints)}
+        if self.times is not None:
+            coords[self.time_dim] = ("changepoint", self.changepoint_times)
+        return xr.Dataset(
+            {"gain": ("changepoint", self.gains)},
+            coords=coords,
+            attrs={
+                "n_samples": self.n_samples,
+                "method": self.method,
+                "selection": json.dumps(self.selection.to_dict()),
+                "cost": self.cost,
+                "features": self.features.to_json(),
+            },
+        )
+
+    def to_dataframe(self):
+        """The segment table as a ``pandas.DataFrame``, one row per segment.
+
+        Columns: ``start``/``end`` (index, end exclusive), ``length``, ``cost``
+        and, for labelled input, ``start_<dim>``/``end_<dim>`` (coordinate of the
+        first and of the last sample).
+        """
+        import pandas as pd
+
+        bounds = np.array([0, *self.changepoints, self.n_samples], dtype=np.int64)
+        table = {
+            "start": bounds[:-1],
+            "end": bounds[1:],
+            "length": np.diff(bounds),
+            "cost": self.segment_costs,
+        }
+        if self.times is not None:
+            table[f"start_{self.time_dim}"] = self.times["start"]
+            table[f"end_{self.time_dim}"] = self.times["end"]
+        return pd.DataFrame(table, index=pd.RangeIndex(len(bounds) - 1, name="segment"))
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible dictionary of the whole result."""
         return {
@@ -138,6 +200,14 @@ class Segmentation:
             "min_size": self.min_size,
             "features": self.features.to_dict(),
             "diagnostics": asdict(self.diagnostics),
+            "segment_costs": self.segment_costs.tolist(),
+            "times": None
+            if self.times is None
+            else {
+                "dim": self.times["dim"],
+                "start": encode_times(self.times["start"]),
+                "end": encode_times(self.times["end"]),
+            },
             "params": self.params,
         }
 
@@ -159,9 +229,127 @@ class Segmentation:
             min_size=int(data["min_size"]),
             features=FeatureMap.from_dict(data["features"]),
             diagnostics=Diagnostics(**data["diagnostics"]),
+            segment_costs=np.asarray(data.get("segment_costs", []), dtype=np.float64),
+            times=None
+            if data.get("times") is None
+            else {
+                "dim": data["times"]["dim"],
+                "start": decode_times(data["times"]["start"]),
+                "end": decode_times(data["times"]["end"]),
+            },
             params=dict(data.get("params", {})),
         )
 
     @classmethod
     def from_json(cls, text: str) -> Segmentation:
         return cls.from_dict(json.loads(text))
+
+
+class BatchSegmentation:
+    """Segmentations of independent series, one per label of the batch dimensions.
+
+    ``res[label]`` (or ``res[{"sensor": label}]`` with several batch
+    dimensions) is the :class:`Segmentation` of one series; iterating yields
+    ``(labels, segmentation)`` pairs.
+    """
+
+    def __init__(
+        self, batch_dims: list[str], labels: list[dict[str, Any]], results: list[Segmentation]
+    ):
+        self.batch_dims = list(batch_dims)
+        self.labels = [dict(lab) for lab in labels]
+        self.results = list(results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __iter__(self):
+        return iter(zip(self.labels, self.results, strict=True))
+
+    def __getitem__(self, key) -> Segmentation:
+        if not isinstance(key, dict):
+            if len(self.batch_dims) != 1:
+                raise KeyError(f"give a dict of labels for the batch dimensions {self.batch_dims}")
+            key = {self.batch_dims[0]: key}
+        for labels, res in self:
+            if all(labels.get(k) == v for k, v in key.items()):
+                return res
+        raise KeyError(f"no series with labels {key}; labels are {self.labels}")
+
+    def __repr__(self) -> str:
+        counts = ", ".join(str(r.n_changepoints) for r in self.results[:10])
+        more = ", ..." if len(self) > 10 else ""
+        return (
+            f"<BatchSegmentation over {self.batch_dims}: {len(self)} series, "
+            f"change-points [{counts}{more}]>"
+        )
+
+    def to_xarray(self):
+        """All series' change-points in one ``xarray.Dataset`` with the batch dimensions.
+
+        The ``changepoint`` dimension is as long as the longest list; shorter
+        ones are padded (``index`` -1, time NaT or NaN, ``gain`` NaN).
+        """
+        import xarray as xr
+
+        parts = []
+        width = max((r.n_changepoints for r in self.results), default=0)
+        for labels, res in self:
+            ds = res.to_xarray()
+            ds = ds.drop_attrs() if hasattr(ds, "drop_attrs") else ds.assign_attrs({})
+            ds = ds.reset_coords().pad(changepoint=(0, width - res.n_changepoints))
+            ds["index"] = ds["index"].fillna(-1).astype(np.int64)
+            parts.append(ds.expand_dims({d: [labels[d]] for d in self.batch_dims}))
+        out = (
+            xr.combine_by_coords(parts)
+            if len(self.batch_dims) > 1
+            else xr.concat(parts, self.batch_dims[0])
+        )
+        out = out.set_coords([c for c in ("index", self.results[0].time_dim) if c in out])
+        out.attrs["n_samples"] = self.results[0].n_samples if self.results else 0
+        return out
+
+    def to_dataframe(self):
+        """All series' segment tables, with a column per batch dimension."""
+        import pandas as pd
+
+        frames = []
+        for labels, res in self:
+            df = res.to_dataframe().reset_index()
+            for d in reversed(self.batch_dims):
+                df.insert(0, d, labels[d])
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_dims": self.batch_dims,
+            "series": [
+                {"labels": {k: _json_label(v) for k, v in labels.items()}, "result": res.to_dict()}
+                for labels, res in self
+            ],
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BatchSegmentation:
+        series = data["series"]
+        return cls(
+            data["batch_dims"],
+            [s["labels"] for s in series],
+            [Segmentation.from_dict(s["result"]) for s in series],
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchSegmentation:
+        return cls.from_dict(json.loads(text))
+
+
+def _json_label(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.datetime64):
+        return str(value)
+    return value

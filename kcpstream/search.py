@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ._kernels.blockstats import segment_boundary_scan
 from .features.base import FeatureMap
-from .passes import SampleCache, ScanRequest, scan_pieces
+from .passes import SampleCache, ScanRequest, ScanResult, scan_many
 from .signal import Signal
 from .stats import BlockStats, PieceStats
 
@@ -143,22 +145,9 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
     return seg
 
 
-def refine(
-    segments: list[SegmentSplit],
-    signal: Signal,
-    fmap: FeatureMap,
-    min_size: int,
-    tile: int,
-    log: SearchLog,
-    cache: SampleCache | None = None,
-) -> None:
-    """Scan the pending pieces of every segment in one ``dask.compute``; all become exact."""
-    requests = [req for seg in segments for req in seg.pending]
+def _apply_scans(segments: list[SegmentSplit], results) -> None:
+    """Fold the scans of every segment's pending pieces in; all become exact."""
     owners = [seg for seg in segments for _ in seg.pending]
-    log.rounds += 1
-    log.pieces_scanned += len(requests)
-    log.samples_scanned += sum(r.piece_end - r.piece_start for r in requests)
-    results = scan_pieces(signal, fmap, requests, min_size, tile, cache)
     for seg, result in zip(owners, results, strict=True):
         if result.pos < 0:
             continue
@@ -172,30 +161,39 @@ def refine(
         seg.upper = seg.gain
 
 
-def binary_segmentation(
+def count_round(log: SearchLog, requests: list[ScanRequest]) -> None:
+    log.rounds += 1
+    log.pieces_scanned += len(requests)
+    log.samples_scanned += sum(r.piece_end - r.piece_start for r in requests)
+
+
+#: A search step generator: yields the pieces it needs scanned, receives their scans,
+#: returns its outcome.
+Steps = Generator[list[ScanRequest], list[ScanResult], Any]
+
+
+def binseg_steps(
     stats: BlockStats,
-    signal: Signal,
-    fmap: FeatureMap,
     *,
     min_size: int,
     n_bkps: int | None = None,
     pen: float | None = None,
-    tile: int,
     log: SearchLog | None = None,
-    cache: SampleCache | None = None,
     allow_fewer: bool = False,
-) -> list[SegmentSplit]:
-    """Sequential binary segmentation; returns the splits in the order made.
+) -> Steps:
+    """Sequential binary segmentation, as a generator of refinement rounds.
 
-    Stops after ``n_bkps`` splits, or when the best gain is not above ``pen``
+    Returns (through ``StopIteration``) the splits in the order made.  Stops
+    after ``n_bkps`` splits, or when the best gain is not above ``pen``
     (feature units), or when no segment can be split (an error when
     ``n_bkps`` was not reached, unless ``allow_fewer``).
 
     Segments are refined lazily: the order of splits is replayed with what
     is known (exact gains, or upper bounds for unrefined segments); the
     unrefined segments that the replay reaches are refined together in one
-    round, and the replay repeats until it reaches none.  Segments that
-    binary segmentation never splits are usually never read again.
+    round (one ``yield``), and the replay repeats until it reaches none.
+    Segments that binary segmentation never splits are usually never read
+    again.
     """
     if (n_bkps is None) == (pen is None):
         raise ValueError("give exactly one of n_bkps and pen")
@@ -203,7 +201,6 @@ def binary_segmentation(
     pen_q = None if pen is None else pen / stats.unit
     limit = n_bkps if n_bkps is not None else math.inf
     known: dict[tuple[int, int], SegmentSplit] = {}
-    cache = cache if cache is not None else SampleCache(stats.block_size)
 
     def segment_at(start: int, end: int) -> SegmentSplit:
         if (start, end) not in known:
@@ -232,7 +229,9 @@ def binary_segmentation(
                 heapq.heappush(heap, (kid.sort_key(), (kid.start, kid.end)))
         if not to_refine:
             break
-        refine(to_refine, signal, fmap, min_size, tile, log, cache)
+        requests = [req for seg in to_refine for req in seg.pending]
+        count_round(log, requests)
+        _apply_scans(to_refine, (yield requests))
     if n_bkps is not None and len(order) < n_bkps and not allow_fewer:
         raise NotEnoughSplitsError(
             f"binary segmentation can place only {len(order)} change-points in this signal with "
@@ -240,3 +239,49 @@ def binary_segmentation(
             f"n_bkps<={len(order)} or use a smaller min_size"
         )
     return order
+
+
+def drive_many(
+    runs: list[tuple[Steps, Signal, FeatureMap, SampleCache | None]], min_size: int, tile: int
+) -> list[Any]:
+    """Advance several step generators in lockstep: every round scans the pieces all
+    of them asked for in one ``dask.compute``.  Returns their outcomes."""
+    outcomes: list[Any] = [None] * len(runs)
+    asked: dict[int, list[ScanRequest]] = {}
+
+    def advance(i: int, value) -> None:
+        try:
+            asked[i] = runs[i][0].send(value)
+        except StopIteration as stop:
+            asked.pop(i, None)
+            outcomes[i] = stop.value
+
+    for i in range(len(runs)):
+        advance(i, None)
+    while asked:
+        ids = list(asked)
+        batches = [(runs[i][1], runs[i][2], asked[i], runs[i][3]) for i in ids]
+        for i, results in zip(ids, scan_many(batches, min_size, tile), strict=True):
+            advance(i, results)
+    return outcomes
+
+
+def binary_segmentation(
+    stats: BlockStats,
+    signal: Signal,
+    fmap: FeatureMap,
+    *,
+    min_size: int,
+    n_bkps: int | None = None,
+    pen: float | None = None,
+    tile: int,
+    log: SearchLog | None = None,
+    cache: SampleCache | None = None,
+    allow_fewer: bool = False,
+) -> list[SegmentSplit]:
+    """Binary segmentation of one signal (see :func:`binseg_steps`)."""
+    cache = cache if cache is not None else SampleCache(stats.block_size)
+    steps = binseg_steps(
+        stats, min_size=min_size, n_bkps=n_bkps, pen=pen, log=log, allow_fewer=allow_fewer
+    )
+    return drive_many([(steps, signal, fmap, cache)], min_size, tile)[0]

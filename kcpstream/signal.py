@@ -43,6 +43,7 @@ class Signal:
     data: da.Array
     description: str
     source: dict[str, Any] = field(default_factory=dict)
+    time: Any = None  #: kcpstream.labeled.TimeAxis of a labelled input (else positions)
 
     @property
     def n(self) -> int:
@@ -183,6 +184,7 @@ def as_signal(
     data: Any,
     *,
     variable: str | None = None,
+    variables: list[str] | None = None,
     dim: str | None = None,
     chunks: int | None = None,
 ) -> Signal:
@@ -190,18 +192,22 @@ def as_signal(
 
     Parameters
     ----------
-    data : numpy array, dask array, zarr array, xarray.DataArray, or path/URL
+    data : numpy array, dask array, zarr array, xarray DataArray or Dataset, or path/URL
         ``(n,)`` or ``(n, d)`` with time first; a path opens a zarr store
-        (``variable`` names the array inside a group).
+        (``variable`` names the array inside a group).  A DataArray's other
+        dimensions, and a Dataset's variables, become channels.
     variable : str, optional
         Array name inside a zarr group.
+    variables : list of str, optional
+        Variables of a Dataset to segment jointly (default: all with ``dim``).
     dim : str, optional
-        Time dimension of a DataArray (default: its first dimension).
+        Time dimension of an xarray object (default: ``"time"``, or the only one).
     chunks : int, optional
         Chunk length along time for in-memory input (default: a few chunks per
         core, at most 2**20 samples; numpy arrays are wrapped without a copy).
     """
     source: dict[str, Any]
+    time = None
     if isinstance(data, str | os.PathLike):
         arr, description = _open_zarr(data, variable)
         source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
@@ -214,23 +220,11 @@ def as_signal(
         description = "dask array"
         source = {"kind": "dask", "name": data.name}
         x = data
-    elif _is_dataarray(data):
-        time_dim = dim or data.dims[0]
-        if time_dim not in data.dims:
-            raise InputError(
-                f"the DataArray has no dimension {time_dim!r}; its dimensions are {data.dims}"
-            )
-        data = data.transpose(time_dim, ...)
-        description = f"DataArray {data.name!r}"
-        source = {"kind": "xarray", "name": str(data.name)}
-        raw = data.data
-        x = (
-            raw
-            if isinstance(raw, da.Array)
-            else da.from_array(
-                np.asarray(raw), chunks=(chunks or _default_chunk(raw.shape[0]),) + raw.shape[1:]
-            )
-        )
+    elif _is_labeled(data):
+        from .labeled import labeled_signal
+
+        x, time, description = labeled_signal(data, dim, variables, chunks)
+        source = {"kind": "xarray", "name": str(getattr(data, "name", "") or "")}
     else:
         if variable is not None:
             raise InputError("variable= applies to zarr stores only; pass the array itself")
@@ -272,7 +266,7 @@ def as_signal(
             "split it into consecutive series"
         )
     source.update(shape=list(x.shape), dtype=str(x.dtype))
-    return Signal(data=x, description=description, source=source)
+    return Signal(data=x, description=description, source=source, time=time)
 
 
 def _is_zarr_array(obj: Any) -> bool:
@@ -283,9 +277,9 @@ def _is_zarr_array(obj: Any) -> bool:
     return isinstance(obj, zarr.Array)
 
 
-def _is_dataarray(obj: Any) -> bool:
+def _is_labeled(obj: Any) -> bool:
     try:
         import xarray as xr
     except ImportError:  # pragma: no cover - xarray is a dependency
         return False
-    return isinstance(obj, xr.DataArray)
+    return isinstance(obj, xr.DataArray | xr.Dataset)

@@ -1,0 +1,163 @@
+"""xarray inputs: the time axis, channels, batch series.
+
+A DataArray or Dataset becomes one signal (or one per batch label): the
+``dim`` axis is time; every other dimension is a channel of a multivariate
+signal, except the ``batch_dims``, along which the object is cut into
+independent series.  The coordinate of ``dim`` gives the change-points their
+times; it is checked (present, strictly increasing) but never copied whole:
+values are looked up at the positions a result needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+__all__ = ["TimeAxis", "labeled_signal", "split_batches", "encode_times", "decode_times"]
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """The time dimension of a labelled input and its coordinate (or positions)."""
+
+    dim: str
+    coord: Any = None  # a pandas Index, a numpy array, or None (positions)
+
+    def at(self, positions: np.ndarray | list[int]) -> np.ndarray:
+        """Coordinate values at integer positions (the positions when there is no coordinate)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if self.coord is None:
+            return positions
+        return np.asarray(self.coord[positions])
+
+
+def _error(msg: str) -> Exception:
+    from .signal import InputError
+
+    return InputError(msg)
+
+
+def _time_axis(obj: Any, dim: str | None) -> TimeAxis:
+    dims = list(obj.dims)
+    if dim is None:
+        if "time" in dims:
+            dim = "time"
+        elif len(dims) == 1:
+            dim = dims[0]
+        else:
+            raise _error(
+                f"which dimension is time? the object has dimensions {tuple(dims)}; pass dim=<name>"
+            )
+    if dim not in dims:
+        raise _error(f"the object has no dimension {dim!r}; its dimensions are {tuple(dims)}")
+    if dim not in obj.coords:
+        return TimeAxis(dim)
+    index = obj.indexes.get(dim) if dim in obj.indexes else None
+    coord = index if index is not None else np.asarray(obj[dim].values)
+    values = np.asarray(coord)
+    if values.dtype.kind in "mM" and np.isnat(values).any():
+        bad = int(np.argmax(np.isnat(values)))
+        raise _error(f"the {dim!r} coordinate has a missing value (NaT) at position {bad}")
+    if len(values) > 1:
+        increasing = (
+            index.is_monotonic_increasing and index.is_unique
+            if index is not None
+            else bool(np.all(values[1:] > values[:-1]))
+        )
+        if not increasing:
+            order = values[1:] > values[:-1] if values.dtype.kind != "O" else None
+            where = "" if order is None else f" (first at position {int(np.argmin(order)) + 1})"
+            raise _error(
+                f"the {dim!r} coordinate is not strictly increasing{where}; sort the data "
+                f"along {dim!r} (obj.sortby({dim!r})) and drop duplicate times"
+            )
+    return TimeAxis(dim, coord)
+
+
+def labeled_signal(
+    obj: Any, dim: str | None = None, variables: list[str] | None = None, chunks: int | None = None
+) -> tuple[da.Array, TimeAxis, str]:
+    """``(data (n, d) dask array, time axis, description)`` for a DataArray or Dataset."""
+    import xarray as xr
+
+    if isinstance(obj, xr.Dataset):
+        names = list(variables) if variables else [
+            name for name, v in obj.data_vars.items() if (dim or "time") in v.dims
+        ]  # fmt: skip
+        missing = [name for name in names if name not in obj.data_vars]
+        if missing:
+            raise _error(
+                f"the Dataset has no variable {missing[0]!r}; its variables are "
+                f"{', '.join(map(str, obj.data_vars)) or 'none'}"
+            )
+        if not names:
+            raise _error(
+                f"no variable of the Dataset has the dimension {dim or 'time'!r}; choose "
+                "variables=[...] or the time dimension with dim="
+            )
+        axis = _time_axis(obj[names[0]], dim)
+        parts = []
+        for name in names:
+            if axis.dim not in obj[name].dims:
+                raise _error(f"variable {name!r} has no {axis.dim!r} dimension")
+            parts.append(_as_channels(obj[name], axis.dim, chunks))
+        data = parts[0] if len(parts) == 1 else da.concatenate(parts, axis=1)
+        return data, axis, f"Dataset variables {', '.join(map(str, names))}"
+    axis = _time_axis(obj, dim)
+    return _as_channels(obj, axis.dim, chunks), axis, f"DataArray {obj.name!r}"
+
+
+def _as_channels(arr: Any, dim: str, chunks: int | None) -> da.Array:
+    """A DataArray as (time, every other dimension flattened) dask array."""
+    from .signal import _check_dtype, _default_chunk
+
+    arr = arr.transpose(dim, ...)
+    _check_dtype(np.dtype(arr.dtype), f"DataArray {arr.name!r}")
+    raw = arr.data
+    if not isinstance(raw, da.Array):
+        raw = np.asarray(raw)
+        raw = da.from_array(raw, chunks=(chunks or _default_chunk(raw.shape[0]),) + raw.shape[1:])
+    if raw.ndim == 1:
+        return raw[:, None]
+    raw = raw.rechunk({i: -1 for i in range(1, raw.ndim)})
+    return raw.reshape(raw.shape[0], int(np.prod(raw.shape[1:])))
+
+
+def split_batches(obj: Any, batch_dims: list[str]) -> list[tuple[dict[str, Any], Any]]:
+    """One ``(labels, sub-object)`` per combination of the batch dimensions' values."""
+    for b in batch_dims:
+        if b not in obj.dims:
+            raise _error(
+                f"batch dimension {b!r} is not a dimension of the object {tuple(obj.dims)}"
+            )
+    sizes = [obj.sizes[b] for b in batch_dims]
+    out = []
+    for idx in np.ndindex(*sizes):
+        sel = dict(zip(batch_dims, idx, strict=True))
+        sub = obj.isel(sel)
+        labels = {
+            b: (sub[b].values.item() if b in sub.coords else int(i))
+            for b, i in zip(batch_dims, idx, strict=True)
+        }
+        out.append((labels, sub))
+    return out
+
+
+def encode_times(values: np.ndarray) -> dict[str, Any]:
+    """Coordinate values as JSON: ISO strings for datetimes, numbers otherwise."""
+    values = np.asarray(values)
+    if values.dtype.kind == "M":
+        return {"dtype": str(values.dtype), "values": np.datetime_as_string(values).tolist()}
+    if values.dtype.kind == "m":
+        return {"dtype": str(values.dtype), "values": values.astype(np.int64).tolist()}
+    return {"dtype": str(values.dtype), "values": values.tolist()}
+
+
+def decode_times(data: dict[str, Any]) -> np.ndarray:
+    dtype = np.dtype(data["dtype"])
+    if dtype.kind == "m":
+        return np.asarray(data["values"], dtype=np.int64).astype(dtype)
+    return np.asarray(data["values"], dtype=dtype)

@@ -1,0 +1,160 @@
+"""xarray inputs and outputs: time coordinates, channels, batch series, the accessor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import kcpstream
+from kcpstream import InputError, datasets
+
+
+@pytest.fixture(scope="module")
+def sensors():
+    """Three sensors, each with its own change-points, on a datetime axis."""
+    sigs = [datasets.piecewise_constant(4_000, 3, jump=3.0, seed=s) for s in range(3)]
+    t = pd.date_range("2026-03-01", periods=4_000, freq="250ms")
+    data = np.stack([s.x for s in sigs], axis=1)
+    ds = xr.Dataset(
+        {"pressure": (("time", "sensor"), data), "temp": (("time", "sensor"), data * 0.5 + 1)},
+        coords={"time": t, "sensor": ["s1", "s2", "s3"]},
+    )
+    return ds, sigs
+
+
+def test_times_match_the_coordinate(sensors):
+    ds, sigs = sensors
+    res = kcpstream.segment(ds["pressure"].sel(sensor="s1"), n_bkps=3)
+    assert res.changepoints.tolist() == pytest.approx(sigs[0].changepoints.tolist(), abs=5)
+    t = ds["time"].values
+    np.testing.assert_array_equal(res.changepoint_times, t[res.changepoints])
+    assert res.changepoint_times.dtype.kind == "M"
+    df = res.to_dataframe()
+    assert df["start"].tolist() == [0, *res.changepoints]
+    assert (df["start_time"].to_numpy() == t[df["start"]]).all()
+    assert (df["end_time"].to_numpy() == t[df["end"] - 1]).all()
+    assert df["length"].sum() == 4_000
+    assert df["cost"].sum() == pytest.approx(res.cost)
+    out = res.to_xarray()
+    np.testing.assert_array_equal(out["time"].values, res.changepoint_times)
+    np.testing.assert_array_equal(out["index"].values, res.changepoints)
+    back = kcpstream.Segmentation.from_json(res.to_json())
+    np.testing.assert_array_equal(back.changepoint_times, res.changepoint_times)
+    assert back.to_dataframe().equals(df)
+
+
+def test_numeric_coordinate_and_positions():
+    x = datasets.piecewise_constant(1_000, 2, jump=3.0, seed=4).x
+    arr = xr.DataArray(x, dims="depth", coords={"depth": np.linspace(10.0, 20.0, 1_000)})
+    res = kcpstream.segment(arr, n_bkps=2)
+    np.testing.assert_allclose(res.changepoint_times, arr["depth"].values[res.changepoints])
+    bare = kcpstream.segment(xr.DataArray(x, dims="t"), n_bkps=2)  # no coordinate: positions
+    assert bare.changepoint_times.tolist() == bare.changepoints.tolist()
+
+
+def test_batch_equals_each_series_alone(sensors):
+    ds, _ = sensors
+    batch = kcpstream.segment(ds, dim="time", batch_dims="sensor", n_bkps=3)
+    assert len(batch) == 3
+    for label in ("s1", "s2", "s3"):
+        alone = kcpstream.segment(ds.sel(sensor=label), n_bkps=3)
+        res = batch[label]
+        assert res.changepoints.tolist() == alone.changepoints.tolist()
+        assert res.gains.tolist() == alone.gains.tolist()
+        assert res.features == alone.features
+    table = batch.to_dataframe()
+    assert set(table["sensor"]) == {"s1", "s2", "s3"} and len(table) == 3 * 4
+    out = batch.to_xarray()
+    assert out.sizes["sensor"] == 3 and out.sizes["changepoint"] == 3
+    back = kcpstream.BatchSegmentation.from_json(batch.to_json())
+    assert back["s2"].changepoints.tolist() == batch["s2"].changepoints.tolist()
+
+
+def test_batch_with_automatic_counts_pads_the_changepoint_dimension(sensors):
+    ds, _ = sensors
+    pressure = ds["pressure"].copy()
+    pressure[:, 2] = np.random.default_rng(0).normal(size=4_000)  # s3 has no change
+    batch = pressure.kcp.segment(batch_dims=["sensor"], pen=200.0)
+    counts = [r.n_changepoints for _, r in batch]
+    out = batch.to_xarray()
+    assert out.sizes["changepoint"] == max(counts)
+    assert counts[2] == 0
+    assert (out["index"].sel(sensor="s3") == -1).all()
+
+
+def test_dataset_variables_are_channels(sensors):
+    ds, _ = sensors
+    one = ds.sel(sensor="s1")
+    both = kcpstream.segment(one, n_bkps=3)
+    assert both.params["source"]["shape"] == [4_000, 2]
+    only = kcpstream.segment(one, variables=["pressure"], n_bkps=3)
+    assert only.params["source"]["shape"] == [4_000, 1]
+    # a DataArray's other dimensions are channels too
+    multi = kcpstream.segment(ds["pressure"], n_bkps=3)
+    assert multi.params["source"]["shape"] == [4_000, 3]
+
+
+def test_accessor(sensors):
+    ds, _ = sensors
+    a = ds["pressure"].sel(sensor="s2").kcp.segment(n_bkps=3)
+    b = kcpstream.segment(ds["pressure"].sel(sensor="s2"), n_bkps=3)
+    assert a.changepoints.tolist() == b.changepoints.tolist()
+
+
+def test_time_axis_errors():
+    x = np.arange(10.0)
+    with pytest.raises(InputError, match="no dimension 'time'"):
+        kcpstream.segment(xr.DataArray(x, dims="t"), dim="time", n_bkps=1)
+    with pytest.raises(InputError, match=r"which dimension is time\?.*dim=<name>"):
+        kcpstream.segment(xr.DataArray(np.zeros((10, 2)), dims=("a", "b")), n_bkps=1)
+    t = pd.to_datetime(
+        ["2026-01-01", "2026-01-03", "2026-01-02", *pd.date_range("2026-02-01", periods=7)]
+    )
+    with pytest.raises(
+        InputError, match=r"not strictly increasing \(first at position 2\).*sortby"
+    ):
+        kcpstream.segment(xr.DataArray(x, dims="time", coords={"time": t}), n_bkps=1)
+    with pytest.raises(InputError, match="no variable 'wind'"):
+        kcpstream.segment(xr.Dataset({"a": ("time", x)}), variables=["wind"], n_bkps=1)
+    with pytest.raises(InputError, match="batch dimension 'sensor'"):
+        kcpstream.segment(xr.DataArray(x, dims="time"), batch_dims="sensor", n_bkps=1)
+    with pytest.raises(InputError, match="batch_dims applies to xarray input"):
+        kcpstream.segment(x, batch_dims="sensor", n_bkps=1)
+
+
+class _ComputeLog:
+    """Records, for every dask.compute, the names of the functions its tasks call."""
+
+    def __init__(self):
+        from dask.callbacks import Callback
+
+        self.computes: list[set[str]] = []
+        log = self
+
+        class _CB(Callback):
+            def _start(self, dsk):
+                names = set()
+                for task in dsk.values():
+                    fn = getattr(task, "func", None)
+                    names.add(getattr(fn, "__name__", ""))
+                log.computes.append(names)
+
+        self.callback = _CB()
+
+
+def test_batch_uses_one_data_pass_and_shared_rounds(sensors):
+    ds, _ = sensors
+    log = _ComputeLog()
+    with log.callback:
+        batch = kcpstream.segment(ds["pressure"], batch_dims="sensor", n_bkps=3, cache_bytes=0)
+    passes = [c for c in log.computes if "chunk_block_stats" in c]
+    assert len(passes) == 1  # every sensor's data pass in one graph
+    scans = [c for c in log.computes if "scan_group" in c]
+    assert len(scans) <= max(r.diagnostics.rounds for _, r in batch)  # rounds shared
+    alone = _ComputeLog()
+    with alone.callback:
+        for label in ("s1", "s2", "s3"):
+            kcpstream.segment(ds["pressure"].sel(sensor=label), n_bkps=3, cache_bytes=0)
+    assert len(log.computes) < len(alone.computes)
