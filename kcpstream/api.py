@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import checkpoint
 from ._kernels.blockstats import split_gain
+from ._version import __version__
 from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
 from .features import FeatureMap, make_feature_map
 from .features.base import DEFAULT_TILE
@@ -70,6 +74,7 @@ def segment(
     sample_size: int = 2048,
     tile: int = DEFAULT_TILE,
     cache_bytes: int = 256 * 2**20,
+    checkpoint: str | os.PathLike | None = None,
 ) -> Segmentation:
     """Find the change-points of a signal's distribution by kernel change-point detection.
 
@@ -194,7 +199,7 @@ def segment(
         d_max = _check_positive_int("d_max", d_max, 1)
     settings = _Settings(
         rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
-        cache_bytes,
+        cache_bytes, None if checkpoint is None else os.fspath(checkpoint),
     )  # fmt: skip
 
     if batch_dims:
@@ -227,6 +232,7 @@ class _Settings:
     sample_size: int
     tile: int
     cache_bytes: int
+    checkpoint: str | None
 
 
 @dataclass
@@ -240,7 +246,9 @@ class _Job:
     cache: SampleCache
     log: SearchLog = field(default_factory=SearchLog)
     stats: BlockStats | None = None
-    seconds_pass: float = 0.0
+    key: str | None = None  # checkpoint fingerprint
+    known: dict = field(default_factory=dict)  # segments evaluated exactly
+    loaded: bool = False
 
 
 def _prepare(signal: Signal, features, st: _Settings) -> _Job:
@@ -280,6 +288,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
                 "block's features in memory; use a smaller block_size"
             )
     cache = SampleCache(B, max_bytes=st.cache_bytes)
+    sample = None
     if not fmap.is_fitted:
         fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
         sample = signal.sample(max_points=st.sample_size, cache=cache)
@@ -291,23 +300,34 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"the fitted feature map expects d={fmap.n_features_in_} channels but "
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
-    return _Job(signal, fmap, B, d_max, cache)
+    job = _Job(signal, fmap, B, d_max, cache)
+    if st.checkpoint is not None:
+        if sample is None:  # the content sample of the fingerprint
+            sample = signal.sample(max_points=st.sample_size, cache=cache)
+        job.key = checkpoint.fingerprint(signal.source, sample, fmap.to_json(), B)
+        found = checkpoint.load(st.checkpoint, job.key)
+        if found is not None:
+            job.stats, job.known = found
+            job.loaded = True
+    return job
 
 
 def _run(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
     """Every phase for all series at once: one data pass, searches in lockstep rounds."""
     t_pass = time.perf_counter()
+    todo = [j for j in jobs if not j.loaded]
     for job, stats in zip(
-        jobs,
-        data_passes([(j.signal, j.fmap, j.block_size, j.cache) for j in jobs], st.tile),
+        todo,
+        data_passes([(j.signal, j.fmap, j.block_size, j.cache) for j in todo], st.tile),
         strict=True,
     ):
         job.stats = stats
-        _check_statistics(stats, job.signal)
+    for job in jobs:
+        _check_statistics(job.stats, job.signal)
     seconds_pass = time.perf_counter() - t_pass
 
     def steps(job: _Job):
-        kw = {"min_size": st.min_size, "log": job.log}
+        kw = {"min_size": st.min_size, "log": job.log, "known": job.known}
         if st.rule == "pen" and st.method == "binseg":
             return binseg_steps(job.stats, pen=st.pen, **kw)
         if st.rule == "n_bkps" and st.method == "binseg":
@@ -334,21 +354,28 @@ def _run(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
             c["changepoints"] = cps
             c["gains"] = _local_gains(job.stats, cps)
             c["order"] = cps
+    if st.checkpoint is not None:
+        for job in jobs:
+            attrs = {
+                "kcpstream": __version__,
+                "features": job.fmap.to_json(),
+                "source": json.dumps(job.signal.source, default=str),
+            }
+            checkpoint.save(st.checkpoint, job.key, job.stats, job.known, attrs)
+    state = {True: "loaded", False: "written"}
     return [
         _build_result(
-            j.stats,
-            j.signal,
-            j.fmap,
+            j,
             c["changepoints"],
             c["gains"],
             c["order"],
             c["costs"],
             c["selection"],
             st.method,
-            j.log,
             st.min_size,
             t0,
             seconds_pass,
+            "" if st.checkpoint is None else state[j.loaded],
         )  # fmt: skip
         for j, c in zip(jobs, chosen, strict=True)
     ]
@@ -454,9 +481,10 @@ def _check_statistics(stats, signal: Signal) -> None:
 
 
 def _build_result(
-    stats, signal, fmap, changepoints, gains, order, costs, selection, method, log, min_size,
-    t0, seconds_pass,
+    job, changepoints, gains, order, costs, selection, method, min_size, t0, seconds_pass,
+    checkpoint_state,
 ):  # fmt: skip
+    stats, signal, fmap, log = job.stats, job.signal, job.fmap, job.log
     bounds = np.array([0, *map(int, changepoints), stats.n], dtype=np.int64)
     segment_costs = np.array(
         [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
@@ -469,7 +497,8 @@ def _build_result(
             "start": signal.time.at(bounds[:-1]),
             "end": signal.time.at(bounds[1:] - 1),
         }
-    featurized = stats.n + log.samples_scanned
+    passed = 0 if job.loaded else stats.n
+    featurized = passed + log.samples_scanned
     diagnostics = Diagnostics(
         samples_featurized=int(featurized),
         passes=featurized / stats.n,
@@ -481,6 +510,8 @@ def _build_result(
         rounds=log.rounds,
         pieces_scanned=log.pieces_scanned,
         samples_scanned=log.samples_scanned,
+        samples_featurized_pass=passed,
+        checkpoint=checkpoint_state,
     )
     return Segmentation(
         changepoints=np.asarray(changepoints, dtype=np.int64),

@@ -37,6 +37,11 @@ class Diagnostics:
         Calls to ``dask.compute`` made by the search (refinement rounds).
     pieces_scanned, samples_scanned : int
         Blocks (or refined pieces) read again and scanned sample by sample.
+    samples_featurized_pass : int
+        Samples featurized by the data pass (0 when a checkpoint was loaded).
+    checkpoint : str
+        ``"loaded"`` (statistics read from a checkpoint, no data pass),
+        ``"written"`` (computed and stored) or ``""`` (no checkpoint).
     """
 
     samples_featurized: int
@@ -49,6 +54,8 @@ class Diagnostics:
     rounds: int
     pieces_scanned: int
     samples_scanned: int
+    samples_featurized_pass: int = 0
+    checkpoint: str = ""
 
 
 @dataclass(frozen=True)

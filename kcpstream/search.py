@@ -180,6 +180,7 @@ def binseg_steps(
     pen: float | None = None,
     log: SearchLog | None = None,
     allow_fewer: bool = False,
+    known: dict[tuple[int, int], SegmentSplit] | None = None,
 ) -> Steps:
     """Sequential binary segmentation, as a generator of refinement rounds.
 
@@ -193,14 +194,16 @@ def binseg_steps(
     unrefined segments that the replay reaches are refined together in one
     round (one ``yield``), and the replay repeats until it reaches none.
     Segments that binary segmentation never splits are usually never read
-    again.
+    again.  ``known`` (updated in place) holds the segments evaluated so far,
+    so a later search over the same statistics (a checkpoint) reads nothing
+    it has read before.
     """
     if (n_bkps is None) == (pen is None):
         raise ValueError("give exactly one of n_bkps and pen")
     log = log if log is not None else SearchLog()
     pen_q = None if pen is None else pen / stats.unit
     limit = n_bkps if n_bkps is not None else math.inf
-    known: dict[tuple[int, int], SegmentSplit] = {}
+    known = known if known is not None else {}
 
     def segment_at(start: int, end: int) -> SegmentSplit:
         if (start, end) not in known:
@@ -223,8 +226,6 @@ def binseg_steps(
                 to_refine.append(seg)
                 continue
             order.append(seg)
-            if seg.piece is not None:
-                stats.add_split(seg.split, seg.piece[0], seg.piece[1], seg.left, seg.right)
             for kid in (segment_at(seg.start, seg.split), segment_at(seg.split, seg.end)):
                 heapq.heappush(heap, (kid.sort_key(), (kid.start, kid.end)))
         if not to_refine:
@@ -232,6 +233,9 @@ def binseg_steps(
         requests = [req for seg in to_refine for req in seg.pending]
         count_round(log, requests)
         _apply_scans(to_refine, (yield requests))
+        for seg in to_refine:  # keep the exact split's pieces with the statistics
+            if seg.piece is not None:
+                stats.add_split(seg.split, seg.piece[0], seg.piece[1], seg.left, seg.right)
     if n_bkps is not None and len(order) < n_bkps and not allow_fewer:
         raise NotEnoughSplitsError(
             f"binary segmentation can place only {len(order)} change-points in this signal with "

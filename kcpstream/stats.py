@@ -161,3 +161,56 @@ class BlockStats:
         s, q = self.range_sum(start, end)
         sf = s.astype(np.float64)
         return (q - float(sf @ sf) / (end - start)) * self.unit
+
+    # -- persistence ------------------------------------------------------
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Everything needed to rebuild this object exactly, as named arrays."""
+        p = self.n_features
+        points = sorted(self._points)
+        pieces = sorted(self._pieces)
+        return {
+            "meta": np.array([self.n, self.block_size, self.quantum_exponent], np.int64),
+            "prefix": self.prefix,
+            "prefix_q": self.prefix_q,
+            "max_norm2": self.max_norm2,
+            "bridge": self.bridge,
+            "point_pos": np.array(points, np.int64),
+            "point_S": np.array([self._points[k][0] for k in points], np.int64).reshape(-1, p),
+            "point_Q": np.array([self._points[k][1] for k in points], np.float64),
+            "piece_bounds": np.array(pieces, np.int64).reshape(-1, 2),
+            "piece_count": np.array([self._pieces[k].count for k in pieces], np.int64),
+            "piece_S": np.array([self._pieces[k].S for k in pieces], np.int64).reshape(-1, p),
+            "piece_QMR": np.array(
+                [(self._pieces[k].Q, self._pieces[k].M2, self._pieces[k].R) for k in pieces],
+                np.float64,
+            ).reshape(-1, 3),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BlockStats:
+        """Rebuild from :meth:`to_arrays` output."""
+        n, block_size, k = (int(v) for v in arrays["meta"])
+        obj = cls.__new__(cls)
+        obj.n, obj.block_size, obj.quantum_exponent = n, block_size, k
+        obj.prefix = np.ascontiguousarray(arrays["prefix"], dtype=np.int64)
+        obj.prefix_q = np.asarray(arrays["prefix_q"], dtype=np.float64)
+        obj.max_norm2 = np.asarray(arrays["max_norm2"], dtype=np.float64)
+        obj.bridge = np.asarray(arrays["bridge"], dtype=np.float64)
+        obj._points = {
+            int(pos): (np.asarray(s, np.int64), float(q))
+            for pos, s, q in zip(
+                arrays["point_pos"], arrays["point_S"], arrays["point_Q"], strict=True
+            )
+        }
+        rows = zip(
+            arrays["piece_bounds"],
+            arrays["piece_count"],
+            arrays["piece_S"],
+            arrays["piece_QMR"],
+            strict=True,
+        )
+        obj._pieces = {
+            (int(a), int(b)): PieceStats(int(c), np.asarray(s, np.int64), *map(float, qmr))
+            for (a, b), c, s, qmr in rows
+        }
+        return obj

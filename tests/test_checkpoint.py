@@ -1,0 +1,99 @@
+"""Checkpoints: reuse with no data pass, stale ones detected, atomic writes."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import zarr
+
+import kcpstream
+from kcpstream import checkpoint, datasets
+
+
+@pytest.fixture
+def store(tmp_path):
+    sig = datasets.changing_distribution(200_000, 6, seed=2)
+    datasets.write_zarr(sig.x, tmp_path / "s.zarr", chunks=20_000)
+    return str(tmp_path / "s.zarr")
+
+
+def _same(a, b):
+    assert a.changepoints.tolist() == b.changepoints.tolist()
+    assert a.gains.tolist() == b.gains.tolist()
+    assert a.path_costs.tolist() == b.path_costs.tolist()
+
+
+def test_second_run_makes_no_data_pass_and_reads_nothing_it_read_before(store, tmp_path):
+    ck = tmp_path / "ck"
+    first = kcpstream.segment(store, n_bkps=6, checkpoint=ck)
+    assert first.diagnostics.checkpoint == "written"
+    assert first.diagnostics.samples_featurized_pass == 200_000
+    # another selection rule on the same statistics: nothing featurized at all
+    again = kcpstream.segment(store, n_bkps=3, checkpoint=ck)
+    assert again.diagnostics.checkpoint == "loaded"
+    assert again.diagnostics.samples_featurized == 0
+    _same(again, kcpstream.segment(store, n_bkps=3))
+    # another method: no data pass (its refinement may read a few blocks)
+    dp = kcpstream.segment(store, n_bkps=6, method="dynp", checkpoint=ck)
+    assert dp.diagnostics.samples_featurized_pass == 0
+    assert (
+        dp.changepoints.tolist()
+        == kcpstream.segment(store, n_bkps=6, method="dynp").changepoints.tolist()
+    )
+    # a deeper search continues from the stored exact segments, and gives the exact answer
+    deeper = kcpstream.segment(store, n_bkps=10, checkpoint=ck)
+    assert deeper.diagnostics.samples_featurized_pass == 0
+    _same(deeper, kcpstream.segment(store, n_bkps=10))
+
+
+def test_changed_input_or_parameters_are_never_served_stale(store, tmp_path):
+    ck = tmp_path / "ck"
+    kcpstream.segment(store, n_bkps=3, checkpoint=ck)
+    assert (
+        kcpstream.segment(store, n_bkps=3, features="rff:32", checkpoint=ck).diagnostics.checkpoint
+        == "written"
+    )
+    assert (
+        kcpstream.segment(store, n_bkps=3, seed=7, checkpoint=ck).diagnostics.checkpoint
+        == "written"
+    )
+    assert (
+        kcpstream.segment(store, n_bkps=3, block_size=100, checkpoint=ck).diagnostics.checkpoint
+        == "written"
+    )
+    # rewrite samples inside the fit windows: the content fingerprint changes
+    arr = zarr.open_group(store, mode="r+")["x"]
+    arr[0:10] = arr[0:10] + 1.0
+    res = kcpstream.segment(store, n_bkps=3, checkpoint=ck)
+    assert res.diagnostics.checkpoint == "written"
+    _same(res, kcpstream.segment(store, n_bkps=3))
+    # a longer archive is another input
+    longer = np.concatenate([arr[...], arr[:1000]])
+    datasets.write_zarr(longer, store, overwrite=True)
+    assert kcpstream.segment(store, n_bkps=3, checkpoint=ck).diagnostics.checkpoint == "written"
+
+
+def test_a_killed_write_leaves_the_previous_checkpoint(store, tmp_path, monkeypatch):
+    ck = tmp_path / "ck"
+    first = kcpstream.segment(store, n_bkps=2, checkpoint=ck)
+    keys = os.listdir(ck)
+    assert len(keys) == 1
+
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt("killed while writing")
+
+    monkeypatch.setattr(zarr.Group, "create_array", boom)
+    with pytest.raises(KeyboardInterrupt):
+        kcpstream.segment(store, n_bkps=5, checkpoint=ck)
+    monkeypatch.undo()
+    assert os.listdir(ck) == keys  # no temporary directory, the old checkpoint intact
+    again = kcpstream.segment(store, n_bkps=2, checkpoint=ck)
+    assert again.diagnostics.checkpoint == "loaded"
+    _same(again, first)
+
+
+def test_checkpoint_must_be_local(store):
+    with pytest.raises(ValueError, match="local directory"):
+        checkpoint.save("s3://bucket/ck", "k", None, {}, {})
