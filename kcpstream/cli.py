@@ -1,23 +1,231 @@
-"""The ``kcpstream`` command line."""
+"""The ``kcpstream`` command line.
+
+Exit codes: 0 success; 1 the input or a parameter cannot be used (one line
+saying why, no traceback); 2 wrong usage (unknown option, missing argument).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 import click
-import numpy as np
 
-__all__ = ["main"]
+__all__ = ["main", "scheduler_context", "open_store"]
+
+#: Errors that are the user's input or parameters, reported in one line.
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFoundError, TypeError)
+
+
+@contextlib.contextmanager
+def scheduler_context(spec: str | None, progress: bool = False) -> Iterator[None]:
+    """Run the enclosed computations on the scheduler ``spec``.
+
+    ``threads`` (default), ``processes``, ``sync``; ``local`` or ``local:N``
+    starts a ``distributed.LocalCluster`` (N worker processes) for the
+    duration; any other value is the address of a running distributed
+    scheduler (``tcp://host:8786``).  With ``progress``, dask's progress bar
+    is shown on stderr (local schedulers).
+    """
+    import dask
+
+    spec = (spec or "threads").strip()
+    with contextlib.ExitStack() as stack:
+        if spec in ("threads", "processes", "sync", "synchronous", "single-threaded"):
+            stack.enter_context(dask.config.set(scheduler=spec))
+            if progress:
+                from dask.diagnostics import ProgressBar
+
+                stack.enter_context(ProgressBar(out=sys.stderr, minimum=1.0))
+        elif spec == "local" or spec.startswith("local:"):
+            from distributed import Client, LocalCluster
+
+            workers = int(spec.split(":", 1)[1]) if ":" in spec else None
+            cluster = stack.enter_context(
+                LocalCluster(n_workers=workers, processes=True, dashboard_address=None)
+            )
+            stack.enter_context(Client(cluster))
+        else:
+            from distributed import Client
+
+            try:
+                stack.enter_context(Client(spec, timeout="10s"))
+            except (OSError, TimeoutError) as exc:
+                raise click.ClickException(
+                    f"cannot connect to the dask scheduler at {spec}: {exc}"
+                ) from None
+        yield
+
+
+def open_store(path: str, variable: str | None, dim: str | None):
+    """What to segment in a zarr store: an xarray object when the store carries
+    dimension names (so results get times), else the path itself."""
+    if "://" not in path and not os.path.exists(path):
+        raise FileNotFoundError(f"no zarr store at {path!r}: check the path")
+    try:
+        import xarray as xr
+
+        ds = xr.open_zarr(path, consolidated=None)
+    except Exception:  # not written by xarray: plain zarr arrays
+        return path, variable
+    if variable is None:
+        names = [n for n, v in ds.data_vars.items() if (dim or "time") in v.dims]
+        if len(names) == 1:
+            return ds[names[0]], None
+        if not names:
+            return path, variable
+        return ds[names], None
+    if variable not in ds.data_vars:
+        raise KeyError(
+            f"the store {path!r} has no variable {variable!r}; its variables are "
+            f"{', '.join(map(str, ds.data_vars)) or 'none'}"
+        )
+    return ds[variable], None
+
+
+def _summary(res) -> dict:
+    from .result import BatchSegmentation
+
+    if isinstance(res, BatchSegmentation):
+        return {
+            "series": [
+                {"labels": {k: str(v) for k, v in labels.items()}, **_summary(r)}
+                for labels, r in res
+            ]
+        }
+    d = res.diagnostics
+    return {
+        "changepoints": res.changepoints.tolist(),
+        "times": [str(t) for t in res.changepoint_times] if res.times is not None else None,
+        "n_segments": res.selection.n_segments,
+        "rule": res.selection.rule,
+        "cost": res.cost,
+        "passes": d.passes,
+        "seconds": d.seconds,
+        "checkpoint": d.checkpoint,
+    }
+
+
+def _write_atomic(path: str, text: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kcpstream-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 @click.group()
 @click.version_option(package_name="kcpstream")
 def main() -> None:
     """kcpstream: kernel change-point detection for very long signals."""
+
+
+@main.command()
+@click.argument("store")
+@click.option("--variable", "-v", default=None, help="Array or variable in the store.")
+@click.option("--dim", default=None, help="Time dimension (xarray stores).")
+@click.option(
+    "--batch-dim", "batch_dims", multiple=True, help="Dimension of independent series (repeatable)."
+)
+@click.option("--n-bkps", type=int, default=None, help="Number of change-points.")
+@click.option("--pen", default=None, help="Penalty per change-point, or 'auto' (default).")
+@click.option(
+    "--method", type=click.Choice(["binseg", "dynp"]), default="binseg", show_default=True
+)
+@click.option(
+    "--features", default="rff:64", show_default=True, help="Feature map, e.g. nystrom:32."
+)
+@click.option("--min-size", type=int, default=2, show_default=True)
+@click.option("--seed", type=int, default=None, help="Seed of the feature map.")
+@click.option(
+    "--checkpoint", type=click.Path(file_okay=False), default=None, help="Checkpoint directory."
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False), default=None, help="Write the result as JSON."
+)
+@click.option(
+    "--scheduler",
+    default="threads",
+    show_default=True,
+    help="threads, processes, sync, local[:N] or an address.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bar on stderr (default: on a terminal).",
+)
+def segment(store, variable, dim, batch_dims, n_bkps, pen, method, features, min_size, seed,
+            checkpoint, out, scheduler, as_json, progress) -> None:  # fmt: skip
+    """Segment the signal in a zarr STORE."""
+    from . import segment as run_segment
+
+    if pen is not None and pen != "auto":
+        try:
+            pen = float(pen)
+        except ValueError:
+            raise click.BadParameter(f"--pen must be a number or 'auto', got {pen!r}") from None
+    show = sys.stderr.isatty() if progress is None else progress
+    try:
+        data, var = open_store(store, variable, dim)
+        with scheduler_context(scheduler, progress=show):
+            res = run_segment(
+                data, variable=var, dim=dim, batch_dims=list(batch_dims) or None, n_bkps=n_bkps,
+                pen=pen, method=method, features=features, min_size=min_size, seed=seed,
+                checkpoint=checkpoint,
+            )  # fmt: skip
+    except USER_ERRORS as exc:
+        raise click.ClickException(str(exc).strip().splitlines()[0]) from None
+    if out:
+        _write_atomic(out, res.to_json())
+    summary = _summary(res)
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        click.echo(repr(res))
+        if "series" not in summary:
+            for i, c in enumerate(res.changepoints):
+                when = f"  {res.changepoint_times[i]}" if res.times is not None else ""
+                click.echo(f"{c:>14,}{when}")
+
+
+@main.command()
+@click.argument("job", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--scheduler",
+    default=None,
+    help="Override the job's cluster: threads, processes, local[:N] or an address.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def run(job: str, scheduler: str | None, as_json: bool) -> None:
+    """Run a pipeline JOB (a TOML file; see pipelines/README.md)."""
+    from .pipeline import JobError, run_job
+
+    try:
+        report = run_job(job, scheduler=scheduler)
+    except (JobError, *USER_ERRORS) as exc:
+        raise click.ClickException(str(exc).strip().splitlines()[0]) from None
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        click.echo(
+            f"{report['done']} series segmented, {report['skipped']} already done; "
+            f"outputs in {report['output']}"
+        )
+    if report["failed"]:
+        for name, msg in report["failed"].items():
+            click.echo(f"failed: {name}: {msg}", err=True)
+        sys.exit(1)
 
 
 @main.command()
@@ -31,8 +239,8 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: bool) -> None:
     """Segment a synthetic signal with known change-points stored in a temporary zarr store."""
-    from . import datasets, segment
-    from .signal import InputError
+    from . import datasets, metrics
+    from . import segment as run_segment
 
     sig = datasets.changing_distribution(n, n_bkps, seed=seed)
     with tempfile.TemporaryDirectory(prefix="kcpstream-demo-") as tmp:
@@ -41,15 +249,12 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
         datasets.write_zarr(sig.x, store, chunks=chunk)
         t_write = time.perf_counter() - t0
         try:
-            res = segment(store, variable="x", n_bkps=n_bkps, features=features, seed=seed)
-        except InputError as exc:
+            res = run_segment(store, variable="x", n_bkps=n_bkps, features=features, seed=seed)
+        except USER_ERRORS as exc:
             raise click.ClickException(str(exc)) from None
     found = res.changepoints
     true = sig.changepoints
-    dist = np.abs(found[:, None] - true[None, :])
-    hausdorff = (
-        int(max(dist.min(axis=0).max(), dist.min(axis=1).max())) if len(found) and len(true) else 0
-    )
+    hausdorff = int(metrics.hausdorff(true, found)) if len(found) and len(true) else 0
     d = res.diagnostics
     outcome = {
         "n": n,

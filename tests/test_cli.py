@@ -36,3 +36,51 @@ def test_demo_text():
 def test_version():
     out = subprocess.run([_kcpstream(), "--version"], capture_output=True, text=True, check=True)
     assert "version" in out.stdout
+
+
+def _store(tmp_path):
+    import numpy as np
+    import pandas as pd
+    import xarray as xr
+
+    from kcpstream import datasets
+
+    sig = datasets.piecewise_constant(10_000, 3, jump=3.0, seed=1)
+    ds = xr.Dataset(
+        {"p": ("time", sig.x)},
+        coords={"time": pd.date_range("2026-01-01", periods=10_000, freq="s")},
+    )
+    ds.to_zarr(tmp_path / "s.zarr", mode="w")
+    return tmp_path / "s.zarr", sig, np
+
+
+def test_segment_command_json_and_out(tmp_path):
+    store, sig, np = _store(tmp_path)
+    out = tmp_path / "res" / "result.json"
+    args = ["segment", str(store), "--variable", "p", "--n-bkps", "3", "--json", "--out", str(out)]
+    res = subprocess.run([_kcpstream(), *args], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert np.abs(np.array(summary["changepoints"]) - sig.changepoints).max() < 10
+    assert summary["times"][0].startswith("2026-01-01")
+    import kcpstream
+
+    loaded = kcpstream.Segmentation.from_json(out.read_text())
+    assert loaded.changepoints.tolist() == summary["changepoints"]
+
+
+def test_segment_command_errors_are_one_line(tmp_path):
+    store, _, _ = _store(tmp_path)
+    cases = [
+        (["segment", str(tmp_path / "nope.zarr")], 1, "no zarr store at"),
+        (["segment", str(store), "--variable", "wind"], 1, "no variable 'wind'"),
+        (["segment", str(store), "--pen", "lots"], 2, "--pen must be a number"),
+        (["segment", str(store), "--method", "magic"], 2, "Invalid value for '--method'"),
+        (["segment", str(store), "--n-bkps", "100000"], 1, "cannot fit"),
+    ]
+    for args, code, message in cases:
+        res = subprocess.run([_kcpstream(), *args], capture_output=True, text=True, timeout=300)
+        assert res.returncode == code, (args, res.stderr)
+        assert message in res.stderr and "Traceback" not in res.stderr
+        if code == 1:
+            assert len(res.stderr.strip().splitlines()) == 1
