@@ -148,6 +148,29 @@ class Segmentation:
             f"(p={self.features.n_features_out_}); passes={d.passes:.3f}, {d.seconds:.2f} s>"
         )
 
+    def plot(self, data: Any, *, true_changepoints: Any = None, ax: Any = None, **kwargs: Any):
+        """Draw ``data`` (the segmented signal) with the segments and change-points.
+
+        A min/max envelope over at most ``max_points`` (4000) bins, computed in
+        one dask pass.  ``true_changepoints`` are drawn dashed.  Needs
+        matplotlib (``pip install 'kcpstream[plot]'``).  Returns the axes.
+        """
+        from .plot import plot_segmentation
+
+        return plot_segmentation(self, data, true_changepoints=true_changepoints, ax=ax, **kwargs)
+
+    def plot_path(self, *, ax: Any = None):
+        """Draw the cost path against the number of segments, and the chosen one."""
+        from .plot import plot_path
+
+        return plot_path(self, ax=ax)
+
+    def plot_gain(self, data: Any, segment: int = 0, *, ax: Any = None, **kwargs: Any):
+        """Draw the gain of splitting one segment of the result at each position."""
+        from .plot import plot_gain
+
+        return plot_gain(self, data, segment, ax=ax, **kwargs)
+
     def to_xarray(self):
         """The change-points as an ``xarray.Dataset`` along a ``changepoint`` dimension.
 
