@@ -75,6 +75,7 @@ def segment(
     tile: int = DEFAULT_TILE,
     cache_bytes: int = 256 * 2**20,
     checkpoint: str | os.PathLike | None = None,
+    progress: bool = False,
 ) -> Segmentation:
     """Find the change-points of a signal's distribution by kernel change-point detection.
 
@@ -199,7 +200,7 @@ def segment(
         d_max = _check_positive_int("d_max", d_max, 1)
     settings = _Settings(
         rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
-        cache_bytes, None if checkpoint is None else os.fspath(checkpoint),
+        cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),
     )  # fmt: skip
 
     if batch_dims:
@@ -233,6 +234,7 @@ class _Settings:
     tile: int
     cache_bytes: int
     checkpoint: str | None
+    progress: bool
 
 
 @dataclass
@@ -318,7 +320,9 @@ def _run(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
     todo = [j for j in jobs if not j.loaded]
     for job, stats in zip(
         todo,
-        data_passes([(j.signal, j.fmap, j.block_size, j.cache) for j in todo], st.tile),
+        data_passes(
+            [(j.signal, j.fmap, j.block_size, j.cache) for j in todo], st.tile, st.progress
+        ),
         strict=True,
     ):
         job.stats = stats

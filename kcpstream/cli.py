@@ -23,14 +23,13 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFou
 
 
 @contextlib.contextmanager
-def scheduler_context(spec: str | None, progress: bool = False) -> Iterator[None]:
+def scheduler_context(spec: str | None) -> Iterator[None]:
     """Run the enclosed computations on the scheduler ``spec``.
 
     ``threads`` (default), ``processes``, ``sync``; ``local`` or ``local:N``
     starts a ``distributed.LocalCluster`` (N worker processes) for the
     duration; any other value is the address of a running distributed
-    scheduler (``tcp://host:8786``).  With ``progress``, dask's progress bar
-    is shown on stderr (local schedulers).
+    scheduler (``tcp://host:8786``).
     """
     import dask
 
@@ -38,10 +37,6 @@ def scheduler_context(spec: str | None, progress: bool = False) -> Iterator[None
     with contextlib.ExitStack() as stack:
         if spec in ("threads", "processes", "sync", "synchronous", "single-threaded"):
             stack.enter_context(dask.config.set(scheduler=spec))
-            if progress:
-                from dask.diagnostics import ProgressBar
-
-                stack.enter_context(ProgressBar(out=sys.stderr, minimum=1.0))
         elif spec == "local" or spec.startswith("local:"):
             from distributed import Client, LocalCluster
 
@@ -56,9 +51,8 @@ def scheduler_context(spec: str | None, progress: bool = False) -> Iterator[None
             try:
                 stack.enter_context(Client(spec, timeout="10s"))
             except (OSError, TimeoutError) as exc:
-                raise click.ClickException(
-                    f"cannot connect to the dask scheduler at {spec}: {exc}"
-                ) from None
+                msg = f"cannot connect to the dask scheduler at {spec}: {exc}"
+                raise click.ClickException(msg) from None
         yield
 
 
@@ -178,11 +172,11 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, method, features, min
     show = sys.stderr.isatty() if progress is None else progress
     try:
         data, var = open_store(store, variable, dim)
-        with scheduler_context(scheduler, progress=show):
+        with scheduler_context(scheduler):
             res = run_segment(
                 data, variable=var, dim=dim, batch_dims=list(batch_dims) or None, n_bkps=n_bkps,
                 pen=pen, method=method, features=features, min_size=min_size, seed=seed,
-                checkpoint=checkpoint,
+                checkpoint=checkpoint, progress=show,
             )  # fmt: skip
     except USER_ERRORS as exc:
         raise click.ClickException(str(exc).strip().splitlines()[0]) from None

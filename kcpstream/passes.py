@@ -9,6 +9,8 @@ client.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -232,8 +234,29 @@ def _assemble(signal: Signal, fmap: FeatureMap, block_size: int, results, cache)
     return BlockStats(n, block_size, fmap.quantum_exponent_, S, Q, M2, R)
 
 
+def _compute_with_progress(tasks: list) -> tuple:
+    """``dask.compute(*tasks)`` with a progress bar on stderr: distributed's when a
+    client is the active scheduler (the library uses it, never creates one),
+    dask's otherwise."""
+    sched = dask.base.get_scheduler()
+    client = getattr(sched, "__self__", None)
+    if client is not None and hasattr(client, "gather"):
+        from distributed import progress
+
+        futures = client.compute(tasks)
+        with contextlib.redirect_stdout(sys.stderr):
+            progress(futures, notebook=False)
+        return tuple(client.gather(futures))
+    from dask.diagnostics import ProgressBar
+
+    with ProgressBar(out=sys.stderr):
+        return dask.compute(*tasks)
+
+
 def data_passes(
-    jobs: list[tuple[Signal, FeatureMap, int, SampleCache | None]], tile: int
+    jobs: list[tuple[Signal, FeatureMap, int, SampleCache | None]],
+    tile: int,
+    progress: bool = False,
 ) -> list[BlockStats]:
     """One pass over several signals in one :func:`dask.compute`: block statistics
     of every chunk, merged on the client per signal.
@@ -244,7 +267,8 @@ def data_passes(
     NaN/inf input error naming the first non-finite sample.
     """
     per_job = [_pass_tasks(sig, fmap, b, tile, cache) for sig, fmap, b, cache in jobs]
-    flat = dask.compute(*[t for tasks in per_job for t in tasks])
+    every = [t for tasks in per_job for t in tasks]
+    flat = _compute_with_progress(every) if progress else dask.compute(*every)
     out, i = [], 0
     for (sig, fmap, b, cache), tasks in zip(jobs, per_job, strict=True):
         out.append(_assemble(sig, fmap, b, flat[i : i + len(tasks)], cache))

@@ -84,3 +84,18 @@ def test_segment_command_errors_are_one_line(tmp_path):
         assert message in res.stderr and "Traceback" not in res.stderr
         if code == 1:
             assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_segment_on_a_local_cluster_with_progress(tmp_path):
+    store, sig, np = _store(tmp_path)
+    args = ["segment", str(store), "--variable", "p", "--n-bkps", "3", "--json"]
+    res = subprocess.run(
+        [_kcpstream(), *args, "--scheduler", "local:1", "--progress"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert np.abs(np.array(json.loads(res.stdout)["changepoints"]) - sig.changepoints).max() < 10
+    assert "100%" in res.stderr  # distributed's progress bar, on stderr
+    threaded = subprocess.run([_kcpstream(), *args, "--progress"], capture_output=True, text=True)
+    assert json.loads(threaded.stdout)["changepoints"] == json.loads(res.stdout)["changepoints"]
+    assert "100%" in threaded.stderr  # dask's progress bar

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import xarray as xr
 
 import kcpstream
@@ -155,3 +156,16 @@ def test_the_repository_sensor_archive_job_runs(tmp_path):
         assert res.changepoint_times.dtype.kind == "M"
         assert len(res.changepoints) >= 1 and min(abs(res.changepoints[0] - np.array(cps))) < 200
     assert os.path.isdir(out / "checkpoint")
+
+
+def test_slurm_without_dask_jobqueue_is_a_clear_error(tmp_path):
+    try:  # dask-jobqueue is not a dependency; without it the error names the fix
+        import dask_jobqueue  # noqa: F401
+
+        pytest.skip("dask-jobqueue is installed here")
+    except ImportError:
+        pass
+    _archive(tmp_path / "archive.zarr")
+    job = _job(tmp_path, extra='[cluster]\nscheduler = "slurm"')
+    res = _kcpstream("run", job)
+    assert res.returncode == 1 and "pip install dask-jobqueue" in res.stderr
