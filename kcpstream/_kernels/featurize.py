@@ -48,18 +48,19 @@ def _project_rows(x, center, weights, out):
 
 
 def rff_tile(
-    x: np.ndarray, center: np.ndarray, weights: np.ndarray, amplitude: np.float32, out: np.ndarray
+    x: np.ndarray, center: np.ndarray, weights: np.ndarray, amplitudes: np.ndarray, out: np.ndarray
 ) -> None:
-    """Random Fourier features ``amplitude * [cos(x W), sin(x W)]``.
+    """Fourier features ``[a * cos(x W), a * sin(x W)]``.
 
-    ``weights`` is float32 (d, m); ``out`` is float32 (2, L, m).  The
-    projection ``x W`` is summed over the input channels in order.
+    ``weights`` is float32 (d, m), ``amplitudes`` float32 (m,); ``out`` is
+    float32 (2, L, m).  The projection ``x W`` is summed over the input
+    channels in order.
     """
     proj = out[1]  # the sin group holds the projection first
     _project_rows(x, center, weights, proj)
     np.cos(proj, out=out[0])
     np.sin(proj, out=proj)
-    out *= amplitude
+    out *= amplitudes
 
 
 @njit(nogil=True, cache=True)

@@ -1,21 +1,29 @@
 """Feature maps: low-rank approximations of a kernel, and the registry.
 
 A map is chosen by instance (``RFF(n_features=128, seed=1)``) or by a short
-spec string ``"name"`` or ``"name:p"`` (``"rff:64"``, ``"nystrom:32"``,
-``"linear"``) through :func:`make_feature_map`.
+spec string ``"name"`` or ``"name:p"`` (``"rff:64"``, ``"orf:64"``,
+``"matern:64"``, ``"quadrature:32"``, ``"nystrom:32"``, ``"linear"``) through
+:func:`make_feature_map`.
 """
 
 from __future__ import annotations
 
 from .base import FeatureMap, NotFittedError
 from .linear import Linear
+from .matern import MaternRFF
 from .nystrom import Nystrom
-from .rff import RFF
+from .orthogonal import ORF
+from .quadrature import QuadratureFF
+from .rff import RFF, FourierFeatures
 
 __all__ = [
     "FeatureMap",
     "NotFittedError",
     "RFF",
+    "ORF",
+    "MaternRFF",
+    "QuadratureFF",
+    "FourierFeatures",
     "Nystrom",
     "Linear",
     "FEATURE_MAPS",
@@ -35,7 +43,7 @@ def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
     return cls
 
 
-for _cls in (RFF, Nystrom, Linear):
+for _cls in (RFF, ORF, MaternRFF, QuadratureFF, Nystrom, Linear):
     register_feature_map(_cls)
 
 

@@ -1,4 +1,12 @@
-"""Random Fourier features (Rahimi & Recht) with cos/sin pairs."""
+"""Fourier features: random (Rahimi & Recht) and their variants, with cos/sin pairs.
+
+Every map here is ``phi(x) = [a * cos(W^T (x - c)), a * sin(W^T (x - c))]``
+for ``m`` frequencies ``W`` (d, m) and amplitudes ``a`` (m,) with
+``sum(a^2) = 1``, so that ``||phi(x)|| = 1`` exactly and
+``<phi(x), phi(y)> = sum_i a_i^2 cos(w_i^T (x - y))`` approximates a
+shift-invariant kernel whose spectral law the ``(w_i, a_i^2)`` stand for.
+Subclasses say how the frequencies and amplitudes are drawn.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ from .._kernels.featurize import rff_tile
 from .bandwidth import resolve_bandwidth
 from .base import FeatureMap, as_sample, exponent_for_amplitude
 
-__all__ = ["RFF"]
+__all__ = ["FourierFeatures", "RFF", "resolve_seed"]
 
 
 def resolve_seed(seed: int | None) -> int:
@@ -22,14 +30,84 @@ def resolve_seed(seed: int | None) -> int:
     return int(seed)
 
 
-class RFF(FeatureMap):
+def _check_even(name: str, n_features) -> int:
+    if not isinstance(n_features, int | np.integer) or n_features < 2 or n_features % 2:
+        raise ValueError(
+            f"{name} needs an even n_features >= 2 (cos/sin pairs), got {n_features!r}; "
+            "for example n_features=64"
+        )
+    return int(n_features)
+
+
+class FourierFeatures(FeatureMap):
+    """Base of the cos/sin feature maps; see the module docstring.
+
+    Fitted attributes: ``center_`` (the sample median, which keeps the
+    float32 arguments small and does not change a shift-invariant kernel),
+    ``bandwidth_``, ``weights_`` (d, m) float32 frequencies, ``amplitudes_``
+    (m,) float32, ``quantum_exponent_``, ``seed_``.
+    """
+
+    _fitted_names = (
+        "center_",
+        "bandwidth_",
+        "weights_",
+        "amplitudes_",
+        "quantum_exponent_",
+        "seed_",
+    )
+    #: metric of the median heuristic for this map's kernel
+    _metric = "euclidean"
+
+    @property
+    def n_features_out_(self) -> int:
+        self._check_fitted()
+        return 2 * int(self.weights_.shape[1])
+
+    @property
+    def tile_groups_(self) -> tuple[int, int]:
+        return 2, self.n_features_out_ // 2
+
+    @property
+    def quantized_norm_bound_(self) -> float:
+        """``||phi|| = sqrt(sum a^2) = 1``; float32 trigonometry and products add at
+        most a few ulps per value (``1e-5`` covers them) and rounding onto the grid at
+        most ``0.5`` per coordinate."""
+        self._check_fitted()
+        norm = float(np.sqrt(np.sum(self.amplitudes_.astype(np.float64) ** 2)))
+        return 2.0**self.quantum_exponent_ * norm * (1 + 1e-5) + 0.5 * np.sqrt(self.n_features_out_)
+
+    def _draw(
+        self, rng: np.random.Generator, d: int, sigma: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Frequencies (d, m) and amplitudes (m,) with sum of squares 1."""
+        raise NotImplementedError
+
+    def fit(self, sample: np.ndarray) -> Self:
+        x = as_sample(sample)
+        sigma = resolve_bandwidth(self.bandwidth, x, self._metric)
+        seed = resolve_seed(getattr(self, "seed", None))
+        w, amp = self._draw(np.random.default_rng(seed), x.shape[1], sigma)
+        self.center_ = np.median(x, axis=0)
+        self.bandwidth_ = float(sigma)
+        self.weights_ = np.ascontiguousarray(w, dtype=np.float32)
+        self.amplitudes_ = np.ascontiguousarray(amp, dtype=np.float32)
+        self.quantum_exponent_ = exponent_for_amplitude(float(np.max(self.amplitudes_)))
+        self.seed_ = seed
+        return self
+
+    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+        amp = self.amplitudes_
+        # equal amplitudes: one scalar product per value (same result, no broadcast loop)
+        rff_tile(x, self.center_, self.weights_, amp[0] if np.all(amp == amp[0]) else amp, out)
+
+
+class RFF(FourierFeatures):
     """Random Fourier features for a shift-invariant kernel.
 
-    ``phi(x) = sqrt(1/m) [cos(W^T (x - c)), sin(W^T (x - c))]`` with ``m =
-    n_features / 2`` frequencies, so ``||phi(x)|| = 1`` exactly and
-    ``<phi(x), phi(y)>`` is an unbiased estimate of ``k(x, y)``.  Centring on
-    the sample median ``c`` does not change the kernel and keeps the arguments
-    of the float32 trigonometry small.
+    ``n_features / 2`` frequencies drawn from the kernel's spectral law, all
+    with amplitude ``sqrt(1 / m)``: ``<phi(x), phi(y)>`` is an unbiased
+    estimate of ``k(x, y)``.
 
     Parameters
     ----------
@@ -48,7 +126,6 @@ class RFF(FeatureMap):
 
     name = "rff"
     _param_names = ("n_features", "kernel", "bandwidth", "seed")
-    _fitted_names = ("center_", "bandwidth_", "weights_", "quantum_exponent_", "seed_")
 
     def __init__(
         self,
@@ -58,53 +135,21 @@ class RFF(FeatureMap):
         bandwidth: float | str = "median",
         seed: int | None = 0,
     ) -> None:
-        if not isinstance(n_features, int | np.integer) or n_features < 2 or n_features % 2:
-            raise ValueError(
-                f"RFF needs an even n_features >= 2 (cos/sin pairs), got {n_features!r}; "
-                "for example n_features=64"
-            )
+        self.n_features = _check_even("RFF", n_features)
         if kernel not in ("gaussian", "laplacian"):
             raise ValueError(f"RFF kernel must be 'gaussian' or 'laplacian', got {kernel!r}")
-        self.n_features = int(n_features)
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.seed = seed
 
     @property
-    def n_features_out_(self) -> int:
-        return self.n_features
+    def _metric(self) -> str:  # type: ignore[override]
+        return "euclidean" if self.kernel == "gaussian" else "cityblock"
 
-    @property
-    def tile_groups_(self) -> tuple[int, int]:
-        return 2, self.n_features // 2
-
-    @property
-    def quantized_norm_bound_(self) -> float:
-        """``||phi|| = 1`` exactly; float32 trigonometry and products add at most
-        a few ulps per value (``1e-5`` covers them) and rounding onto the grid at
-        most ``0.5`` per coordinate."""
-        self._check_fitted()
-        return 2.0**self.quantum_exponent_ * (1 + 1e-5) + 0.5 * np.sqrt(self.n_features)
-
-    def fit(self, sample: np.ndarray) -> Self:
-        x = as_sample(sample)
-        metric = "euclidean" if self.kernel == "gaussian" else "cityblock"
-        sigma = resolve_bandwidth(self.bandwidth, x, metric)
-        seed = resolve_seed(self.seed)
-        rng = np.random.default_rng(seed)
+    def _draw(self, rng, d, sigma):
         m = self.n_features // 2
-        d = x.shape[1]
         if self.kernel == "gaussian":
             w = rng.standard_normal((d, m)) / sigma
         else:
             w = rng.standard_cauchy((d, m)) / sigma
-        self.center_ = np.median(x, axis=0)
-        self.bandwidth_ = float(sigma)
-        self.weights_ = w.astype(np.float32)
-        self.quantum_exponent_ = exponent_for_amplitude(float(np.sqrt(1.0 / m)))
-        self.seed_ = seed
-        return self
-
-    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
-        m = self.n_features // 2
-        rff_tile(x, self.center_, self.weights_, np.float32(np.sqrt(1.0 / m)), out)
+        return w, np.full(m, np.sqrt(1.0 / m))

@@ -1,0 +1,87 @@
+"""Deterministic quadrature features for the Gaussian kernel in low dimension."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .rff import FourierFeatures, _check_even
+
+__all__ = ["QuadratureFF"]
+
+#: Largest input dimension: the tensor grid has (nodes per axis)^d points.
+MAX_DIM = 3
+
+
+class QuadratureFF(FourierFeatures):
+    """Gauss-Hermite quadrature features for the Gaussian kernel (d <= 3).
+
+    ``k(x, y) = E_w[cos(w^T (x - y))]`` with ``w ~ N(0, I / sigma^2)``; a
+    Gauss-Hermite rule with nodes ``w_i`` and weights ``a_i`` replaces the
+    expectation by ``sum a_i cos(w_i^T (x - y))`` -- exact for polynomials
+    of high degree, so the kernel error falls far faster than RFF's
+    ``O(1 / sqrt(p))``.  Antipodal nodes give the same cosine and are
+    merged (weights added).  No randomness: the map depends only on the
+    bandwidth (``seed`` is accepted and ignored, for a uniform interface).
+
+    The rule has ``N`` nodes per axis, the largest with at most
+    ``n_features / 2`` frequencies after merging (for d = 1: ``N = n_features``,
+    all nodes positive); ``n_features_out_`` may therefore be below
+    ``n_features`` when d > 1.
+
+    Parameters
+    ----------
+    n_features : int
+        Output dimension p at most (even).
+    bandwidth : float or "median"
+    seed : ignored
+    """
+
+    name = "quadrature"
+    _param_names = ("n_features", "bandwidth", "seed")
+
+    def __init__(
+        self, n_features: int = 64, *, bandwidth: float | str = "median", seed: int | None = 0
+    ):
+        self.n_features = _check_even("QuadratureFF", n_features)
+        self.bandwidth = bandwidth
+        self.seed = seed
+
+    def _draw(self, rng, d, sigma):
+        if d > MAX_DIM:
+            raise ValueError(
+                f"quadrature features are for d <= {MAX_DIM} (the grid grows like N^d); "
+                f"the signal has d={d}: use RFF or ORF"
+            )
+        m = self.n_features // 2
+        nodes_per_axis = 1
+        while _merged_count(nodes_per_axis + 1, d) <= m:
+            nodes_per_axis += 1
+        t, a = np.polynomial.hermite.hermgauss(nodes_per_axis)
+        freq = {}
+        for idx in itertools.product(range(nodes_per_axis), repeat=d):
+            w = np.sqrt(2.0) * t[list(idx)] / sigma
+            weight = float(np.prod(a[list(idx)])) / np.pi ** (d / 2)
+            key = _canonical(w)
+            prev = freq.get(key)
+            freq[key] = (key, weight + (prev[1] if prev else 0.0))
+        ws = np.array([np.array(k) for k, _ in freq.values()]).T.reshape(d, -1)
+        weights = np.array([v for _, v in freq.values()])
+        return ws, np.sqrt(weights / weights.sum())
+
+
+def _canonical(w: np.ndarray) -> tuple[float, ...]:
+    """One representative of {w, -w}: the first non-zero coordinate positive."""
+    rounded = np.round(w, 12) + 0.0
+    for v in rounded:
+        if v != 0:
+            return tuple(rounded if v > 0 else -rounded + 0.0)
+    return tuple(rounded)
+
+
+def _merged_count(n: int, d: int) -> int:
+    """Frequencies of an n-node tensor grid in d dimensions after merging w and -w."""
+    total = n**d
+    zero = 1 if n % 2 else 0
+    return (total - zero) // 2 + zero
