@@ -75,6 +75,7 @@ def chunk_block_stats(
     R = np.zeros(nbc)
     check_finite = x.dtype.kind == "f"
     norm_bound = float(fmap.quantized_norm_bound_)
+    fast = getattr(fmap, "_accumulate_tile", None)
     tile_len = (tile // B) * B if B <= tile else tile
     buf = fmap._tile_buffer(tile_len)
     pos = start
@@ -88,9 +89,12 @@ def chunk_block_stats(
             bad = first_nonfinite_row(xt)
             if bad >= 0:
                 return {"first_bad": pos + bad}
-        z = buf if t_end - pos == tile_len else fmap._tile_buffer(t_end - pos)
-        fmap._featurize_tile(xt, z)
-        accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound)
+        if fast is not None:  # the map accumulates its statistics without dense features
+            fast(xt, pos, B, jb0, cnt, S, Q, M2, R)
+        else:
+            z = buf if t_end - pos == tile_len else fmap._tile_buffer(t_end - pos)
+            fmap._featurize_tile(xt, z)
+            accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound)
         pos = t_end
     out = {"first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R}
     if keep:

@@ -46,13 +46,27 @@ KERNEL_MAPS = {
 
 
 def test_every_registered_map_is_covered():
-    assert set(FEATURE_MAPS) == set(KERNEL_MAPS) | {"linear"}
+    assert set(FEATURE_MAPS) == set(KERNEL_MAPS) | {"linear", "brownian"}
+
+
+@pytest.mark.parametrize("K", [8, 32, 128])
+def test_brownian_features_give_the_distribution_function_kernel(K):
+    """<phi(x), phi(y)> = share of thresholds below min(x, y), i.e. F(min(x, y))
+    for the fit sample's distribution function F, within 1/K."""
+    rng = np.random.default_rng(5)
+    sample = rng.gamma(2.0, size=4_000)
+    fmap = kcpstream.features.BrownianThreshold(K).fit(sample)
+    x = rng.gamma(2.0, size=(200, 1))
+    F = np.searchsorted(np.sort(sample), np.minimum(x, x.T), side="right") / len(sample)
+    err = np.abs(fmap.gram(x) - F).max()
+    assert err <= 1.0 / K + 2e-3
+    assert ((fmap.transform(x).astype(np.float64) ** 2).sum(axis=1) <= 1.0 + 1e-6).all()
 
 
 @pytest.mark.parametrize("name", sorted(FEATURE_MAPS))
 def test_determinism_json_and_chunk_invariance(name):
     rng = np.random.default_rng(1)
-    x = np.r_[rng.normal(0, 1, 3_000), rng.normal(0, 2.5, 3_000), rng.uniform(-3, 3, 3_000)]
+    x = np.r_[rng.normal(0, 1, 3_000), rng.normal(0, 3, 3_000), rng.normal(4, 1, 3_000)]
     a = make_feature_map(name, seed=3).fit(x)
     b = make_feature_map(name, seed=3).fit(x)
     assert a == b

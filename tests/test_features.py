@@ -27,7 +27,15 @@ ALL_MAPS = [
 
 
 def test_registry_has_every_map():
-    assert set(FEATURE_MAPS) == {"rff", "orf", "matern", "quadrature", "nystrom", "linear"}
+    assert set(FEATURE_MAPS) == {
+        "rff",
+        "orf",
+        "matern",
+        "quadrature",
+        "brownian",
+        "nystrom",
+        "linear",
+    }
 
 
 @pytest.mark.parametrize("fmap", ALL_MAPS, ids=repr)

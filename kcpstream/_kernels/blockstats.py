@@ -31,6 +31,7 @@ from numba import njit
 __all__ = [
     "piece_stats",
     "accumulate_tile",
+    "threshold_tile_stats",
     "merge_pieces_into_blocks",
     "first_nonfinite_row",
     "merge_piece_into",
@@ -471,3 +472,95 @@ def cusum_gains(cumsum, seg_start, seg_end, min_size):
         _diff_into(left, cumsum[c], cumsum[seg_start])
         out[c - seg_start] = split_gain(c - seg_start, seg_end - c, left, total)
     return out
+
+
+@njit(nogil=True, cache=True)
+def threshold_tile_stats(x, thresholds, qv, tile_start, block_size, first_block, cnt, S, Q, M2, R):
+    """Block statistics of threshold features ``q = qv * 1{x > t_k}`` without
+    building them: one binary search and one histogram increment per sample
+    and channel.
+
+    ``x`` (L, d) float64 samples ``tile_start ..``; ``thresholds`` (d, K)
+    sorted; feature ``c * K + k`` is channel c above threshold k.  The sums of
+    piece ``[a, b)`` are ``qv * #{samples above t_k}``, suffix sums of the
+    piece's histogram of ``#{k: t_k < x}``; the bridge is evaluated every
+    :data:`SNAPSHOT` samples as in :func:`piece_stats` and merged into the
+    blocks the same way.  The integers equal those of the dense features.
+    """
+    length, d = x.shape
+    K = thresholds.shape[1]
+    p = d * K
+    end = tile_start + length
+    first_cut = (tile_start // block_size + 1) * block_size
+    n_pieces = 1
+    if first_cut < end:
+        n_pieces += (end - 1 - first_cut) // block_size + 1
+    bounds = np.empty(n_pieces + 1, np.int64)
+    bounds[0] = 0
+    for i in range(1, n_pieces):
+        bounds[i] = first_cut + (i - 1) * block_size - tile_start
+    bounds[n_pieces] = length
+    level = np.empty((length, d), np.int64)  # thresholds below each sample, per channel
+    for t in range(length):
+        for c in range(d):
+            level[t, c] = np.searchsorted(thresholds[c], x[t, c], side="left")
+    p_S = np.zeros((n_pieces, p), np.int64)
+    p_Q = np.zeros(n_pieces)
+    p_M2 = np.zeros(n_pieces)
+    p_R = np.zeros(n_pieces)
+    p_cnt = np.empty(n_pieces, np.int64)
+    hist = np.zeros((d, K + 1), np.int64)
+    qv_f = float(qv)
+    for i in range(n_pieces):
+        lo = bounds[i]
+        hi = bounds[i + 1]
+        n_i = hi - lo
+        p_cnt[i] = n_i
+        hist[:, :] = 0
+        total_levels = 0
+        top = 0
+        for t in range(lo, hi):
+            s_lev = 0
+            for c in range(d):
+                hist[c, level[t, c]] += 1
+                s_lev += level[t, c]
+            total_levels += s_lev
+            top = max(top, s_lev)
+        for c in range(d):  # sums: qv * #{level > k} = suffix sums of the histogram
+            acc = 0
+            for k in range(K - 1, -1, -1):
+                acc += hist[c, k + 1]
+                p_S[i, c * K + k] = qv * acc
+        p_Q[i] = qv_f * qv_f * float(total_levels)
+        p_M2[i] = qv_f * qv_f * float(top)
+        # bridge excursion at the snapshots, bounded in between (see piece_stats)
+        s2 = 0.0
+        for j in range(p):
+            s2 += float(p_S[i, j]) ** 2
+        inv_len = 1.0 / float(n_i)
+        step = (math.sqrt(p_M2[i]) + math.sqrt(s2) * inv_len) * (1.0 + 1e-12)
+        hist[:, :] = 0
+        prev = 0.0
+        rmax = 0.0
+        n_snaps = 0
+        for t in range(lo, hi):
+            for c in range(d):
+                hist[c, level[t, c]] += 1
+            m = t - lo + 1
+            if m % SNAPSHOT == 0 and t + 1 < hi:
+                frac = float(m) * inv_len
+                acc2 = 0.0
+                for c in range(d):
+                    acc = 0
+                    for k in range(K - 1, -1, -1):
+                        acc += hist[c, k + 1]
+                        r = qv_f * float(acc) - frac * float(p_S[i, c * K + k])
+                        acc2 += r * r
+                cur = math.sqrt(acc2)
+                rmax = max(rmax, 0.5 * (prev + cur + SNAPSHOT * step))
+                prev = cur
+                n_snaps += 1
+        rmax = max(rmax, 0.5 * (prev + (n_i - n_snaps * SNAPSHOT) * step))
+        p_R[i] = 0.0 if n_i < 2 else rmax * (1.0 + 1e-9)
+    block_ids = (tile_start + bounds[:-1]) // block_size - first_block
+    merge_pieces_into_blocks(block_ids, p_cnt, p_S, p_Q, p_M2, p_R, cnt, S, Q, M2, R)

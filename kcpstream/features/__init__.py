@@ -15,6 +15,7 @@ from .nystrom import Nystrom
 from .orthogonal import ORF
 from .quadrature import QuadratureFF
 from .rff import RFF, FourierFeatures
+from .threshold import BrownianThreshold
 
 __all__ = [
     "FeatureMap",
@@ -23,6 +24,7 @@ __all__ = [
     "ORF",
     "MaternRFF",
     "QuadratureFF",
+    "BrownianThreshold",
     "FourierFeatures",
     "Nystrom",
     "Linear",
@@ -43,7 +45,7 @@ def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
     return cls
 
 
-for _cls in (RFF, ORF, MaternRFF, QuadratureFF, Nystrom, Linear):
+for _cls in (RFF, ORF, MaternRFF, QuadratureFF, BrownianThreshold, Nystrom, Linear):
     register_feature_map(_cls)
 
 
