@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream import RFF, InputError, Linear, NotEnoughSplitsError, Nystrom
-from kcpstream.features import ORF, BrownianThreshold, MaternRFF, QuadratureFF
+from kcpstream.features import ORF, BrownianThreshold, MaternRFF, QuadratureFF, SketchedNystrom
 
 from .reference import quantized, reference_binseg
 
@@ -59,6 +59,11 @@ feature_maps = st.one_of(
     ),
     st.just(Linear()),
     st.builds(lambda k: BrownianThreshold(k), st.integers(1, 12)),
+    st.builds(
+        lambda s, seed: SketchedNystrom(s, density=0.3, bandwidth=1.5, seed=seed),
+        st.integers(1, 8),
+        st.integers(0, 9),
+    ),
     st.builds(lambda p: QuadratureFF(p, bandwidth=1.2), st.sampled_from([2, 8, 16])),
     st.builds(
         lambda p, s: ORF(p, bandwidth=1.5, seed=s), st.sampled_from([2, 8]), st.integers(0, 9)

@@ -42,6 +42,11 @@ KERNEL_MAPS = {
         False,
     ),
     "nystrom": (lambda p, s: kcpstream.Nystrom(p, bandwidth=1.0, seed=s), _gaussian, True),
+    "sketched_nystrom": (
+        lambda p, s: kcpstream.features.SketchedNystrom(p, density=0.1, bandwidth=1.0, seed=s),
+        _gaussian,
+        True,
+    ),
 }
 
 
@@ -95,16 +100,17 @@ def _error(name, p, x, seeds=4):
     return np.mean([np.abs(factory(p, s).fit(x).gram(x) - truth).mean() for s in range(seeds)])
 
 
-@pytest.mark.parametrize("name", [n for n, v in KERNEL_MAPS.items() if v[2] and n != "nystrom"])
+@pytest.mark.parametrize("name", [n for n, v in KERNEL_MAPS.items() if v[2] and "nystrom" not in n])
 def test_random_feature_error_falls_like_one_over_sqrt_p(name):
     x = np.random.default_rng(3).normal(size=(300, 2))
     e16, e256 = _error(name, 16, x), _error(name, 256, x)
     assert 2.5 < e16 / e256 < 6.5  # 16x the features: about 4x smaller
 
 
-def test_nystrom_error_falls_at_least_as_fast():
+@pytest.mark.parametrize("name", ["nystrom", "sketched_nystrom"])
+def test_nystrom_error_falls_at_least_as_fast(name):
     x = np.random.default_rng(3).normal(size=(300, 2))
-    assert _error("nystrom", 16, x) / _error("nystrom", 256, x) > 4
+    assert _error(name, 16, x) / _error(name, 256, x) > 4
 
 
 def test_quadrature_error_is_far_below_random_features_in_one_dimension():

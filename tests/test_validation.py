@@ -107,7 +107,10 @@ def test_empty():
         ({"n_bkps": 1, "min_size": 0}, "min_size must be an integer >= 1"),
         ({"n_bkps": 1, "block_size": 0}, "block_size must be an integer >= 1"),
         ({"n_bkps": 1, "block_size": 2**19}, "smaller block_size"),
-        ({"n_bkps": 1, "features": "fourier"}, "unknown feature map 'fourier'; known maps: brownian, linear"),
+        (
+            {"n_bkps": 1, "features": "fourier"},
+            "unknown feature map 'fourier'; known maps: brownian, linear",
+        ),
         ({"n_bkps": 1, "features": "rff:x"}, "must be an integer"),
         ({"n_bkps": 1, "features": 3}, "spec string"),
     ],

@@ -15,6 +15,7 @@ from .nystrom import Nystrom
 from .orthogonal import ORF
 from .quadrature import QuadratureFF
 from .rff import RFF, FourierFeatures
+from .sketched import SketchedNystrom
 from .threshold import BrownianThreshold
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "BrownianThreshold",
     "FourierFeatures",
     "Nystrom",
+    "SketchedNystrom",
     "Linear",
     "FEATURE_MAPS",
     "get_feature_map_class",
@@ -45,7 +47,16 @@ def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
     return cls
 
 
-for _cls in (RFF, ORF, MaternRFF, QuadratureFF, BrownianThreshold, Nystrom, Linear):
+for _cls in (
+    RFF,
+    ORF,
+    MaternRFF,
+    QuadratureFF,
+    BrownianThreshold,
+    Nystrom,
+    SketchedNystrom,
+    Linear,
+):
     register_feature_map(_cls)
 
 
