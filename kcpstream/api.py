@@ -22,7 +22,7 @@ from .passes import SampleCache, data_passes
 from .result import Diagnostics, Segmentation
 from .search import NotEnoughSplitsError, SearchLog, binseg_steps, drive_many
 from .select import Selection, select_by_penalty, slope_heuristic
-from .signal import InputError, Signal, as_signal, check_finite_index
+from .signal import InputError, Signal, as_signal, check_finite_index, window_signal
 from .stats import BlockStats
 
 __all__ = ["segment", "auto_block_size"]
@@ -248,6 +248,8 @@ class _Job:
     cache: SampleCache
     log: SearchLog = field(default_factory=SearchLog)
     stats: BlockStats | None = None
+    window: int = 1  # samples per feature vector
+    original: Signal | None = None  # the signal before windowing
     key: str | None = None  # checkpoint fingerprint
     known: dict = field(default_factory=dict)  # segments evaluated exactly
     loaded: bool = False
@@ -255,6 +257,11 @@ class _Job:
 
 def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     """Checks that depend on the series, the fitted feature map, the block size."""
+    fmap = make_feature_map(features, seed=st.seed)
+    window = fmap.window_samples
+    original = signal
+    if window > 1:  # a window map segments the sequence of windows
+        signal = window_signal(signal, window)
     n = signal.n
     if n < 2 * st.min_size:
         raise InputError(
@@ -277,7 +284,6 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
             f"(n={n}, min_size={st.min_size}); give n_bkps or pen, or a larger d_max"
         )
-    fmap = make_feature_map(features, seed=st.seed)
     if st.block_size is None:
         B = auto_block_size(n)
         if st.method == "dynp":  # a grid of every sample when the DP can afford it
@@ -302,7 +308,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"the fitted feature map expects d={fmap.n_features_in_} channels but "
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
-    job = _Job(signal, fmap, B, d_max, cache)
+    job = _Job(signal, fmap, B, d_max, cache, window=window, original=original)
     if st.checkpoint is not None:
         if sample is None:  # the content sample of the fingerprint
             sample = signal.sample(max_points=st.sample_size, cache=cache)
@@ -494,12 +500,18 @@ def _build_result(
         [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     )
     cost = float(segment_costs.sum())
+    w = job.window  # positions of feature vectors -> samples
+    n_samples = job.original.n if job.original is not None else stats.n
+    changepoints = np.asarray(changepoints, dtype=np.int64) * w
+    order = np.asarray(order, dtype=np.int64) * w
+    sample_bounds = np.array([0, *changepoints, n_samples], dtype=np.int64)
+    time_axis = job.original.time if job.original is not None else signal.time
     times = None
-    if signal.time is not None:
+    if time_axis is not None:
         times = {
-            "dim": signal.time.dim,
-            "start": signal.time.at(bounds[:-1]),
-            "end": signal.time.at(bounds[1:] - 1),
+            "dim": time_axis.dim,
+            "start": time_axis.at(sample_bounds[:-1]),
+            "end": time_axis.at(sample_bounds[1:] - 1),
         }
     passed = 0 if job.loaded else stats.n
     featurized = passed + log.samples_scanned
@@ -525,7 +537,7 @@ def _build_result(
         cost=cost,
         method=method,
         selection=selection,
-        n_samples=stats.n,
+        n_samples=n_samples,
         min_size=min_size,
         features=fmap,
         diagnostics=diagnostics,

@@ -150,18 +150,23 @@ def plot_gain(
     plt = _pyplot()
     signal = as_signal(data, **signal_kwargs)
     a, e = res.segments[segment]
+    w = res.features.window_samples  # window maps: one feature vector per w samples
     q_exp = res.features.quantum_exponent_
     x = np.asarray(signal.data[a:e].compute())
+    if w > 1:
+        x = x[: len(x) // w * w].reshape(-1, w * x.shape[1])
     z = res.features.transform(x).astype(np.float64) * 2.0**q_exp
     cums = np.concatenate(
         [np.zeros((1, z.shape[1]), np.int64), np.cumsum(z.astype(np.int64), axis=0)]
     )
+    n_seg = len(z)
     positions = np.unique(
-        np.linspace(1, e - a - 1, min(max_points, e - a - 1)).round().astype(np.int64)
+        np.linspace(1, n_seg - 1, min(max_points, n_seg - 1)).round().astype(np.int64)
     )
     total = cums[-1]
     unit = 2.0 ** (-2 * q_exp)
-    gains = np.array([split_gain(int(c), int(e - a - c), cums[c], total) * unit for c in positions])
+    gains = np.array([split_gain(int(c), int(n_seg - c), cums[c], total) * unit for c in positions])
+    positions = positions * w
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3))
     xs = _positions_to_axis(res, positions + a, signal)

@@ -15,7 +15,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-__all__ = ["Signal", "as_signal", "InputError", "check_finite_index"]
+__all__ = ["Signal", "as_signal", "window_signal", "InputError", "check_finite_index"]
 
 #: Largest number of samples a series may have: keeps the exact int64 sums of
 #: features (at most 2**28 per sample and coordinate) free of overflow.
@@ -267,6 +267,27 @@ def as_signal(
         )
     source.update(shape=list(x.shape), dtype=str(x.dtype))
     return Signal(data=x, description=description, source=source, time=time)
+
+
+def window_signal(signal: Signal, window: int) -> Signal:
+    """The signal as a sequence of windows: ``(n // window, window * d)``.
+
+    Chunks are first aligned on multiples of ``window`` so that every window
+    lies in one chunk; samples after the last whole window are left out of
+    the windows (they stay in the last segment of a result).
+    """
+    n_windows = signal.n // window
+    if n_windows < 1:
+        raise InputError(
+            f"{signal.description} has {signal.n} samples, fewer than one window of {window}; "
+            "use a smaller window"
+        )
+    x = signal.data[: n_windows * window]
+    typical = int(np.median(x.chunks[0]))
+    x = x.rechunk({0: max(window, typical // window * window)})
+    x = x.reshape(n_windows, window * signal.d)
+    source = {**signal.source, "window": window}
+    return Signal(data=x, description=f"{signal.description} in windows of {window}", source=source)
 
 
 def _is_zarr_array(obj: Any) -> bool:

@@ -17,6 +17,7 @@ from .quadrature import QuadratureFF
 from .rff import RFF, FourierFeatures
 from .sketched import SketchedNystrom
 from .threshold import BrownianThreshold
+from .window import InvariantWindow
 
 __all__ = [
     "FeatureMap",
@@ -26,6 +27,7 @@ __all__ = [
     "MaternRFF",
     "QuadratureFF",
     "BrownianThreshold",
+    "InvariantWindow",
     "FourierFeatures",
     "Nystrom",
     "SketchedNystrom",
@@ -53,6 +55,7 @@ for _cls in (
     MaternRFF,
     QuadratureFF,
     BrownianThreshold,
+    InvariantWindow,
     Nystrom,
     SketchedNystrom,
     Linear,

@@ -113,6 +113,12 @@ class FeatureMap:
         return -1.0
 
     @property
+    def window_samples(self) -> int:
+        """Samples per feature vector: 1 for pointwise maps, the window length for
+        window maps (``segment`` then segments the sequence of windows)."""
+        return int(getattr(self, "window", 1))
+
+    @property
     def tile_groups_(self) -> tuple[int, int]:
         """``(k, m)``: a tile of L samples is a float32 array (k, L, m), ``k * m = p``."""
         return 1, self.n_features_out_
