@@ -58,7 +58,7 @@ def _check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
 def segment(
     data: Any,
     *,
-    features: str | FeatureMap = "rff:64",
+    features: str | FeatureMap = "auto",
     n_bkps: int | None = None,
     pen: float | str | None = None,
     method: str = "binseg",
@@ -89,9 +89,13 @@ def segment(
     data : array-like, dask array, zarr array, xarray.DataArray, str or path
         Samples along time, shape ``(n,)`` or ``(n, d)``; a path or URL opens
         a zarr store (``variable`` names the array in a group).
-    features : FeatureMap or str, default "rff:64"
-        Feature map, as an instance or a spec ``"name[:p]"``: ``"rff"``,
-        ``"nystrom"``, ``"linear"``.  An unfitted map is fitted on a sample of
+    features : FeatureMap or str, default "auto"
+        Feature map, as an instance or a spec ``"name[:p]"`` (``"rff"``,
+        ``"orf"``, ``"matern"``, ``"quadrature"``, ``"brownian"``, ``"window"``,
+        ``"nystrom"``, ``"sketched_nystrom"``, ``"linear"``).  ``"auto"``: 64
+        Gauss-Hermite quadrature features of the Gaussian kernel for a
+        univariate signal (the exact kernel to float32 precision), 64 random
+        Fourier features otherwise.  An unfitted map is fitted on a sample of
         ``sample_size`` points in 8 evenly spaced windows of consecutive
         samples (the same for every chunking); a fitted one is used as it is.
     n_bkps : int, optional
@@ -257,7 +261,7 @@ class _Job:
 
 def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     """Checks that depend on the series, the fitted feature map, the block size."""
-    fmap = make_feature_map(features, seed=st.seed)
+    fmap = make_feature_map(features, seed=st.seed, d=signal.d)
     window = fmap.window_samples
     original = signal
     if window > 1:  # a window map segments the sequence of windows

@@ -137,7 +137,7 @@ def main() -> None:
     "--method", type=click.Choice(["binseg", "dynp"]), default="binseg", show_default=True
 )
 @click.option(
-    "--features", default="rff:64", show_default=True, help="Feature map, e.g. nystrom:32."
+    "--features", default="auto", show_default=True, help="Feature map, e.g. rff:64 or brownian:32."
 )
 @click.option("--min-size", type=int, default=2, show_default=True)
 @click.option("--seed", type=int, default=None, help="Seed of the feature map.")
@@ -227,7 +227,7 @@ def run(job: str, scheduler: str | None, as_json: bool) -> None:
     "--n", "n", default=10_000_000, show_default=True, help="Samples in the synthetic signal."
 )
 @click.option("--n-bkps", default=10, show_default=True, help="True (and requested) change-points.")
-@click.option("--features", default="rff:64", show_default=True, help="Feature map spec.")
+@click.option("--features", default="auto", show_default=True, help="Feature map spec.")
 @click.option("--chunk", default=2**20, show_default=True, help="zarr chunk length.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the signal and the features.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")

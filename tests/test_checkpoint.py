@@ -56,7 +56,9 @@ def test_changed_input_or_parameters_are_never_served_stale(store, tmp_path):
         == "written"
     )
     assert (
-        kcpstream.segment(store, n_bkps=3, seed=7, checkpoint=ck).diagnostics.checkpoint
+        kcpstream.segment(
+            store, n_bkps=3, features="rff:64", seed=7, checkpoint=ck
+        ).diagnostics.checkpoint
         == "written"
     )
     assert (

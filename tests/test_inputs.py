@@ -102,9 +102,9 @@ def test_data_pass_reads_each_chunk_once(tmp_path, signal):
 
 
 def test_seed_changes_the_features_and_fixes_them(signal):
-    a = kcpstream.segment(signal.x, n_bkps=3, seed=1)
-    b = kcpstream.segment(signal.x, n_bkps=3, seed=1)
-    c = kcpstream.segment(signal.x, n_bkps=3, seed=2)
+    a = kcpstream.segment(signal.x, n_bkps=3, features="rff:64", seed=1)
+    b = kcpstream.segment(signal.x, n_bkps=3, features="rff:64", seed=1)
+    c = kcpstream.segment(signal.x, n_bkps=3, features="rff:64", seed=2)
     assert a.features == b.features and a.changepoints.tolist() == b.changepoints.tolist()
     assert not np.array_equal(a.features.weights_, c.features.weights_)
 

@@ -65,3 +65,13 @@ def test_gain_curve_of_a_window_map():
     one_segment = kcpstream.segment(x, features=whole.features, pen=1e9)  # no change-point
     assert one_segment.n_changepoints == 0
     assert f"best at {true}" in one_segment.plot_gain(x, 0).get_title()
+
+
+def test_window_features_norm_and_json():
+    x, _ = _frequency_change(n_windows=100)
+    rows = x.reshape(-1, 64)
+    fmap = InvariantWindow(32, window=64, n_bins=4, seed=3).fit(rows)
+    z = fmap.transform(rows).astype(np.float64)
+    assert ((z**2).sum(axis=1) <= 1.0 + 1e-6).all()  # at most 1 = k(W, W)
+    back = kcpstream.FeatureMap.from_json(fmap.to_json())
+    assert back == fmap and np.array_equal(back.transform(rows), fmap.transform(rows))

@@ -60,7 +60,19 @@ def rff_tile(
     _project_rows(x, center, weights, proj)
     np.cos(proj, out=out[0])
     np.sin(proj, out=proj)
-    out *= amplitudes
+    if np.ndim(amplitudes) == 0:
+        out *= amplitudes
+    else:
+        _scale_columns(out, amplitudes)
+
+
+@njit(nogil=True, cache=True)
+def _scale_columns(out, amplitudes):
+    """``out[g, t, j] *= amplitudes[j]`` (the float32 products numpy would make)."""
+    for g in range(out.shape[0]):
+        for t in range(out.shape[1]):
+            for j in range(out.shape[2]):
+                out[g, t, j] *= amplitudes[j]
 
 
 @njit(nogil=True, cache=True)

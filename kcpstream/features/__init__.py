@@ -35,6 +35,7 @@ __all__ = [
     "FEATURE_MAPS",
     "get_feature_map_class",
     "make_feature_map",
+    "default_feature_map",
     "register_feature_map",
 ]
 
@@ -72,14 +73,38 @@ def get_feature_map_class(name: str) -> type[FeatureMap]:
         raise ValueError(f"unknown feature map {name!r}; known maps: {known}") from None
 
 
-def make_feature_map(spec: str | FeatureMap, *, seed: int | None = None) -> FeatureMap:
-    """A feature map from an instance or a spec string ``"name[:p]"``.
+#: Features of the default map ("auto").
+DEFAULT_FEATURES = 64
+
+
+def default_feature_map(d: int, *, seed: int | None = None) -> FeatureMap:
+    """The map ``features="auto"`` stands for, for a signal of ``d`` channels.
+
+    Univariate: Gauss-Hermite quadrature features of the Gaussian kernel (at
+    64 features they reproduce the exact kernel to float32 precision, at the
+    cost of random Fourier features, with no randomness; see the README's
+    feature-map table).  Multivariate: random Fourier features.
+    """
+    if d == 1:
+        return QuadratureFF(DEFAULT_FEATURES)
+    return RFF(DEFAULT_FEATURES) if seed is None else RFF(DEFAULT_FEATURES, seed=seed)
+
+
+def make_feature_map(
+    spec: str | FeatureMap, *, seed: int | None = None, d: int | None = None
+) -> FeatureMap:
+    """A feature map from an instance or a spec string ``"name[:p]"`` or ``"auto"``.
 
     An instance is returned as it is.  For a spec string, ``seed`` (when not
-    None) is passed to maps that take one.
+    None) is passed to maps that take one; ``"auto"`` needs the signal's
+    dimension ``d`` (see :func:`default_feature_map`).
     """
     if isinstance(spec, FeatureMap):
         return spec
+    if isinstance(spec, str) and spec.strip().lower() == "auto":
+        if d is None:
+            raise ValueError("features='auto' depends on the signal's dimension; pass d=")
+        return default_feature_map(d, seed=seed)
     if not isinstance(spec, str):
         raise TypeError(
             "features must be a FeatureMap or a spec string like 'rff:64', "
