@@ -23,12 +23,12 @@ Usage: python benchmarks/bench_accuracy.py [--reps 100] [--out acc.json] [--mark
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import defaultdict
 
 import numpy as np
 import ruptures as rpt
+from _report import report
 
 import kcpstream
 from kcpstream import datasets, metrics
@@ -131,14 +131,7 @@ def main() -> None:
     t0 = time.perf_counter()
     result = run(args.reps, args.n)
     result["seconds"] = time.perf_counter() - t0
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
-    if args.markdown:
-        with open(args.markdown, "w") as fh:
-            fh.write(markdown(result))
+    report(result, args.out, args.markdown, markdown)
 
 
 if __name__ == "__main__":

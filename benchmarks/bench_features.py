@@ -22,10 +22,10 @@ Usage: python benchmarks/bench_features.py [--reps 30] [--markdown features.md]
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
+from _report import report
 from scipy.spatial.distance import cdist
 
 import kcpstream
@@ -180,14 +180,7 @@ def main() -> None:
     }
     result["reps"] = args.reps
     result["seconds"] = time.perf_counter() - t0
-    text = json.dumps(result, indent=2, default=str)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
-    if args.markdown:
-        with open(args.markdown, "w") as fh:
-            fh.write(markdown(result))
+    report(result, args.out, args.markdown, markdown)
 
 
 if __name__ == "__main__":

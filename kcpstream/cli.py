@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 import click
 
+from ._io import write_atomic
+
 __all__ = ["main", "scheduler_context", "open_store"]
 
 #: Errors that are the user's input or parameters, reported in one line.
@@ -105,19 +107,6 @@ def _summary(res) -> dict:
     }
 
 
-def _write_atomic(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kcpstream-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 @click.group()
 @click.version_option(package_name="kcpstream")
 def main() -> None:
@@ -181,7 +170,7 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, method, features, min
     except USER_ERRORS as exc:
         raise click.ClickException(str(exc).strip().splitlines()[0]) from None
     if out:
-        _write_atomic(out, res.to_json())
+        write_atomic(out, res.to_json())
     summary = _summary(res)
     if as_json:
         click.echo(json.dumps(summary))

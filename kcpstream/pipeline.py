@@ -21,10 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 import tomllib
 from typing import Any
+
+from ._io import write_atomic
 
 __all__ = ["JobError", "load_job", "run_job"]
 
@@ -95,17 +96,6 @@ def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
 def _params_hash(job: dict[str, Any]) -> str:
     keep = {k: job.get(k, {}) for k in ("input", "features", "selection")}
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _write_atomic(path: str, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _series_name(labels: dict[str, Any]) -> str:
@@ -179,7 +169,7 @@ def run_job(path: str | os.PathLike, scheduler: str | None = None) -> dict[str, 
             manifest["series"][name] = "done"
         else:
             todo.append((name, position, sub, target))
-    _write_atomic(manifest_path, json.dumps(manifest, indent=2, default=str))
+    write_atomic(manifest_path, json.dumps(manifest, indent=2, default=str))
 
     kwargs = _segment_kwargs(job)
     group = int(out.get("group_size", DEFAULT_GROUP))
@@ -195,7 +185,7 @@ def run_job(path: str | os.PathLike, scheduler: str | None = None) -> dict[str, 
                 manifest["series"][name] = "failed" if name in failed else "done"
                 done += name not in failed
             manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            _write_atomic(manifest_path, json.dumps(manifest, indent=2, default=str))
+            write_atomic(manifest_path, json.dumps(manifest, indent=2, default=str))
     return {
         "output": folder,
         "done": done,
@@ -237,7 +227,7 @@ def _run_group(chunk, ds, inp, kwargs, batch_dims) -> dict[str, str]:
                 results.append(None)
     for (_, _, _, target), res in zip(chunk, results, strict=True):
         if res is not None:
-            _write_atomic(target, res.to_json())
+            write_atomic(target, res.to_json())
     return failures
 
 

@@ -207,14 +207,9 @@ def merge_pieces_into_blocks(block_ids, p_cnt, p_S, p_Q, p_M2, p_R, cnt, S, Q, M
 
 
 @njit(nogil=True, cache=True)
-def accumulate_tile(Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2, R, norm_bound):
-    """Add a featurized tile (samples ``tile_start ..``) to block statistics.
-
-    The tile is cut at block boundaries; each piece's statistics are merged
-    into block ``start // block_size - first_block`` of the outputs (a block
-    that continues from an earlier tile is merged with the bridge rule).
-    """
-    length = Z.shape[1]
+def tile_piece_bounds(tile_start, length, block_size):
+    """Local boundaries of the pieces a tile of ``length`` samples starting at
+    ``tile_start`` is cut into by the block grid (``bounds[0] = 0``)."""
     end = tile_start + length
     first_cut = (tile_start // block_size + 1) * block_size
     n_pieces = 1
@@ -225,6 +220,20 @@ def accumulate_tile(Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2
     for i in range(1, n_pieces):
         bounds[i] = first_cut + (i - 1) * block_size - tile_start
     bounds[n_pieces] = length
+    return bounds
+
+
+@njit(nogil=True, cache=True)
+def accumulate_tile(Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2, R, norm_bound):
+    """Add a featurized tile (samples ``tile_start ..``) to block statistics.
+
+    The tile is cut at block boundaries; each piece's statistics are merged
+    into block ``start // block_size - first_block`` of the outputs (a block
+    that continues from an earlier tile is merged with the bridge rule).
+    """
+    length = Z.shape[1]
+    bounds = tile_piece_bounds(tile_start, length, block_size)
+    n_pieces = bounds.shape[0] - 1
     p = S.shape[1]
     p_S = np.empty((n_pieces, p), np.int64)
     p_Q = np.empty(n_pieces)
@@ -490,16 +499,8 @@ def threshold_tile_stats(x, thresholds, qv, tile_start, block_size, first_block,
     length, d = x.shape
     K = thresholds.shape[1]
     p = d * K
-    end = tile_start + length
-    first_cut = (tile_start // block_size + 1) * block_size
-    n_pieces = 1
-    if first_cut < end:
-        n_pieces += (end - 1 - first_cut) // block_size + 1
-    bounds = np.empty(n_pieces + 1, np.int64)
-    bounds[0] = 0
-    for i in range(1, n_pieces):
-        bounds[i] = first_cut + (i - 1) * block_size - tile_start
-    bounds[n_pieces] = length
+    bounds = tile_piece_bounds(tile_start, length, block_size)
+    n_pieces = bounds.shape[0] - 1
     level = np.empty((length, d), np.int64)  # thresholds below each sample, per channel
     for t in range(length):
         for c in range(d):

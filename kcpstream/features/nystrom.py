@@ -79,32 +79,41 @@ class Nystrom(FeatureMap):
             return np.float32(1.0 / (2.0 * self.bandwidth_**2))
         return np.float32(1.0 / self.bandwidth_)
 
-    def fit(self, sample: np.ndarray) -> Self:
+    def _start_fit(self, sample: np.ndarray, n_landmarks: int):
+        """Fit the centre and bandwidth and draw landmarks: (rng, float32 landmarks, seed)."""
         x = as_sample(sample)
         metric = "euclidean" if self.kernel == "gaussian" else "cityblock"
         sigma = resolve_bandwidth(self.bandwidth, x, metric)
         seed = resolve_seed(self.seed)
         rng = np.random.default_rng(seed)
-        m = min(self.n_features, x.shape[0])
+        m = min(n_landmarks, x.shape[0])
         idx = np.sort(rng.choice(x.shape[0], size=m, replace=False))
         self.center_ = np.median(x, axis=0)
         self.bandwidth_ = float(sigma)
-        landmarks = (x[idx] - self.center_).astype(np.float32)
+        return rng, (x[idx] - self.center_).astype(np.float32), seed
+
+    def _gram(self, landmarks: np.ndarray) -> np.ndarray:
+        """The kernel matrix of the landmarks (float64)."""
         lm = landmarks.astype(np.float64)
         diff = lm[:, None, :] - lm[None, :, :]
         if self.kernel == "gaussian":
-            gram = np.exp(-(diff**2).sum(axis=2) / (2.0 * sigma**2))
-        else:
-            gram = np.exp(-np.abs(diff).sum(axis=2) / sigma)
-        evals, evecs = np.linalg.eigh(gram)
-        keep = evals > self.rcond * evals[-1]
-        evals, evecs = evals[keep][::-1], evecs[:, keep][:, ::-1]
-        self.landmarks_ = landmarks
-        self.projection_ = np.ascontiguousarray(evecs / np.sqrt(evals), dtype=np.float32)
+            return np.exp(-(diff**2).sum(axis=2) / (2.0 * self.bandwidth_**2))
+        return np.exp(-np.abs(diff).sum(axis=2) / self.bandwidth_)
+
+    def _finish_fit(self, landmarks: np.ndarray, projection: np.ndarray, seed: int) -> Self:
+        self.landmarks_ = np.ascontiguousarray(landmarks, dtype=np.float32)
+        self.projection_ = np.ascontiguousarray(projection, dtype=np.float32)
         # ||phi(x)||^2 <= k(x, x) = 1, so every coordinate is at most 1 in magnitude
         self.quantum_exponent_ = exponent_for_amplitude(1.0)
         self.seed_ = seed
         return self
+
+    def fit(self, sample: np.ndarray) -> Self:
+        _, landmarks, seed = self._start_fit(sample, self.n_features)
+        evals, evecs = np.linalg.eigh(self._gram(landmarks))
+        keep = evals > self.rcond * evals[-1]
+        evals, evecs = evals[keep][::-1], evecs[:, keep][:, ::-1]
+        return self._finish_fit(landmarks, evecs / np.sqrt(evals), seed)
 
     def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
         nystrom_tile(

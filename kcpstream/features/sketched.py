@@ -6,10 +6,7 @@ from typing import Literal, Self
 
 import numpy as np
 
-from .bandwidth import resolve_bandwidth
-from .base import as_sample, exponent_for_amplitude
 from .nystrom import Nystrom
-from .rff import resolve_seed
 
 __all__ = ["SketchedNystrom"]
 
@@ -61,33 +58,14 @@ class SketchedNystrom(Nystrom):
         self.density = float(density)
 
     def fit(self, sample: np.ndarray) -> Self:
-        x = as_sample(sample)
-        metric = "euclidean" if self.kernel == "gaussian" else "cityblock"
-        sigma = resolve_bandwidth(self.bandwidth, x, metric)
-        seed = resolve_seed(self.seed)
-        rng = np.random.default_rng(seed)
-        m = min(self.n_landmarks or 4 * self.n_features, x.shape[0])
-        idx = np.sort(rng.choice(x.shape[0], size=m, replace=False))
-        self.center_ = np.median(x, axis=0)
-        self.bandwidth_ = float(sigma)
-        landmarks = (x[idx] - self.center_).astype(np.float32).astype(np.float64)
-        sketch = (rng.random((self.n_features, m)) < self.density) * rng.choice(
-            [-1.0, 1.0], (self.n_features, m)
-        )
+        rng, landmarks, seed = self._start_fit(sample, self.n_landmarks or 4 * self.n_features)
+        s, m = self.n_features, len(landmarks)
+        sketch = (rng.random((s, m)) < self.density) * rng.choice([-1.0, 1.0], (s, m))
         empty = ~sketch.any(axis=1)  # every row combines at least one landmark
         sketch[empty, rng.integers(m, size=int(empty.sum()))] = 1.0
-        used = sketch.any(axis=0)
+        used = sketch.any(axis=0)  # only these landmarks are ever evaluated
         sketch, landmarks = sketch[:, used], landmarks[used]
-        diff = landmarks[:, None, :] - landmarks[None, :, :]
-        if self.kernel == "gaussian":
-            gram = np.exp(-(diff**2).sum(axis=2) / (2.0 * sigma**2))
-        else:
-            gram = np.exp(-np.abs(diff).sum(axis=2) / sigma)
-        evals, evecs = np.linalg.eigh(sketch @ gram @ sketch.T)
+        evals, evecs = np.linalg.eigh(sketch @ self._gram(landmarks) @ sketch.T)
         keep = evals > self.rcond * evals[-1]
         whiten = evecs[:, keep] / np.sqrt(evals[keep])
-        self.landmarks_ = landmarks.astype(np.float32)
-        self.projection_ = np.ascontiguousarray(sketch.T @ whiten, dtype=np.float32)
-        self.quantum_exponent_ = exponent_for_amplitude(1.0)
-        self.seed_ = seed
-        return self
+        return self._finish_fit(landmarks, sketch.T @ whiten, seed)

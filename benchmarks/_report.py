@@ -1,0 +1,20 @@
+"""Output of the benchmark scripts: JSON on stdout and in a file, a markdown table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+
+def report(result: dict[str, Any], out: str | None, markdown_path: str | None,
+           markdown: Callable[[dict[str, Any]], str] | None = None) -> None:  # fmt: skip
+    """Print ``result`` as JSON; write it to ``out`` and its table to ``markdown_path``."""
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if out:
+        with open(out, "w") as fh:
+            fh.write(text + "\n")
+    if markdown_path and markdown is not None:
+        with open(markdown_path, "w") as fh:
+            fh.write(markdown(result))
