@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -18,3 +19,13 @@ def report(result: dict[str, Any], out: str | None, markdown_path: str | None,
     if markdown_path and markdown is not None:
         with open(markdown_path, "w") as fh:
             fh.write(markdown(result))
+
+
+def store_bytes(path: str, metadata: bool = True) -> int:
+    """Bytes of a zarr store on disk (without its ``zarr.json`` files if not ``metadata``)."""
+    return sum(
+        os.path.getsize(os.path.join(root, name))
+        for root, _, files in os.walk(path)
+        for name in files
+        if metadata or "zarr.json" not in name
+    )

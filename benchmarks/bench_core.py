@@ -14,7 +14,6 @@ Usage: python benchmarks/bench_core.py [--n 10000000] [--repeat 3] [--out result
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -25,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import dask
 import numpy as np
 import zarr
+from _report import report, store_bytes
 
 import kcpstream
 from kcpstream import datasets
@@ -71,11 +71,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kcpstream-bench-") as tmp:
         path = os.path.join(tmp, "signal.zarr")
         datasets.write_zarr(sig.x, path, chunks=args.chunk)
-        store_bytes = sum(
-            os.path.getsize(os.path.join(root, name))
-            for root, _, files in os.walk(path)
-            for name in files
-        )
+        size = store_bytes(path)
         with dask.config.set(scheduler="threads", num_workers=threads):
             # warm-up: compiles the kernels, fills the page cache
             res = kcpstream.segment(path, n_bkps=args.n_bkps, features=f"rff:{args.features}")
@@ -98,7 +94,7 @@ def main() -> None:
         "n_features": args.features,
         "n_bkps": args.n_bkps,
         "chunk": args.chunk,
-        "store_bytes": store_bytes,
+        "store_bytes": size,
         "threads": threads,
         "repeat": args.repeat,
         "kcpstream_seconds": statistics.median(times_kcp),
@@ -118,11 +114,7 @@ def main() -> None:
             "zarr": zarr.__version__,
         },
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    report(result, args.out, None)
 
 
 if __name__ == "__main__":

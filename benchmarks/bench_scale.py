@@ -25,6 +25,7 @@ import sys
 import tempfile
 
 import numpy as np
+from _report import report, store_bytes
 
 CHILD = r"""
 import json, os, resource, sys, threading, time
@@ -77,15 +78,6 @@ print(json.dumps({"seconds": seconds, "peak_rss": rss, "bytes_read": store.bytes
 """
 
 
-def store_size(path: str) -> int:
-    return sum(
-        os.path.getsize(os.path.join(root, name))
-        for root, _, files in os.walk(path)
-        for name in files
-        if "zarr.json" not in name
-    )
-
-
 def run(mode: str, path: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", CHILD, mode, path], capture_output=True, text=True, timeout=3600
@@ -110,7 +102,7 @@ def main() -> None:
         for n in args.n:
             path = os.path.join(tmp, f"s{n}.zarr")
             datasets.write_zarr(datasets.changing_distribution(n, 20, seed=0).x, path, chunks=2**20)
-            size = store_size(path)
+            size = store_bytes(path, metadata=False)
             base = min(
                 (run("baseline", path) for _ in range(args.repeat)), key=lambda r: r["seconds"]
             )
@@ -134,11 +126,7 @@ def main() -> None:
     ts = np.array([r["kcpstream_seconds"] for r in rows])
     growth = float(np.polyfit(np.log(ns), np.log(ts), 1)[0]) if len(rows) > 1 else None
     result = {"benchmark": "scale", "rows": rows, "growth_exponent": growth, "repeat": args.repeat}
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    report(result, args.out, None)
 
 
 if __name__ == "__main__":
