@@ -3,9 +3,9 @@
 Each function takes a tile ``x`` of shape ``(L, d)`` (any real dtype) and
 writes float32 features into ``out`` of shape ``(k, L, m)``: ``k`` groups of
 ``m`` features (RFF: the cosines and the sines), each group a contiguous
-sample-major array, so numpy's vectorised float32 trigonometry runs on
-contiguous memory and the accumulation kernels read a sample's features
-contiguously.  Feature ``g * m + j`` is ``out[g, :, j]``.
+sample-major array, so vectorised float32 arithmetic runs on contiguous
+memory and the accumulation kernels read a sample's features contiguously.
+Feature ``g * m + j`` is ``out[g, :, j]``.
 
 Every output element is computed by the same sequence of elementwise float32
 operations whatever the tile's length or position, so the features of a
@@ -33,46 +33,77 @@ def centered_float32(x: np.ndarray, center: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(xc, dtype=np.float32)
 
 
+# Cody-Waite split of pi / 2: ``k * _PIO2_HI`` and ``k * _PIO2_MID`` are exact in
+# float32 for the multiples k of pi / 2 that matter (|angle| < 2**13); beyond
+# that the reduction loses accuracy gracefully and stays deterministic.
+_TWO_OVER_PI = np.float32(0.636619772367581343)
+_PIO2_HI = np.float32(1.5703125)
+_PIO2_MID = np.float32(4.837512969970703125e-4)
+_PIO2_LO = np.float32(7.54978995489188216e-8)
+_QUARTER_PI = np.float32(0.78539818525314331)  # float32(pi / 4) rounded up
+_HUGE_ANGLE = np.float32(2.0**100)
+
+
 @njit(nogil=True, cache=True)
-def _project_rows(x, center, weights, out):
-    """``out[t, j] = sum_k xc[t, k] * weights[k, j]`` with ``xc = float32(x - center)``
-    (the difference in float64), summed in order of k (deterministic)."""
-    for t in range(x.shape[0]):
-        v = np.float32(np.float64(x[t, 0]) - center[0])
-        for j in range(weights.shape[1]):
-            out[t, j] = v * weights[0, j]
-        for k in range(1, weights.shape[0]):
-            v = np.float32(np.float64(x[t, k]) - center[k])
-            for j in range(weights.shape[1]):
-                out[t, j] += v * weights[k, j]
-
-
-def rff_tile(
-    x: np.ndarray, center: np.ndarray, weights: np.ndarray, amplitudes: np.ndarray, out: np.ndarray
-) -> None:
-    """Fourier features ``[a * cos(x W), a * sin(x W)]``.
+def rff_tile(x, center, weights, amplitudes, out):
+    """Fourier features ``[a * cos(x W), a * sin(x W)]`` in one pass.
 
     ``weights`` is float32 (d, m), ``amplitudes`` float32 (m,); ``out`` is
-    float32 (2, L, m).  The projection ``x W`` is summed over the input
-    channels in order.
+    float32 (2, L, m).  The projection ``x W`` is summed in float32 over the
+    input channels in order; then each angle's sine and cosine come from one
+    range reduction (``angle = k pi / 2 + r``, ``|r| <= pi / 4``) and the
+    minimax polynomials of Cephes' ``sinf`` / ``cosf`` (errors of about one
+    float32 ulp, like numpy's vectorised ``np.sin`` / ``np.cos``).  All of it
+    is branch-free elementwise float32 arithmetic (no fused multiply-add), so
+    it vectorizes and every element is bit-identical wherever its sample sits
+    in a tile.  ``|r|`` is clamped to ``pi / 4`` and an overflowed angle to
+    ``2**100``, so every feature is finite and bounded by its amplitude
+    whatever the input.
     """
-    proj = out[1]  # the sin group holds the projection first
-    _project_rows(x, center, weights, proj)
-    np.cos(proj, out=out[0])
-    np.sin(proj, out=proj)
-    if np.ndim(amplitudes) == 0:
-        out *= amplitudes
-    else:
-        _scale_columns(out, amplitudes)
-
-
-@njit(nogil=True, cache=True)
-def _scale_columns(out, amplitudes):
-    """``out[g, t, j] *= amplitudes[j]`` (the float32 products numpy would make)."""
-    for g in range(out.shape[0]):
-        for t in range(out.shape[1]):
-            for j in range(out.shape[2]):
-                out[g, t, j] *= amplitudes[j]
+    d = x.shape[1]
+    m = weights.shape[1]
+    proj = np.empty(m, np.float32)
+    for t in range(x.shape[0]):
+        v = np.float32(np.float64(x[t, 0]) - center[0])
+        for j in range(m):
+            proj[j] = v * weights[0, j]
+        for k in range(1, d):
+            v = np.float32(np.float64(x[t, k]) - center[k])
+            for j in range(m):
+                proj[j] += v * weights[k, j]
+        cos_row = out[0, t]
+        sin_row = out[1, t]
+        for j in range(m):
+            a = proj[j]
+            # an overflowed projection (inf, or nan from inf - inf) becomes a finite angle
+            a = a if abs(a) <= _HUGE_ANGLE else (_HUGE_ANGLE if a > 0 else -_HUGE_ANGLE)
+            kq = np.rint(a * _TWO_OVER_PI)
+            r = ((a - kq * _PIO2_HI) - kq * _PIO2_MID) - kq * _PIO2_LO
+            r = min(max(r, -_QUARTER_PI), _QUARTER_PI)
+            z = r * r
+            sp = (
+                (np.float32(-1.9515295891e-4) * z + np.float32(8.3321608736e-3)) * z
+                - np.float32(1.6666654611e-1)
+            ) * z * r + r
+            cp = (
+                (
+                    (np.float32(2.443315711809948e-5) * z - np.float32(1.388731625493765e-3)) * z
+                    + np.float32(4.166664568298827e-2)
+                )
+                * z
+                * z
+                - np.float32(0.5) * z
+                + np.float32(1.0)
+            )
+            # quadrant k mod 4, exact in float32 for every k (no integer conversion)
+            q = kq - np.float32(4.0) * np.floor(kq * np.float32(0.25))
+            odd = (q == np.float32(1.0)) | (q == np.float32(3.0))
+            s = cp if odd else sp
+            c = sp if odd else cp
+            s = -s if q >= np.float32(2.0) else s
+            c = -c if (q == np.float32(1.0)) | (q == np.float32(2.0)) else c
+            cos_row[j] = c * amplitudes[j]
+            sin_row[j] = s * amplitudes[j]
 
 
 @njit(nogil=True, cache=True)

@@ -97,9 +97,7 @@ class FourierFeatures(FeatureMap):
         return self
 
     def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
-        amp = self.amplitudes_
-        # equal amplitudes: one scalar product per value (same result, no broadcast loop)
-        rff_tile(x, self.center_, self.weights_, amp[0] if np.all(amp == amp[0]) else amp, out)
+        rff_tile(x, self.center_, self.weights_, self.amplitudes_, out)
 
 
 class RFF(FourierFeatures):

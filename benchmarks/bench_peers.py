@@ -1,0 +1,238 @@
+"""Peers: kcpstream beside the change-point tools people would otherwise use.
+
+Two signals, each at n in {1e3, 1e4, 1e5, 1e6, 1e7}:
+
+* ``scenario1``: the thesis's scenario 1, univariate, 20 change-points
+  (seed 7);
+* ``multivariate8``: 8 Gaussian channels whose correlation changes, 20
+  change-points (seed 7).
+
+Every (method, signal, n) runs in a fresh subprocess with a 300 s timeout and
+a 20 GiB address-space limit; a method is not run at larger n on a signal
+once it has failed there (timeout, memory or error).  Each child first runs
+its method on a 500-sample signal (untimed: imports and JIT compilation),
+then times one call on the signal, which was generated before the clock
+starts.  Reported: seconds, the child's peak resident memory, and F1 with a
+margin of 1 % of n (``kcpstream.metrics.f1_score``).
+
+Methods and their settings (a method given the true count gets 20):
+
+* kcpstream ``segment(x, n_bkps=20)`` and ``segment(x)`` (``pen="auto"``);
+* ruptures ``KernelCPD(kernel="rbf")``, Dynp (``n_bkps=20``) and Pelt
+  (``pen = 0.5 log n``, chosen on scenario 1 at n = 4000 with another seed),
+  ``gamma = 1 / (2 sigma^2)`` with sigma kcpstream's median heuristic, passed
+  explicitly so that ruptures need not build the Gram matrix for the median;
+* ruptures ``Binseg(model="rbf")`` and ``Binseg(model="l2")``, ``n_bkps=20``,
+  ruptures' defaults otherwise (rbf: its own median heuristic, Gram matrix);
+* skchange ``PELT`` and ``SeededBinarySegmentation`` with ``GaussianCost`` and
+  ``EDFCost`` (default penalties);
+* changeforest ``changeforest(x, "random_forest", "bs")``.
+
+Prints JSON and writes a markdown table with ``--markdown``.
+
+Usage: python benchmarks/bench_peers.py [--n 1000 ... 10000000] [--signals scenario1 multivariate8]
+       [--methods NAME ...] [--timeout 300] [--out peers.json] [--markdown peers.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+from _report import report
+
+N_VALUES = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
+SIGNALS = ("scenario1", "multivariate8")
+N_CHANGES = 20
+SEED = 7
+MEMORY_LIMIT = 20 * 2**30
+
+METHODS = (
+    "kcpstream n_bkps",
+    "kcpstream auto",
+    "ruptures KernelCPD rbf Dynp",
+    "ruptures KernelCPD rbf Pelt",
+    "ruptures Binseg rbf",
+    "ruptures Binseg l2",
+    "skchange PELT Gaussian",
+    "skchange PELT EDF",
+    "skchange SeededBinseg Gaussian",
+    "skchange SeededBinseg EDF",
+    "changeforest random_forest bs",
+)
+
+
+def make_signal(name: str, n: int):
+    from kcpstream import datasets
+
+    if name == "scenario1":
+        sig = datasets.scenario1(n, N_CHANGES, seed=SEED)
+        return sig.x.reshape(n, 1).astype(float), sig.changepoints
+    if name == "multivariate8":
+        sig = datasets.multivariate(n, N_CHANGES, d=8, seed=SEED)
+        return sig.x, sig.changepoints
+    raise ValueError(f"unknown signal {name!r}")
+
+
+def detector(method: str, n: int, x):
+    """A function of the signal returning the change-points (sorted, no ``n``)."""
+    import numpy as np
+
+    if method.startswith("kcpstream"):
+        import dask
+
+        import kcpstream
+
+        kw = {"n_bkps": N_CHANGES} if method.endswith("n_bkps") else {}
+
+        def run(x):
+            with dask.config.set(scheduler="threads"):
+                return kcpstream.segment(x, **kw).changepoints
+
+        return run
+    if method.startswith("ruptures"):
+        import ruptures as rpt
+
+        from kcpstream.features.bandwidth import median_distance
+
+        if method.startswith("ruptures KernelCPD"):
+            sigma = median_distance(x[:: max(1, len(x) // 2048)])
+            params = {"gamma": 1.0 / (2.0 * sigma**2)}
+            if method.endswith("Dynp"):
+                return lambda x: rpt.KernelCPD("rbf", params=params).fit(x).predict(n_bkps=20)[:-1]
+            pen = 0.5 * np.log(len(x))
+            return lambda x: rpt.KernelCPD("rbf", params=params).fit(x).predict(pen=pen)[:-1]
+        model = method.split()[-1]
+        return lambda x: rpt.Binseg(model=model).fit(x).predict(n_bkps=N_CHANGES)[:-1]
+    if method.startswith("skchange"):
+        from skchange.detectors import PELT, SeededBinarySegmentation
+        from skchange.interval_scorers import CostChangeScore, EDFCost, GaussianCost
+
+        cost = {"Gaussian": GaussianCost, "EDF": EDFCost}[method.split()[-1]]()
+        if "PELT" in method:
+            det = PELT(cost=cost)
+        else:
+            det = SeededBinarySegmentation(change_score=CostChangeScore(cost))
+        return lambda x: det.fit(x).predict(x)
+    if method.startswith("changeforest"):
+        from changeforest import changeforest
+
+        return lambda x: changeforest(x, "random_forest", "bs").split_points()
+    raise ValueError(f"unknown method {method!r}")
+
+
+def child(method: str, signal: str, n: int) -> None:
+    import numpy as np
+
+    small, _ = make_signal(signal, 500)
+    detector(method, 500, small)(small)  # imports and compilation, untimed
+    x, _ = make_signal(signal, n)
+    run = detector(method, n, x)
+    t0 = time.perf_counter()
+    cps = run(x)
+    seconds = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    cps = np.asarray(cps, dtype=np.int64).ravel().tolist()
+    print(json.dumps({"seconds": seconds, "peak_rss": rss, "changepoints": cps}))
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def run_one(method: str, signal: str, n: int, timeout: float) -> dict:
+    """One run in a subprocess: its figures, or ``status`` timeout / memory / error."""
+    cmd = [sys.executable, __file__, "--child", method, signal, str(n)]
+    try:
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=_limit_memory
+        )
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout"}
+    if out.returncode:
+        err = out.stderr.strip().splitlines()
+        memory = "MemoryError" in out.stderr or "bad_alloc" in out.stderr or out.returncode < 0
+        return {"status": "memory" if memory else "error", "message": err[-1] if err else ""}
+    return {"status": "ok", **json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+def markdown(result: dict) -> str:
+    ns = sorted({r["n"] for r in result["rows"]})
+    lines = []
+    for signal in result["signals"]:
+        lines += [
+            f"### {signal}: seconds (F1, margin 1 % of n)",
+            "",
+            "| method | " + " | ".join(f"n = {n:.0e}" for n in ns) + " |",
+            "|---|" + "---|" * len(ns),
+        ]
+        for method in result["methods"]:
+            cells = []
+            for n in ns:
+                row = [r for r in result["rows"] if (r["method"], r["signal"], r["n"]) ==
+                       (method, signal, n)]  # fmt: skip
+                if not row:
+                    cells.append("not run")
+                elif row[0]["status"] != "ok":
+                    cells.append(row[0]["status"])
+                else:
+                    cells.append(f"{row[0]['seconds']:.3g} s ({row[0]['f1']:.2f})")
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append(
+        "A method is not run at larger n once it has failed (timeout "
+        f"{result['timeout']:.0f} s, or memory over 20 GiB)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--child", nargs=3, metavar=("METHOD", "SIGNAL", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, nargs="+", default=list(N_VALUES))
+    ap.add_argument("--signals", nargs="+", default=list(SIGNALS), choices=SIGNALS)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--markdown", default=None)
+    args = ap.parse_args()
+    if args.child:
+        method, signal, n = args.child
+        child(method, signal, int(n))
+        return
+    from kcpstream import metrics
+
+    rows = []
+    for signal in args.signals:
+        for method in args.methods:
+            for n in sorted(args.n):
+                _, true = make_signal(signal, n)
+                res = run_one(method, signal, n, args.timeout)
+                row = {"method": method, "signal": signal, "n": n, **res}
+                if res["status"] == "ok":
+                    row["f1"] = metrics.f1_score(true, res["changepoints"], max(1, n // 100))
+                    row["n_changepoints"] = len(res.pop("changepoints"))
+                    row.pop("changepoints", None)
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                if res["status"] != "ok":
+                    break
+    result = {
+        "benchmark": "peers",
+        "signals": args.signals,
+        "methods": args.methods,
+        "timeout": args.timeout,
+        "memory_limit_bytes": MEMORY_LIMIT,
+        "rows": rows,
+    }
+    report(result, args.out, args.markdown, markdown)
+
+
+if __name__ == "__main__":
+    main()
