@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import sys
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -50,15 +51,21 @@ def _as_2d(x: np.ndarray) -> np.ndarray:
 
 
 def chunk_block_stats(
-    x: np.ndarray, start: int, fmap: FeatureMap, block_size: int, tile: int, keep: bool = False
+    x: np.ndarray,
+    start: int,
+    fmap: FeatureMap,
+    block_size: int,
+    tile: int,
+    cache: SampleCache | None = None,
 ) -> dict:
     """Block statistics of one chunk ``x`` (samples ``start ..``).
 
     Tiles are featurized in float32 and cut at block boundaries (a block
     larger than a tile is accumulated from several tiles and merged).
     Returns the statistics of the blocks the chunk touches (the first and
-    last may be partial), or the index of the first non-finite sample; with
-    ``keep`` also the raw samples (for a scheduler in this process: no copy).
+    last may be partial), or the index of the first non-finite sample.  With
+    a ``cache`` (a scheduler in this process) the raw chunk is offered to it,
+    scored by :func:`chunk_score` (a reference: no copy).
     """
     x = _as_2d(x)
     n_c = x.shape[0]
@@ -96,10 +103,22 @@ def chunk_block_stats(
             fmap._featurize_tile(xt, z)
             accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound)
         pos = t_end
-    out = {"first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R}
-    if keep:
-        out["raw"] = x
-    return out
+    if cache is not None:
+        cache.add_chunk(start, x, chunk_score(cnt, S))
+    return {"first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R}
+
+
+def chunk_score(counts: np.ndarray, S: np.ndarray) -> float:
+    """The largest gain of a split at a block boundary inside a chunk, from its
+    blocks' sums: large when the chunk holds a change, which refinement will
+    read again."""
+    x = np.cumsum(counts)[:-1].astype(np.float64)
+    if len(x) == 0:
+        return 0.0
+    n = float(counts.sum())
+    cum = np.cumsum(S, axis=0, dtype=np.float64)
+    dev = cum[:-1] - (x / n)[:, None] * cum[-1]
+    return float(np.max(n / (x * (n - x)) * np.einsum("ij,ij->i", dev, dev)))
 
 
 def featurize_range(fmap: FeatureMap, x: np.ndarray, tile: int) -> np.ndarray:
@@ -189,29 +208,22 @@ def _pass_tasks(signal: Signal, fmap: FeatureMap, block_size: int, tile: int, ca
     starts = signal.chunk_starts
     fm = dask.delayed(fmap, pure=True)
     blocks = list(signal.data.to_delayed().ravel())
-    keep = np.zeros(len(blocks), bool)
-    if cache is not None and runs_in_this_process():
-        itemsize = signal.d * np.dtype(signal.data.dtype).itemsize
-        room = cache.max_bytes - cache.nbytes
-        sizes = np.diff(starts) * itemsize
-        cached = np.array([cache.chunk(int(s0)) is not None for s0 in starts[:-1]], bool)
-        keep = ~cached & (np.cumsum(np.where(cached, 0, sizes)) <= room)
-        for i in np.flatnonzero(cached):  # already read (by the fit): no second read
-            blocks[i] = cache.chunk(int(starts[i]))
+    if cache is None or not runs_in_this_process():
+        cache = None
+    else:
+        for i, s0 in enumerate(starts[:-1]):  # already read (by the fit): no second read
+            x = cache.chunk(int(s0))
+            if x is not None:
+                blocks[i] = x
     return [
-        dask.delayed(chunk_block_stats)(blk, int(s), fm, block_size, tile, bool(k))
-        for blk, s, k in zip(blocks, starts[:-1], keep, strict=True)
+        dask.delayed(chunk_block_stats)(blk, int(s), fm, block_size, tile, cache)
+        for blk, s in zip(blocks, starts[:-1], strict=True)
     ]
 
 
-def _assemble(signal: Signal, fmap: FeatureMap, block_size: int, results, cache) -> BlockStats:
-    starts = signal.chunk_starts
+def _assemble(signal: Signal, fmap: FeatureMap, block_size: int, results) -> BlockStats:
     bad = [r["first_bad"] for r in results if r["first_bad"] >= 0]
     check_finite_index(min(bad) if bad else None, signal.description)
-    if cache is not None:
-        for i, r in enumerate(results):
-            if "raw" in r:
-                cache.add_chunk(int(starts[i]), r.pop("raw"))
     n = signal.n
     nb = -(-n // block_size)
     p = fmap.n_features_out_
@@ -274,8 +286,8 @@ def data_passes(
     every = [t for tasks in per_job for t in tasks]
     flat = _compute_with_progress(every) if progress else dask.compute(*every)
     out, i = [], 0
-    for (sig, fmap, b, cache), tasks in zip(jobs, per_job, strict=True):
-        out.append(_assemble(sig, fmap, b, flat[i : i + len(tasks)], cache))
+    for (sig, fmap, b, _), tasks in zip(jobs, per_job, strict=True):
+        out.append(_assemble(sig, fmap, b, flat[i : i + len(tasks)]))
         i += len(tasks)
     return out
 
@@ -294,36 +306,69 @@ def data_pass(
 class SampleCache:
     """Raw samples already in this process, bounded in bytes.
 
-    It holds whole chunks kept by the data pass (when the scheduler runs in
-    this process, so keeping them costs no copy) and the pieces that
+    It holds whole chunks offered by the data pass (when the scheduler runs
+    in this process, so keeping them costs no copy) and the pieces that
     refinement reads.  A split found inside a piece makes its two halves the
     end pieces of two new segments, which later rounds often scan again.
+
+    Chunks take at most three quarters of the budget.  When they do not all
+    fit, the chunks kept are those most likely to be read again: each comes
+    with a score (the largest split gain inside the chunk, from its own block
+    statistics), and a chunk with a change in it outscores a chunk without.
     """
 
     def __init__(self, block_size: int, max_bytes: int = 256 * 2**20) -> None:
         self.block_size = block_size
         self.max_bytes = max_bytes
+        self.chunk_budget = max_bytes - max_bytes // 4
         self.nbytes = 0
+        self.chunk_bytes = 0
         self.hits = 0
         self._chunks: dict[int, np.ndarray] = {}  # start -> samples
+        self._scores: dict[int, float] = {}
         self._chunk_starts: list[int] = []
         self._pieces: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._by_block: dict[int, list[tuple[int, int]]] = {}
+        self._lock = threading.Lock()
 
-    def add_chunk(self, start: int, x: np.ndarray) -> bool:
-        """Keep a whole chunk if it fits in the budget; returns whether it was kept."""
-        if start in self._chunks:
+    def __dask_tokenize__(self):
+        return ("kcpstream.SampleCache", id(self))
+
+    def add_chunk(self, start: int, x: np.ndarray, score: float = -np.inf) -> bool:
+        """Offer a whole chunk; it is kept if it fits in the chunks' budget after
+        dropping lower-scored chunks.  Returns whether it is kept.  Offering a kept
+        chunk again updates its score."""
+        with self._lock:
+            if start in self._chunks:
+                self._scores[start] = score
+                return True
+            if x.nbytes > self.chunk_budget:
+                return False
+            while self.chunk_bytes + x.nbytes > self.chunk_budget:
+                lowest = min(self._scores, key=self._scores.__getitem__)
+                if self._scores[lowest] >= score:
+                    return False
+                dropped = self._chunks.pop(lowest)
+                del self._scores[lowest]
+                self.chunk_bytes -= dropped.nbytes
+                self.nbytes -= dropped.nbytes
+            self._chunks[start] = x
+            self._scores[start] = score
+            self._chunk_starts = sorted(self._chunks)
+            self.chunk_bytes += x.nbytes
+            self.nbytes += x.nbytes
+            self._evict_pieces()
             return True
-        if self.nbytes + x.nbytes > self.max_bytes:
-            return False
-        self._chunks[start] = x
-        self._chunk_starts = sorted(self._chunks)
-        self.nbytes += x.nbytes
-        return True
 
     def chunk(self, start: int) -> np.ndarray | None:
         """The cached chunk starting at ``start``, if any."""
         return self._chunks.get(start)
+
+    def _evict_pieces(self) -> None:
+        while self.nbytes > self.max_bytes and self._pieces:
+            (a, b), old = self._pieces.popitem(last=False)
+            self._by_block[a // self.block_size].remove((a, b))
+            self.nbytes -= old.nbytes
 
     def add_piece(self, start: int, end: int, x: np.ndarray) -> None:
         key = (start, end)
@@ -336,10 +381,7 @@ class SampleCache:
         self._pieces[key] = x
         self._by_block.setdefault(start // self.block_size, []).append(key)
         self.nbytes += x.nbytes
-        while self.nbytes > self.max_bytes and self._pieces:
-            (a, b), old = self._pieces.popitem(last=False)
-            self._by_block[a // self.block_size].remove((a, b))
-            self.nbytes -= old.nbytes
+        self._evict_pieces()
 
     def get(self, start: int, end: int) -> np.ndarray | None:
         """The samples ``[start, end)`` if every one of them is cached."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -134,3 +135,42 @@ def test_path_costs_decrease_by_the_gains(reference):
     gains_in_order = reference.gains[np.argsort(np.argsort(reference.order))]
     assert len(costs) == len(reference.order) + 1
     np.testing.assert_allclose(np.diff(costs), -gains_in_order, rtol=1e-6)
+
+
+def test_chunks_holding_changes_stay_cached_when_the_cache_is_small(tmp_path, signal):
+    _zarr(tmp_path, signal.x, 2_000)  # 30 chunks of 16 kB; the cache keeps 9 of them
+    store = CountingStore(zarr.storage.LocalStore(tmp_path / "s.zarr"))
+    arr = zarr.open_group(store, mode="r")["x"]
+    with dask.config.set(scheduler="threads"):
+        res = kcpstream.segment(arr, n_bkps=6, cache_bytes=200_000)
+    assert np.abs(res.changepoints - signal.changepoints).max() < 60
+    reads = store.chunk_reads("x")
+    inside = {int(c) // 2_000 for c in signal.changepoints if 100 <= int(c) % 2_000 <= 1_900}
+    assert len(inside) >= 4
+    # refinement scans around every change; the chunks that hold one were kept
+    assert all(reads[f"x/c/{i}"] == 1 for i in inside)
+    assert sum(reads.values()) <= 30 + 2  # one change sits 4 samples from a chunk's edge
+
+
+def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
+    from kcpstream.passes import SampleCache
+
+    cache = SampleCache(block_size=10, max_bytes=4 * 800)  # chunks: 3 of 800 bytes
+    chunk = [np.full((100, 1), float(i)) for i in range(5)]
+    assert cache.add_chunk(0, chunk[0], score=1.0)
+    assert cache.add_chunk(100, chunk[1], score=5.0)
+    assert cache.add_chunk(200, chunk[2], score=3.0)
+    assert cache.add_chunk(300, chunk[3], score=4.0)  # drops the chunk scored 1
+    assert not cache.add_chunk(400, chunk[4], score=2.0)  # lower than every kept chunk
+    assert cache.chunk(0) is None and cache.chunk(400) is None
+    assert cache.chunk(300) is chunk[3] and cache.chunk_bytes == 3 * 800 <= cache.chunk_budget
+    assert cache.add_chunk(200, chunk[2], score=0.5)  # offered again: new score
+    assert cache.add_chunk(0, chunk[0], score=1.0)  # now outscores it
+    assert cache.chunk(200) is None and cache.chunk(0) is chunk[0]
+    np.testing.assert_array_equal(cache.get(120, 150), chunk[1][20:50])
+    # pieces share what is left of the budget and are dropped first
+    cache.add_piece(400, 490, np.zeros((90, 1)))
+    assert cache.get(400, 450) is not None and cache.nbytes <= cache.max_bytes
+    cache.add_piece(500, 590, np.zeros((90, 1)))
+    assert cache.get(400, 450) is None and cache.get(500, 590) is not None
+    assert cache.nbytes <= cache.max_bytes
