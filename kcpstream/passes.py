@@ -23,6 +23,7 @@ import numpy as np
 
 from ._kernels.blockstats import (
     accumulate_tile,
+    accumulate_work,
     first_nonfinite_row,
     merge_pieces_into_blocks,
     piece_stats,
@@ -85,6 +86,7 @@ def chunk_block_stats(
     fast = getattr(fmap, "_accumulate_tile", None)
     tile_len = (tile // B) * B if B <= tile else tile
     buf = fmap._tile_buffer(tile_len)
+    work_S, snaps = accumulate_work(max(tile_len, tile), B, p)
     pos = start
     while pos < end:
         if B <= tile:
@@ -101,7 +103,7 @@ def chunk_block_stats(
         else:
             z = buf if t_end - pos == tile_len else fmap._tile_buffer(t_end - pos)
             fmap._featurize_tile(xt, z)
-            accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound)
+            accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound, work_S, snaps)
         pos = t_end
     if cache is not None:
         cache.add_chunk(start, x, chunk_score(cnt, S))

@@ -31,6 +31,8 @@ from numba import njit
 __all__ = [
     "piece_stats",
     "accumulate_tile",
+    "accumulate_work",
+    "piece_stats_into",
     "threshold_tile_stats",
     "merge_pieces_into_blocks",
     "first_nonfinite_row",
@@ -70,8 +72,18 @@ def split_gain(n_left, n_right, sum_left, sum_total):
 SNAPSHOT = 8
 
 
-@njit(nogil=True, cache=True, fastmath={"reassoc", "nsz"})
+@njit(nogil=True, cache=True)
 def piece_stats(Z, scale, bounds, S, Q, M2, R, counts, norm_bound=-1.0):
+    """Statistics of consecutive pieces of a feature tile (see :func:`piece_stats_into`)."""
+    longest = 0
+    for i in range(bounds.shape[0] - 1):
+        longest = max(longest, bounds[i + 1] - bounds[i])
+    snaps = np.empty((longest // SNAPSHOT + 1, Z.shape[0] * Z.shape[2]))
+    piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps)
+
+
+@njit(nogil=True, cache=True, fastmath={"reassoc", "nsz"})
+def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps):
     """Statistics of consecutive pieces of a feature tile.
 
     Parameters
@@ -83,6 +95,8 @@ def piece_stats(Z, scale, bounds, S, Q, M2, R, counts, norm_bound=-1.0):
     norm_bound : float
         A bound on every sample's quantized norm known in advance (the
         feature map's), or a negative number to bound it from the data.
+    snaps : float64 work array, at least ``(longest piece // SNAPSHOT + 1, p)``
+        (passed in so that a caller reuses it: no allocation per tile).
 
     Every per-sample operation is elementwise across features (sum, sum of
     squares, maximum magnitude), so it vectorizes.  The quantized features
@@ -102,10 +116,6 @@ def piece_stats(Z, scale, bounds, S, Q, M2, R, counts, norm_bound=-1.0):
     k, _, m = Z.shape
     p = k * m
     n_pieces = bounds.shape[0] - 1
-    longest = 0
-    for i in range(n_pieces):
-        longest = max(longest, bounds[i + 1] - bounds[i])
-    snaps = np.empty((longest // SNAPSHOT + 1, p))
     s = np.empty(p)
     sq = np.empty(p)
     mx = np.empty(p)
@@ -224,25 +234,36 @@ def tile_piece_bounds(tile_start, length, block_size):
 
 
 @njit(nogil=True, cache=True)
-def accumulate_tile(Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2, R, norm_bound):
+def accumulate_tile(
+    Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2, R, norm_bound, work_S, snaps
+):
     """Add a featurized tile (samples ``tile_start ..``) to block statistics.
 
     The tile is cut at block boundaries; each piece's statistics are merged
     into block ``start // block_size - first_block`` of the outputs (a block
     that continues from an earlier tile is merged with the bridge rule).
+    ``work_S`` (int64, at least ``(pieces, p)``) and ``snaps`` (see
+    :func:`piece_stats_into`) are work arrays reused from tile to tile:
+    allocating them per tile costs page faults where ``malloc`` returns large
+    blocks to the system at once (dask's worker processes).
     """
     length = Z.shape[1]
     bounds = tile_piece_bounds(tile_start, length, block_size)
     n_pieces = bounds.shape[0] - 1
-    p = S.shape[1]
-    p_S = np.empty((n_pieces, p), np.int64)
+    p_S = work_S[:n_pieces]
     p_Q = np.empty(n_pieces)
     p_M2 = np.empty(n_pieces)
     p_R = np.empty(n_pieces)
     p_cnt = np.empty(n_pieces, np.int64)
-    piece_stats(Z, scale, bounds, p_S, p_Q, p_M2, p_R, p_cnt, norm_bound)
+    piece_stats_into(Z, scale, bounds, p_S, p_Q, p_M2, p_R, p_cnt, norm_bound, snaps)
     block_ids = (tile_start + bounds[:-1]) // block_size - first_block
     merge_pieces_into_blocks(block_ids, p_cnt, p_S, p_Q, p_M2, p_R, cnt, S, Q, M2, R)
+
+
+def accumulate_work(tile_len: int, block_size: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """The work arrays :func:`accumulate_tile` needs for tiles of ``tile_len`` samples."""
+    pieces = tile_len // block_size + 2
+    return np.empty((pieces, p), np.int64), np.empty((tile_len // SNAPSHOT + 1, p))
 
 
 @njit(nogil=True, cache=True)
