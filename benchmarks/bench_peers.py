@@ -28,16 +28,21 @@ Methods and their settings (a method given the true count gets 20):
   ``EDFCost`` (default penalties);
 * changeforest ``changeforest(x, "random_forest", "bs")``.
 
-Prints JSON and writes a markdown table with ``--markdown``.
+Prints JSON and writes a markdown table with ``--markdown``.  With ``--log``,
+every row is appended to a JSON-lines file as soon as it is measured, and rows
+already there are not measured again: the suite takes about an hour (most of
+it peers running into the 300 s limit), and an interrupted run resumes.
 
 Usage: python benchmarks/bench_peers.py [--n 1000 ... 10000000] [--signals scenario1 multivariate8]
-       [--methods NAME ...] [--timeout 300] [--out peers.json] [--markdown peers.md]
+       [--methods NAME ...] [--timeout 300] [--log rows.jsonl] [--out peers.json]
+       [--markdown peers.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -201,37 +206,63 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--out", default=None)
     ap.add_argument("--markdown", default=None)
+    ap.add_argument("--log", default=None, help="JSON-lines log of rows; reused when resuming")
     args = ap.parse_args()
     if args.child:
         method, signal, n = args.child
         child(method, signal, int(n))
         return
+    result = measure(args.n, args.signals, args.methods, args.timeout, args.log)
+    report(result, args.out, args.markdown, markdown)
+
+
+def measure(
+    ns: list[int],
+    signals: tuple[str, ...] | list[str] = SIGNALS,
+    methods: tuple[str, ...] | list[str] = METHODS,
+    timeout: float = 300.0,
+    log: str | None = None,
+) -> dict:
+    """Every method on every signal, n ascending, stopping a method at its first
+    failure.  Each row is appended to ``log`` (JSON lines) as it is measured; rows
+    already in ``log`` are reused, so an interrupted suite resumes where it stopped."""
     from kcpstream import metrics
 
+    done: dict[tuple, dict] = {}
+    if log and os.path.exists(log):
+        with open(log) as fh:
+            for line in fh:
+                if line.strip():
+                    row = json.loads(line)
+                    done[(row["method"], row["signal"], row["n"])] = row
     rows = []
-    for signal in args.signals:
-        for method in args.methods:
-            for n in sorted(args.n):
-                _, true = make_signal(signal, n)
-                res = run_one(method, signal, n, args.timeout)
-                row = {"method": method, "signal": signal, "n": n, **res}
-                if res["status"] == "ok":
-                    row["f1"] = metrics.f1_score(true, res["changepoints"], max(1, n // 100))
-                    row["n_changepoints"] = len(res.pop("changepoints"))
-                    row.pop("changepoints", None)
+    for signal in signals:
+        for method in methods:
+            for n in sorted(ns):
+                row = done.get((method, signal, n))
+                if row is None:
+                    _, true = make_signal(signal, n)
+                    res = run_one(method, signal, n, timeout)
+                    row = {"method": method, "signal": signal, "n": n, **res}
+                    if res["status"] == "ok":
+                        cps = row.pop("changepoints")
+                        row["f1"] = metrics.f1_score(true, cps, max(1, n // 100))
+                        row["n_changepoints"] = len(cps)
+                    if log:
+                        with open(log, "a") as fh:
+                            fh.write(json.dumps(row) + "\n")
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
-                if res["status"] != "ok":
+                if row["status"] != "ok":
                     break
-    result = {
+    return {
         "benchmark": "peers",
-        "signals": args.signals,
-        "methods": args.methods,
-        "timeout": args.timeout,
+        "signals": list(signals),
+        "methods": list(methods),
+        "timeout": timeout,
         "memory_limit_bytes": MEMORY_LIMIT,
         "rows": rows,
     }
-    report(result, args.out, args.markdown, markdown)
 
 
 if __name__ == "__main__":

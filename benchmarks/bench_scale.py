@@ -123,30 +123,20 @@ def run(mode: str, path: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> dict:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--n", type=int, nargs="+", default=[1_000_000, 10_000_000, 100_000_000])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument(
-        "--cluster-n", type=int, nargs="*", default=[100_000_000],
-        help="n at which a LocalCluster of 2 worker processes is timed too",
-    )  # fmt: skip
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+def measure(ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = ()) -> dict:
+    """Every mode at every n (see the module's docstring); the result as a dict."""
     from kcpstream import datasets
 
     modes = ["baseline", "featurize-only", "kcpstream"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="kcpstream-scale-") as tmp:
-        for n in args.n:
+        for n in ns:
             path = os.path.join(tmp, f"s{n}.zarr")
             datasets.write_zarr(datasets.changing_distribution(n, 20, seed=0).x, path, chunks=2**20)
             size = store_bytes(path, metadata=False)
             runs: dict[str, list[dict]] = {m: [] for m in modes + ["cluster"]}
-            for _ in range(args.repeat):  # interleaved, so that drift hits every mode alike
-                for mode in modes + (["cluster"] if n in args.cluster_n else []):
+            for _ in range(repeat):  # interleaved, so that drift hits every mode alike
+                for mode in modes + (["cluster"] if n in cluster_n else []):
                     runs[mode].append(run(mode, path))
             med = {m: float(np.median([r["seconds"] for r in rs])) for m, rs in runs.items() if rs}
             kcp = max(runs["kcpstream"], key=lambda r: r["peak_rss"])
@@ -173,9 +163,22 @@ def main() -> dict:
     ns = np.array([r["n"] for r in rows], dtype=float)
     ts = np.array([r["kcpstream_seconds"] for r in rows])
     growth = float(np.polyfit(np.log(ns), np.log(ts), 1)[0]) if len(rows) > 1 else None
-    result = {"benchmark": "scale", "rows": rows, "growth_exponent": growth, "repeat": args.repeat}
-    report(result, args.out, None)
-    return result
+    return {"benchmark": "scale", "rows": rows, "growth_exponent": growth, "repeat": repeat}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--n", type=int, nargs="+", default=[1_000_000, 10_000_000, 100_000_000])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--cluster-n", type=int, nargs="*", default=[100_000_000],
+        help="n at which a LocalCluster of 2 worker processes is timed too",
+    )  # fmt: skip
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    report(measure(args.n, args.repeat, tuple(args.cluster_n)), args.out, None)
 
 
 if __name__ == "__main__":
