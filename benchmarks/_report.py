@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from collections.abc import Callable
 from typing import Any
 
@@ -29,3 +30,20 @@ def store_bytes(path: str, metadata: bool = True) -> int:
         for name in files
         if metadata or "zarr.json" not in name
     )
+
+
+def machine() -> dict:
+    """The machine a benchmark ran on: Python, CPU count and model, memory."""
+    info = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
+    try:
+        with open("/proc/cpuinfo") as fh:
+            info["cpu"] = next(ln.split(":", 1)[1].strip() for ln in fh if "model name" in ln)
+        with open("/proc/meminfo") as fh:
+            info["memory_gib"] = round(int(fh.readline().split()[1]) / 2**20, 1)
+    except (OSError, StopIteration):
+        pass
+    return info

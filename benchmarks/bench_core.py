@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import dask
 import numpy as np
 import zarr
-from _report import report, store_bytes
+from _report import machine, report, store_bytes
 
 import kcpstream
 from kcpstream import datasets
@@ -107,7 +107,7 @@ def main() -> None:
         "block_size": res.diagnostics.block_size,
         "seconds_data_pass": res.diagnostics.seconds_data_pass,
         "hausdorff": int(max(dist.min(axis=0).max(), dist.min(axis=1).max())),
-        "machine": {"platform": platform.platform(), "cpus": threads},
+        "machine": {**machine(), "platform": platform.platform(), "threads": threads},
         "versions": {
             "kcpstream": kcpstream.__version__,
             "numpy": np.__version__,

@@ -83,7 +83,7 @@ def make_signal(name: str, n: int):
     raise ValueError(f"unknown signal {name!r}")
 
 
-def detector(method: str, n: int, x):
+def detector(method: str, x):
     """A function of the signal returning the change-points (sorted, no ``n``)."""
     import numpy as np
 
@@ -134,9 +134,9 @@ def child(method: str, signal: str, n: int) -> None:
     import numpy as np
 
     small, _ = make_signal(signal, 500)
-    detector(method, 500, small)(small)  # imports and compilation, untimed
+    detector(method, small)(small)  # imports and compilation, untimed
     x, _ = make_signal(signal, n)
-    run = detector(method, n, x)
+    run = detector(method, x)
     t0 = time.perf_counter()
     cps = run(x)
     seconds = time.perf_counter() - t0

@@ -24,31 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 
 import bench_peers
 import bench_scale
-from _report import report
+from _report import machine, report
 
 KERNEL_PEERS = ("ruptures KernelCPD rbf Dynp", "ruptures KernelCPD rbf Pelt", "ruptures Binseg rbf")
 DISTRIBUTION_FREE = (*KERNEL_PEERS, "skchange PELT EDF", "skchange SeededBinseg EDF",
                      "changeforest random_forest bs")  # fmt: skip
-
-
-def machine() -> dict:
-    info = {
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "machine": platform.machine(),
-    }
-    try:
-        with open("/proc/cpuinfo") as fh:
-            info["cpu"] = next(ln.split(":", 1)[1].strip() for ln in fh if "model name" in ln)
-        with open("/proc/meminfo") as fh:
-            info["memory_gib"] = round(int(fh.readline().split()[1]) / 2**20, 1)
-    except (OSError, StopIteration):
-        pass
-    return info
 
 
 def targets(scale: dict | None, peers: dict | None) -> list[tuple[str, bool | None, str]]:
