@@ -18,7 +18,7 @@ from ._version import __version__
 from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
 from .features import FeatureMap, make_feature_map
 from .features.base import DEFAULT_TILE
-from .passes import SampleCache, data_passes
+from .passes import SampleCache, data_passes, release_worker_caches
 from .result import Diagnostics, Segmentation
 from .search import NotEnoughSplitsError, SearchLog, binseg_steps, drive_many
 from .select import Selection, select_by_penalty, slope_heuristic
@@ -326,6 +326,13 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
 
 def _run(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
     """Every phase for all series at once: one data pass, searches in lockstep rounds."""
+    try:
+        return _run_phases(jobs, st, t0)
+    finally:  # the samples workers kept for refinement are freed, whatever happened
+        release_worker_caches([j.cache for j in jobs])
+
+
+def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
     t_pass = time.perf_counter()
     todo = [j for j in jobs if not j.loaded]
     for job, stats in zip(
@@ -532,6 +539,7 @@ def _build_result(
         samples_scanned=log.samples_scanned,
         samples_featurized_pass=passed,
         checkpoint=checkpoint_state,
+        samples_read_again=job.cache.samples_read_again,
     )
     return Segmentation(
         changepoints=np.asarray(changepoints, dtype=np.int64),

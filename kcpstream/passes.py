@@ -12,6 +12,8 @@ import bisect
 import contextlib
 import sys
 import threading
+import uuid
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -41,6 +43,8 @@ __all__ = [
     "ScanRequest",
     "ScanResult",
     "SampleCache",
+    "CacheHandle",
+    "release_worker_caches",
     "runs_in_this_process",
     "featurize_range",
 ]
@@ -57,7 +61,7 @@ def chunk_block_stats(
     fmap: FeatureMap,
     block_size: int,
     tile: int,
-    cache: SampleCache | None = None,
+    cache: CacheHandle | None = None,
 ) -> dict:
     """Block statistics of one chunk ``x`` (samples ``start ..``).
 
@@ -65,8 +69,11 @@ def chunk_block_stats(
     larger than a tile is accumulated from several tiles and merged).
     Returns the statistics of the blocks the chunk touches (the first and
     last may be partial), or the index of the first non-finite sample.  With
-    a ``cache`` (a scheduler in this process) the raw chunk is offered to it,
-    scored by :func:`chunk_score` (a reference: no copy).
+    a ``cache`` the raw chunk is offered to the job's sample cache in the
+    process running the task (the client's own cache under a scheduler in
+    this process, a worker's otherwise), scored by :func:`chunk_score` (a
+    reference: no copy).  ``"worker"`` names the distributed worker that ran
+    the task (``None`` outside one), so that refinement can be sent there.
     """
     x = _as_2d(x)
     n_c = x.shape[0]
@@ -106,8 +113,23 @@ def chunk_block_stats(
             accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound, work_S, snaps)
         pos = t_end
     if cache is not None:
-        cache.add_chunk(start, x, chunk_score(cnt, S))
-    return {"first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R}
+        cache.resolve().add_chunk(start, x, chunk_score(cnt, S))
+    return {
+        "first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R,
+        "worker": _worker_address(),
+    }  # fmt: skip
+
+
+def _worker_address() -> str | None:
+    """The address of the distributed worker running this task, if any."""
+    if "distributed" not in sys.modules:  # no worker can run here
+        return None
+    from distributed import get_worker
+
+    try:
+        return get_worker().address
+    except ValueError:  # not inside a worker
+        return None
 
 
 def chunk_score(counts: np.ndarray, S: np.ndarray) -> float:
@@ -167,7 +189,6 @@ class ScanResult:
     pos: int
     left: PieceStats | None
     right: PieceStats | None
-    samples: np.ndarray  # the raw samples of the piece, for the client's cache
 
 
 def scan_piece(
@@ -186,18 +207,58 @@ def scan_piece(
         cut = pos - req.piece_start
         left = _piece_of(z, fmap, scale, 0, cut)
         right = _piece_of(z, fmap, scale, cut, z.shape[1])
-    return ScanResult(req, float(gain), int(pos), left, right, x)
+    return ScanResult(req, float(gain), int(pos), left, right)
 
 
-def scan_group(
-    x: np.ndarray, offset: int, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, tile: int
-) -> list[ScanResult]:
-    """Scan several pieces of one run of chunks (samples ``offset ..``), read once (a dask task)."""
-    x = _as_2d(x)
-    return [
-        scan_piece(x[r.piece_start - offset : r.piece_end - offset], fmap, r, min_size, tile)
-        for r in reqs
-    ]
+class SourceSlice:
+    """Samples ``[start, end)`` of a signal, read only when a task asks for them.
+
+    A refinement task first looks in the sample cache of the process it runs
+    in; only on a miss does it read (the slice's own small graph, computed
+    synchronously inside the task, so the read and the scan are one task).
+    """
+
+    def __init__(self, data, start: int, end: int) -> None:
+        (self.array,) = dask.optimize(data[start:end])  # culled: only the chunks it needs
+        self.start, self.end = start, end
+
+    def __dask_tokenize__(self):
+        return ("kcpstream.SourceSlice", self.array.name)
+
+    def read(self) -> np.ndarray:
+        return _as_2d(self.array.compute(scheduler="sync"))
+
+
+def scan_run(
+    source: SourceSlice,
+    fmap: FeatureMap,
+    reqs: list[ScanRequest],
+    min_size: int,
+    tile: int,
+    cache: CacheHandle | None,
+    ship_samples: bool = False,
+) -> tuple[list[ScanResult], bool, list[np.ndarray] | None]:
+    """Scan several pieces of one run of chunks, a dask task.
+
+    Pieces are taken from the job's sample cache in this process when all of
+    them are there; otherwise the run is read once and its pieces are added
+    to the cache.  Returns the scans, whether the source was read, and (with
+    ``ship_samples``, for a scheduler whose processes keep no cache) the
+    pieces' samples for the client's cache.
+    """
+    local = cache.resolve() if cache is not None else None
+    xs = [None] * len(reqs)
+    if local is not None:
+        xs = [local.get(r.piece_start, r.piece_end) for r in reqs]
+    read = any(x is None for x in xs)
+    if read:
+        x = source.read()
+        xs = [x[r.piece_start - source.start : r.piece_end - source.start] for r in reqs]
+        if local is not None:
+            for r, xr in zip(reqs, xs, strict=True):
+                local.add_piece(r.piece_start, r.piece_end, xr)
+    results = [scan_piece(xr, fmap, r, min_size, tile) for r, xr in zip(reqs, xs, strict=True)]
+    return results, read, ([_as_2d(xr) for xr in xs] if ship_samples else None)
 
 
 def runs_in_this_process() -> bool:
@@ -206,19 +267,32 @@ def runs_in_this_process() -> bool:
     return sched is None or sched in (dask.threaded.get, dask.local.get_sync)
 
 
+def _active_client():
+    """The distributed client that is the active scheduler, if one is."""
+    client = getattr(dask.base.get_scheduler(), "__self__", None)
+    return client if client is not None and hasattr(client, "gather") else None
+
+
+def _caches_reachable() -> bool:
+    """Whether tasks run where a job's sample cache outlives a ``dask.compute``: in
+    this process, or on distributed workers (not a pool of processes made per call)."""
+    return runs_in_this_process() or _active_client() is not None
+
+
 def _pass_tasks(signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache):
     starts = signal.chunk_starts
     fm = dask.delayed(fmap, pure=True)
     blocks = list(signal.data.to_delayed().ravel())
-    if cache is None or not runs_in_this_process():
-        cache = None
-    else:
-        for i, s0 in enumerate(starts[:-1]):  # already read (by the fit): no second read
-            x = cache.chunk(int(s0))
-            if x is not None:
-                blocks[i] = x
+    handle = None
+    if cache is not None and _caches_reachable():
+        handle = cache.handle
+        if runs_in_this_process():
+            for i, s0 in enumerate(starts[:-1]):  # already read (by the fit): no second read
+                x = cache.chunk(int(s0))
+                if x is not None:
+                    blocks[i] = x
     return [
-        dask.delayed(chunk_block_stats)(blk, int(s), fm, block_size, tile, cache)
+        dask.delayed(chunk_block_stats)(blk, int(s), fm, block_size, tile, handle)
         for blk, s in zip(blocks, starts[:-1], strict=True)
     ]
 
@@ -279,17 +353,27 @@ def data_passes(
     """One pass over several signals in one :func:`dask.compute`: block statistics
     of every chunk, merged on the client per signal.
 
-    With a cache and a scheduler running in this process, the chunks that fit
-    in the cache's budget are kept (references, not copies) so that
-    refinement scans them without reading the store again.  Raises the
-    NaN/inf input error naming the first non-finite sample.
+    With a cache, the chunks most likely to be read again that fit in its
+    budget are kept where they were read (references, not copies): in this
+    process under the threaded or synchronous scheduler, in each worker's
+    memory under a distributed client.  Refinement then scans them without
+    reading the store again.  Raises the NaN/inf input error naming the first
+    non-finite sample.
     """
     per_job = [_pass_tasks(sig, fmap, b, tile, cache) for sig, fmap, b, cache in jobs]
     every = [t for tasks in per_job for t in tasks]
     flat = _compute_with_progress(every) if progress else dask.compute(*every)
     out, i = [], 0
-    for (sig, fmap, b, _), tasks in zip(jobs, per_job, strict=True):
-        out.append(_assemble(sig, fmap, b, flat[i : i + len(tasks)]))
+    for (sig, fmap, b, cache), tasks in zip(jobs, per_job, strict=True):
+        results = flat[i : i + len(tasks)]
+        out.append(_assemble(sig, fmap, b, results))
+        if cache is not None:  # where each chunk was read: refinement goes back there
+            starts = sig.chunk_starts
+            cache.homes.update(
+                (int(s), r["worker"])
+                for s, r in zip(starts[:-1], results, strict=True)
+                if r.get("worker")
+            )
         i += len(tasks)
     return out
 
@@ -317,6 +401,11 @@ class SampleCache:
     fit, the chunks kept are those most likely to be read again: each comes
     with a score (the largest split gain inside the chunk, from its own block
     statistics), and a chunk with a change in it outscores a chunk without.
+
+    Tasks reach the cache through its :attr:`handle`, resolved in the process
+    that runs them: there this very object; in a distributed worker, that
+    worker's own cache for the same job (with the same budget), which
+    :func:`release_worker_caches` drops at the end of the job.
     """
 
     def __init__(self, block_size: int, max_bytes: int = 256 * 2**20) -> None:
@@ -331,10 +420,14 @@ class SampleCache:
         self._chunk_starts: list[int] = []
         self._pieces: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._by_block: dict[int, list[tuple[int, int]]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self.homes: dict[int, str] = {}  # chunk start -> the worker that read it
+        self.samples_read_again = 0  # samples refinement had to read from the source
+        self.handle = CacheHandle(uuid.uuid4().hex, block_size, max_bytes)
+        _OWN_CACHES[self.handle.token] = self
 
     def __dask_tokenize__(self):
-        return ("kcpstream.SampleCache", id(self))
+        return ("kcpstream.SampleCache", self.handle.token)
 
     def add_chunk(self, start: int, x: np.ndarray, score: float = -np.inf) -> bool:
         """Offer a whole chunk; it is kept if it fits in the chunks' budget after
@@ -374,34 +467,95 @@ class SampleCache:
 
     def add_piece(self, start: int, end: int, x: np.ndarray) -> None:
         key = (start, end)
-        if (
-            key in self._pieces
-            or x.nbytes > self.max_bytes // 4
-            or self.get(start, end) is not None
-        ):
-            return
-        self._pieces[key] = x
-        self._by_block.setdefault(start // self.block_size, []).append(key)
-        self.nbytes += x.nbytes
-        self._evict_pieces()
+        with self._lock:
+            if (
+                key in self._pieces
+                or x.nbytes > self.max_bytes // 4
+                or self.get(start, end) is not None
+            ):
+                return
+            self._pieces[key] = x
+            self._by_block.setdefault(start // self.block_size, []).append(key)
+            self.nbytes += x.nbytes
+            self._evict_pieces()
 
     def get(self, start: int, end: int) -> np.ndarray | None:
         """The samples ``[start, end)`` if every one of them is cached."""
-        if self._chunks:
-            i = bisect.bisect_right(self._chunk_starts, start) - 1
-            if i >= 0:
-                c0 = self._chunk_starts[i]
-                x = self._chunks[c0]
-                if end <= c0 + len(x):
+        with self._lock:
+            if self._chunks:
+                i = bisect.bisect_right(self._chunk_starts, start) - 1
+                if i >= 0:
+                    c0 = self._chunk_starts[i]
+                    x = self._chunks[c0]
+                    if end <= c0 + len(x):
+                        self.hits += 1
+                        return x[start - c0 : end - c0]
+            for key in self._by_block.get(start // self.block_size, ()):
+                a, b = key
+                if a <= start and end <= b:
+                    self._pieces.move_to_end(key)
                     self.hits += 1
-                    return x[start - c0 : end - c0]
-        for key in self._by_block.get(start // self.block_size, ()):
-            a, b = key
-            if a <= start and end <= b:
-                self._pieces.move_to_end(key)
-                self.hits += 1
-                return self._pieces[key][start - a : end - a]
-        return None
+                    return self._pieces[key][start - a : end - a]
+            return None
+
+
+#: Caches made by a job in this process, by token (weak: the job owns them).
+_OWN_CACHES: weakref.WeakValueDictionary[str, SampleCache] = weakref.WeakValueDictionary()
+#: Caches a worker process made for jobs of other processes, oldest first.
+_WORKER_CACHES: OrderedDict[str, SampleCache] = OrderedDict()
+_WORKER_CACHES_LOCK = threading.Lock()
+#: Jobs whose caches a worker keeps at once (each bounded by its own budget);
+#: a job's cache is dropped by :func:`release_worker_caches` when it ends.
+MAX_WORKER_CACHES = 8
+
+
+@dataclass(frozen=True)
+class CacheHandle:
+    """Names one job's sample cache; a task resolves it in its own process."""
+
+    token: str
+    block_size: int
+    max_bytes: int
+
+    def __dask_tokenize__(self):
+        return ("kcpstream.CacheHandle", self.token)
+
+    def resolve(self) -> SampleCache:
+        """The job's cache in this process: the job's own object where the job
+        runs, else this process's cache for the job (made on first use)."""
+        own = _OWN_CACHES.get(self.token)
+        if own is not None:
+            return own
+        with _WORKER_CACHES_LOCK:
+            cache = _WORKER_CACHES.get(self.token)
+            if cache is None:
+                cache = SampleCache(self.block_size, self.max_bytes)
+                del _OWN_CACHES[cache.handle.token]  # not a job of this process
+                _WORKER_CACHES[self.token] = cache
+                while len(_WORKER_CACHES) > MAX_WORKER_CACHES:
+                    _WORKER_CACHES.popitem(last=False)
+            else:
+                _WORKER_CACHES.move_to_end(self.token)
+            return cache
+
+
+def _drop_worker_caches(tokens: list[str]) -> int:
+    """Drop this process's caches of the given jobs; returns how many it held."""
+    with _WORKER_CACHES_LOCK:
+        return sum(_WORKER_CACHES.pop(t, None) is not None for t in tokens)
+
+
+def release_worker_caches(caches: list[SampleCache]) -> None:
+    """Free the samples distributed workers keep for these jobs' refinement.
+
+    Called when the jobs end.  Only under a distributed client do workers
+    hold such caches; elsewhere this does nothing.
+    """
+    client = _active_client()
+    if client is None or not caches:
+        return
+    tokens = [c.handle.token for c in caches]
+    client.run(_drop_worker_caches, tokens)
 
 
 def _chunk_groups(
@@ -425,11 +579,15 @@ def scan_many(
     min_size: int,
     tile: int,
 ) -> list[list[ScanResult]]:
-    """Scan the requested pieces of several signals: cached pieces on the spot, the
-    others in one :func:`dask.compute` with one task per run of chunks of a signal
-    (each chunk read once).  Results come back per signal, in request order."""
+    """Scan the requested pieces of several signals: pieces in the client's cache
+    on the spot, the others in one :func:`dask.compute` with one task per run of
+    chunks of a signal.  A task uses the samples its process already holds (a
+    worker's cache) or reads its run once; under a distributed client it is sent
+    to the worker that read the run's first chunk in the data pass.  Results
+    come back per signal, in request order; samples are never sent back."""
     out: list[dict[int, ScanResult]] = []
     tasks, owners = [], []
+    reachable = _caches_reachable()
     for b, (signal, fmap, requests, cache) in enumerate(batches):
         results: dict[int, ScanResult] = {}
         out.append(results)
@@ -444,20 +602,33 @@ def scan_many(
             continue
         starts = signal.chunk_starts
         fm = dask.delayed(fmap, pure=True)
+        handle = cache.handle if cache is not None and reachable else None
+        ship = cache is not None and not reachable
         for c0, c1, members in _chunk_groups(starts, to_read):
-            x = signal.data[int(starts[c0]) : int(starts[c1 + 1])]
-            tasks.append(
-                dask.delayed(scan_group, pure=True)(x, int(starts[c0]), fm, members, min_size, tile)
+            source = SourceSlice(signal.data, int(starts[c0]), int(starts[c1 + 1]))
+            home = None if cache is None else cache.homes.get(int(starts[c0]))
+            where = (
+                dask.annotate(workers=[home], allow_other_workers=True)
+                if home is not None
+                else contextlib.nullcontext()
             )
-            owners.append(b)
-    for b, group in zip(owners, dask.compute(*tasks), strict=True):
+            with where:
+                tasks.append(
+                    dask.delayed(scan_run, pure=True)(
+                        source, fm, members, min_size, tile, handle, ship
+                    )
+                )
+            owners.append((b, source.end - source.start))
+    for (b, length), (group, read, samples) in zip(owners, dask.compute(*tasks), strict=True):
         _, _, requests, cache = batches[b]
         index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}
-        for res in group:
+        for k, res in enumerate(group):
             req = res.request
             out[b][index[(req.segment, req.piece_start, req.piece_end)]] = res
-            if cache is not None:
-                cache.add_piece(req.piece_start, req.piece_end, res.samples)
+            if samples is not None:
+                cache.add_piece(req.piece_start, req.piece_end, samples[k])
+        if read and cache is not None:
+            cache.samples_read_again += length
     return [[res[i] for i in range(len(batches[b][2]))] for b, res in enumerate(out)]
 
 

@@ -42,6 +42,10 @@ class Diagnostics:
     checkpoint : str
         ``"loaded"`` (statistics read from a checkpoint, no data pass),
         ``"written"`` (computed and stored) or ``""`` (no checkpoint).
+    samples_read_again : int
+        Samples refinement read from the source a second time because no
+        sample cache (the client's, or a worker's under a distributed client)
+        held them.  0 means the data was read exactly once.
     """
 
     samples_featurized: int
@@ -56,6 +60,7 @@ class Diagnostics:
     samples_scanned: int
     samples_featurized_pass: int = 0
     checkpoint: str = ""
+    samples_read_again: int = 0
 
 
 @dataclass(frozen=True)

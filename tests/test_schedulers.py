@@ -43,12 +43,26 @@ def test_no_sample_cache_gives_the_same_result(store, threaded):
     assert res.diagnostics.samples_featurized == threaded.diagnostics.samples_featurized
 
 
+def _worker_caches_held() -> int:
+    from kcpstream.passes import _WORKER_CACHES
+
+    return len(_WORKER_CACHES)
+
+
 def test_distributed_local_cluster_with_processes(store, threaded):
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
         ) as cluster,
-        Client(cluster),
+        Client(cluster) as client,
     ):
         res = kcpstream.segment(store, n_bkps=8)
+        no_cache = kcpstream.segment(store, n_bkps=8, cache_bytes=0)
+        held = client.run(_worker_caches_held)
     _same(res, threaded)
+    _same(no_cache, threaded)
+    # each worker kept the chunks it read; refinement was sent back to them
+    assert threaded.diagnostics.samples_read_again == 0
+    assert res.diagnostics.samples_read_again == 0
+    assert no_cache.diagnostics.samples_read_again >= no_cache.diagnostics.samples_scanned > 0
+    assert sorted(held.values()) == [0, 0]  # the workers' caches were freed with the job
