@@ -151,10 +151,13 @@ def segment(
         Samples featurized together (memory ``4 * p * tile`` bytes per task;
         does not change the result).
     cache_bytes : int, default 256 MiB
-        Raw samples kept in memory for the refinement reads: chunks the data
-        pass read (only with a scheduler in this process, where keeping them
-        costs no copy) and pieces read since.  0 disables it; the result
-        does not depend on it.
+        Raw samples kept in memory for the refinement reads: the chunks the
+        data pass read that are most likely to be read again, and pieces read
+        since (references, no copy).  The budget is per process: the
+        client's under the threaded or synchronous scheduler, each worker's
+        under a ``distributed`` client (refinement is sent to the worker that
+        read the chunk; workers drop these samples when the call returns).
+        0 disables it; the result does not depend on it.
 
     Returns
     -------
