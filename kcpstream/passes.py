@@ -408,7 +408,9 @@ class SampleCache:
     :func:`release_worker_caches` drops at the end of the job.
     """
 
-    def __init__(self, block_size: int, max_bytes: int = 256 * 2**20) -> None:
+    def __init__(
+        self, block_size: int, max_bytes: int = 256 * 2**20, *, token: str | None = None
+    ) -> None:
         self.block_size = block_size
         self.max_bytes = max_bytes
         self.chunk_budget = max_bytes - max_bytes // 4
@@ -423,8 +425,10 @@ class SampleCache:
         self._lock = threading.RLock()
         self.homes: dict[int, str] = {}  # chunk start -> the worker that read it
         self.samples_read_again = 0  # samples refinement had to read from the source
-        self.handle = CacheHandle(uuid.uuid4().hex, block_size, max_bytes)
-        _OWN_CACHES[self.handle.token] = self
+        # a job's own cache gets a new token; a worker's copy for a job, the job's
+        self.handle = CacheHandle(token or uuid.uuid4().hex, block_size, max_bytes)
+        if token is None:
+            _OWN_CACHES[self.handle.token] = self
 
     def __dask_tokenize__(self):
         return ("kcpstream.SampleCache", self.handle.token)
@@ -529,8 +533,7 @@ class CacheHandle:
         with _WORKER_CACHES_LOCK:
             cache = _WORKER_CACHES.get(self.token)
             if cache is None:
-                cache = SampleCache(self.block_size, self.max_bytes)
-                del _OWN_CACHES[cache.handle.token]  # not a job of this process
+                cache = SampleCache(self.block_size, self.max_bytes, token=self.token)
                 _WORKER_CACHES[self.token] = cache
                 while len(_WORKER_CACHES) > MAX_WORKER_CACHES:
                     _WORKER_CACHES.popitem(last=False)
