@@ -604,7 +604,6 @@ def scan_many(
         if not to_read:
             continue
         starts = signal.chunk_starts
-        fm = dask.delayed(fmap, pure=True)
         handle = cache.handle if cache is not None and reachable else None
         ship = cache is not None and not reachable
         for c0, c1, members in _chunk_groups(starts, to_read):
@@ -618,7 +617,7 @@ def scan_many(
             with where:
                 tasks.append(
                     dask.delayed(scan_run, pure=True)(
-                        source, fm, members, min_size, tile, handle, ship
+                        source, fmap, members, min_size, tile, handle, ship
                     )
                 )
             owners.append((b, source.end - source.start))
