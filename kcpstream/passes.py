@@ -430,9 +430,6 @@ class SampleCache:
         if token is None:
             _OWN_CACHES[self.handle.token] = self
 
-    def __dask_tokenize__(self):
-        return ("kcpstream.SampleCache", self.handle.token)
-
     def add_chunk(self, start: int, x: np.ndarray, score: float = -np.inf) -> bool:
         """Offer a whole chunk; it is kept if it fits in the chunks' budget after
         dropping lower-scored chunks.  Returns whether it is kept.  Offering a kept
