@@ -32,7 +32,7 @@ from ._kernels.blockstats import (
 )
 from ._kernels.blockstats import scan_piece as _scan_piece_kernel
 from .features.base import FeatureMap
-from .signal import Signal, check_finite_index
+from .signal import Signal, SourceSlice, check_finite_index
 from .stats import BlockStats, PieceStats
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "release_worker_caches",
     "runs_in_this_process",
     "featurize_range",
+    "fit_sample",
 ]
 
 
@@ -210,25 +211,6 @@ def scan_piece(
     return ScanResult(req, float(gain), int(pos), left, right)
 
 
-class SourceSlice:
-    """Samples ``[start, end)`` of a signal, read only when a task asks for them.
-
-    A refinement task first looks in the sample cache of the process it runs
-    in; only on a miss does it read (the slice's own small graph, computed
-    synchronously inside the task, so the read and the scan are one task).
-    """
-
-    def __init__(self, data, start: int, end: int) -> None:
-        (self.array,) = dask.optimize(data[start:end])  # culled: only the chunks it needs
-        self.start, self.end = start, end
-
-    def __dask_tokenize__(self):
-        return ("kcpstream.SourceSlice", self.array.name)
-
-    def read(self) -> np.ndarray:
-        return _as_2d(self.array.compute(scheduler="sync"))
-
-
 def scan_run(
     source: SourceSlice,
     fmap: FeatureMap,
@@ -279,22 +261,94 @@ def _caches_reachable() -> bool:
     return runs_in_this_process() or _active_client() is not None
 
 
+def _where(home: str | None):
+    """Annotate the tasks made inside to prefer worker ``home`` (when known)."""
+    if home is None:
+        return contextlib.nullcontext()
+    return dask.annotate(workers=[home], allow_other_workers=True)
+
+
+def read_block_stats(
+    source: SourceSlice, fmap: FeatureMap, block_size: int, tile: int, cache: CacheHandle | None
+) -> dict:
+    """:func:`chunk_block_stats` of one chunk, a dask task: the chunk is taken from
+    the job's sample cache in this process (where the fit sample left it) or read.
+    ``"from_cache"`` says which."""
+    local = cache.resolve() if cache is not None else None
+    x = local.chunk(source.start) if local is not None else None
+    from_cache = x is not None
+    if x is None:
+        x = source.read()
+    out = chunk_block_stats(x, source.start, fmap, block_size, tile, cache)
+    out["from_cache"] = from_cache
+    return out
+
+
 def _pass_tasks(signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache):
-    starts = signal.chunk_starts
-    fm = dask.delayed(fmap, pure=True)
-    blocks = list(signal.data.to_delayed().ravel())
-    handle = None
-    if cache is not None and _caches_reachable():
-        handle = cache.handle
-        if runs_in_this_process():
-            for i, s0 in enumerate(starts[:-1]):  # already read (by the fit): no second read
-                x = cache.chunk(int(s0))
-                if x is not None:
-                    blocks[i] = x
-    return [
-        dask.delayed(chunk_block_stats)(blk, int(s), fm, block_size, tile, handle)
-        for blk, s in zip(blocks, starts[:-1], strict=True)
-    ]
+    reader = signal.reader
+    handle = cache.handle if cache is not None and _caches_reachable() else None
+    here = handle is not None and runs_in_this_process()
+    tasks = []
+    for i in range(reader.n_chunks):
+        start = int(reader.starts[i])
+        x = cache.chunk(start) if here else None
+        if x is not None:  # the fit sample read it in this process: the task holds it
+            tasks.append(dask.delayed(chunk_block_stats)(x, start, fmap, block_size, tile, handle))
+            continue
+        home = None if handle is None else cache.homes.get(start)
+        with _where(home):  # a chunk the fit sample left in a worker's cache
+            tasks.append(reader.task(read_block_stats, i, i, fmap, block_size, tile, handle))
+    return tasks
+
+
+def read_rows(
+    source: SourceSlice, ranges: list[tuple[int, int]], cache: CacheHandle | None
+) -> tuple[list[np.ndarray], str | None]:
+    """Rows ``[lo, hi)`` (float64, positions within the chunk) of one chunk, a dask
+    task: the whole chunk is read and offered to the job's sample cache in this
+    process, for the data pass (with the lowest score until the data pass scores
+    it).  Also returns the worker that ran it, if any."""
+    local = cache.resolve() if cache is not None else None
+    x = local.chunk(source.start) if local is not None else None
+    if x is None:
+        x = source.read()
+        if local is not None:
+            local.add_chunk(source.start, x)
+    x = _as_2d(x)
+    return [x[lo:hi].astype(np.float64) for lo, hi in ranges], _worker_address()
+
+
+def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCache) -> np.ndarray:
+    """The samples of ``windows`` (float64, in order), read through the job's cache.
+
+    The chunks the windows overlap are read whole, one task each, and kept
+    where they were read (this process, or a distributed worker, whose data
+    pass task for the chunk is then sent there), so the data pass does not
+    read them again.  Where no cache outlives a compute (a process pool)
+    only the windows are read.
+    """
+    reader = signal.reader
+    starts = reader.starts
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    order = []  # (chunk, index of its range)
+    for a, b in windows:
+        first = int(np.searchsorted(starts, a, side="right")) - 1
+        last = int(np.searchsorted(starts, b - 1, side="right")) - 1
+        for i in range(first, last + 1):
+            lo, hi = max(a, starts[i]) - starts[i], min(b, starts[i + 1]) - starts[i]
+            ranges.setdefault(i, []).append((int(lo), int(hi)))
+            order.append((i, len(ranges[i]) - 1))
+    needed = sorted(ranges)
+    cache.fit_chunks.update(int(starts[i]) for i in needed)
+    if not _caches_reachable():
+        rows = dask.compute(*[signal.data[a:b] for a, b in windows])
+        return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
+    tasks = [reader.task(read_rows, i, i, ranges[i], cache.handle) for i in needed]
+    read = dict(zip(needed, dask.compute(*tasks), strict=True))
+    for i, (_, worker) in read.items():
+        if worker is not None:
+            cache.homes[int(starts[i])] = worker
+    return np.concatenate([read[i][0][k] for i, k in order], axis=0)
 
 
 def _assemble(signal: Signal, fmap: FeatureMap, block_size: int, results) -> BlockStats:
@@ -367,13 +421,14 @@ def data_passes(
     for (sig, fmap, b, cache), tasks in zip(jobs, per_job, strict=True):
         results = flat[i : i + len(tasks)]
         out.append(_assemble(sig, fmap, b, results))
-        if cache is not None:  # where each chunk was read: refinement goes back there
+        if cache is not None:
             starts = sig.chunk_starts
-            cache.homes.update(
-                (int(s), r["worker"])
-                for s, r in zip(starts[:-1], results, strict=True)
-                if r.get("worker")
-            )
+            for s0, s1, r in zip(starts[:-1], starts[1:], results, strict=True):
+                if r.get("worker"):  # where the chunk was read: refinement goes back there
+                    cache.homes[int(s0)] = r["worker"]
+                # (a chunk the task was given was not read again)
+                if int(s0) in cache.fit_chunks and not r.get("from_cache", True):
+                    cache.samples_read_again += int(s1 - s0)  # the fit had read it
         i += len(tasks)
     return out
 
@@ -424,7 +479,8 @@ class SampleCache:
         self._by_block: dict[int, list[tuple[int, int]]] = {}
         self._lock = threading.RLock()
         self.homes: dict[int, str] = {}  # chunk start -> the worker that read it
-        self.samples_read_again = 0  # samples refinement had to read from the source
+        self.fit_chunks: set[int] = set()  # starts of the chunks the fit sample read
+        self.samples_read_again = 0  # samples read from the source a second time
         # a job's own cache gets a new token; a worker's copy for a job, the job's
         self.handle = CacheHandle(token or uuid.uuid4().hex, block_size, max_bytes)
         if token is None:
@@ -600,24 +656,16 @@ def scan_many(
                 results[i] = scan_piece(x, fmap, r, min_size, tile)
         if not to_read:
             continue
-        starts = signal.chunk_starts
+        reader = signal.reader
         handle = cache.handle if cache is not None and reachable else None
         ship = cache is not None and not reachable
-        for c0, c1, members in _chunk_groups(starts, to_read):
-            source = SourceSlice(signal.data, int(starts[c0]), int(starts[c1 + 1]))
-            home = None if cache is None else cache.homes.get(int(starts[c0]))
-            where = (
-                dask.annotate(workers=[home], allow_other_workers=True)
-                if home is not None
-                else contextlib.nullcontext()
-            )
-            with where:
+        for c0, c1, members in _chunk_groups(reader.starts, to_read):
+            home = None if cache is None else cache.homes.get(int(reader.starts[c0]))
+            with _where(home):
                 tasks.append(
-                    dask.delayed(scan_run, pure=True)(
-                        source, fmap, members, min_size, tile, handle, ship
-                    )
+                    reader.task(scan_run, c0, c1, fmap, members, min_size, tile, handle, ship)
                 )
-            owners.append((b, source.end - source.start))
+            owners.append((b, int(reader.starts[c1 + 1] - reader.starts[c0])))
     for (b, length), (group, read, samples) in zip(owners, dask.compute(*tasks), strict=True):
         _, _, requests, cache = batches[b]
         index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}

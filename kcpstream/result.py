@@ -43,9 +43,10 @@ class Diagnostics:
         ``"loaded"`` (statistics read from a checkpoint, no data pass),
         ``"written"`` (computed and stored) or ``""`` (no checkpoint).
     samples_read_again : int
-        Samples refinement read from the source a second time because no
-        sample cache (the client's, or a worker's under a distributed client)
-        held them.  0 means the data was read exactly once.
+        Samples read from the source a second time because no sample cache
+        (the client's, or a worker's under a distributed client) held them:
+        by the data pass (chunks the fit sample had read) and by refinement.
+        0 means the data was read exactly once.
     """
 
     samples_featurized: int

@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import dask
 import dask.array as da
 import numpy as np
+from dask.core import get_dependencies
+from dask.local import get_sync
 
-__all__ = ["Signal", "as_signal", "window_signal", "InputError", "check_finite_index"]
+__all__ = [
+    "Signal",
+    "ChunkReader",
+    "SourceSlice",
+    "as_signal",
+    "window_signal",
+    "InputError",
+    "check_finite_index",
+]
 
 #: Largest number of samples a series may have: keeps the exact int64 sums of
 #: features (at most 2**28 per sample and coordinate) free of overflow.
@@ -58,6 +69,11 @@ class Signal:
         """Start index of every chunk, plus ``n`` at the end."""
         return np.concatenate([[0], np.cumsum(self.data.chunks[0])]).astype(np.int64)
 
+    @cached_property
+    def reader(self) -> ChunkReader:
+        """Reads runs of chunks inside tasks (see :class:`ChunkReader`)."""
+        return ChunkReader(self.data)
+
     def fit_windows(self, max_points: int = 2048, max_windows: int = 8) -> list[tuple[int, int]]:
         """The ``[start, end)`` windows of the fit sample (see :meth:`sample`)."""
         n = self.n
@@ -74,39 +90,17 @@ class Signal:
         The windows are placed in time, not by chunk, so the sample (and the
         fitted feature map) is the same for every chunking of the same data.
         Only the chunks that the windows overlap are read.  With a ``cache``
-        (a :class:`~kcpstream.passes.SampleCache`) and a scheduler running in
-        this process, those chunks are read whole and kept, so that the data
-        pass does not read them again.
+        (a :class:`~kcpstream.passes.SampleCache`) those chunks are read whole
+        and kept where they were read (see :func:`~kcpstream.passes.fit_sample`),
+        so that the data pass does not read them again.
         """
         windows = self.fit_windows(max_points, max_windows)
         if cache is not None:
-            from .passes import runs_in_this_process
+            from .passes import fit_sample
 
-            if runs_in_this_process():
-                return self._sample_through_cache(windows, cache)
+            return fit_sample(self, windows, cache)
         rows = dask.compute(*[self.data[a:b] for a, b in windows])
         return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
-
-    def _chunk_range(self, start: int, end: int) -> range:
-        """Indices of the chunks holding samples ``[start, end)``."""
-        starts = self.chunk_starts
-        first = int(np.searchsorted(starts, start, side="right")) - 1
-        last = int(np.searchsorted(starts, end - 1, side="right")) - 1
-        return range(first, last + 1)
-
-    def _sample_through_cache(self, windows: list[tuple[int, int]], cache) -> np.ndarray:
-        starts = self.chunk_starts
-        needed = sorted({i for a, b in windows for i in self._chunk_range(a, b)})
-        read = dask.compute(*[self.data.blocks[i] for i in needed])
-        chunks = {i: np.asarray(x) for i, x in zip(needed, read, strict=True)}
-        for i, x in chunks.items():
-            cache.add_chunk(int(starts[i]), x)
-        parts = []
-        for a, b in windows:
-            for i in self._chunk_range(a, b):
-                lo, hi = max(a, starts[i]) - starts[i], min(b, starts[i + 1]) - starts[i]
-                parts.append(chunks[i][lo:hi].astype(np.float64))
-        return np.concatenate(parts, axis=0)
 
     def first_nonfinite(self) -> int | None:
         """Index of the first sample with a NaN or inf in any channel, or None."""
@@ -115,6 +109,91 @@ class Signal:
         bad = ~da.isfinite(self.data).all(axis=1)
         any_bad, first = dask.compute(bad.any(), da.argmax(bad))
         return int(first) if any_bad else None
+
+
+class SourceSlice:
+    """Chunks ``[start, end)`` of a signal, read only when a task asks for them.
+
+    It carries the part of the array's graph those chunks need (for a zarr
+    store: the array handle and the chunks' read tasks), so the read happens
+    inside the task that uses the samples, after that task has looked in its
+    process's sample cache.  Chunks already held by a cluster (a persisted
+    array) are passed to the task as its dependencies instead.
+    """
+
+    def __init__(
+        self, graph: dict | None, keys: list, start: int, end: int, parts: list | None = None
+    ) -> None:
+        self.graph, self.keys, self.parts = graph, keys, parts
+        self.start, self.end = start, end
+
+    def __dask_tokenize__(self):
+        return ("kcpstream.SourceSlice", tuple(self.keys))
+
+    def read(self) -> np.ndarray:
+        """The samples, shape ``(end - start, d)`` (one chunk: no copy)."""
+        parts = self.parts if self.parts is not None else get_sync(self.graph, self.keys)
+        parts = [np.asarray(x) for x in parts]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
+def _with_parts(func, source: SourceSlice, parts: list, *args):
+    """Call ``func`` on a slice whose chunks dask computed as dependencies."""
+    return func(SourceSlice(None, source.keys, source.start, source.end, parts), *args)
+
+
+def _dependencies(graph: dict, key) -> set:
+    """The keys a task of ``graph`` needs, including keys the graph does not hold."""
+    node = graph[key]
+    deps = getattr(node, "dependencies", None)  # a dask task spec node knows them all
+    return set(deps) if deps is not None else get_dependencies(graph, key)
+
+
+class ChunkReader:
+    """The chunks of a signal's dask array, as tasks that read them.
+
+    The array's optimized graph is materialised once; a task on a run of
+    chunks carries only the graph those chunks depend on, so making one costs
+    microseconds and the read and its use are a single task.  When the graph
+    refers to keys it does not hold (an array persisted on a cluster), tasks
+    take the chunks as dependencies instead.
+    """
+
+    def __init__(self, data: da.Array) -> None:
+        (opt,) = dask.optimize(data)
+        self._graph = dict(opt.__dask_graph__())
+        self._keys = [row[0] for row in opt.__dask_keys__()]  # one chunk along channels
+        self._deps = {k: _dependencies(self._graph, k) for k in self._graph}
+        self.self_contained = all(d in self._graph for ds in self._deps.values() for d in ds)
+        self._blocks = None if self.self_contained else list(opt.to_delayed().ravel())
+        self.starts = np.concatenate([[0], np.cumsum(data.chunks[0])]).astype(np.int64)
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self._keys)
+
+    def run(self, first: int, last: int) -> SourceSlice:
+        """Chunks ``first .. last`` (inclusive)."""
+        keys = self._keys[first : last + 1]
+        start, end = int(self.starts[first]), int(self.starts[last + 1])
+        if not self.self_contained:
+            return SourceSlice(None, keys, start, end)
+        graph: dict = {}
+        todo = list(keys)
+        while todo:
+            key = todo.pop()
+            if key not in graph:
+                graph[key] = self._graph[key]
+                todo.extend(self._deps[key])
+        return SourceSlice(graph, keys, start, end)
+
+    def task(self, func, first: int, last: int, *args):
+        """``dask.delayed(func)(slice of chunks first .. last, *args)``."""
+        source = self.run(first, last)
+        if self.self_contained:
+            return dask.delayed(func, pure=True)(source, *args)
+        parts = self._blocks[first : last + 1]
+        return dask.delayed(_with_parts, pure=True)(func, source, parts, *args)
 
 
 def check_finite_index(first_bad: int | None, description: str) -> None:

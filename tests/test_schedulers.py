@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dask
+import dask.array as da
 import pytest
 from distributed import Client, LocalCluster
 
@@ -59,9 +60,15 @@ def test_distributed_local_cluster_with_processes(store, threaded):
         res = kcpstream.segment(store, n_bkps=8)
         no_cache = kcpstream.segment(store, n_bkps=8, cache_bytes=0)
         held = client.run(_worker_caches_held)
+        # an array the cluster already holds: tasks take its chunks as dependencies
+        persisted = da.from_zarr(store, component="x").persist()
+        in_memory = [kcpstream.segment(persisted, n_bkps=8, cache_bytes=c) for c in (2**28, 0)]
     _same(res, threaded)
     _same(no_cache, threaded)
-    # each worker kept the chunks it read; refinement was sent back to them
+    for r in in_memory:
+        _same(r, threaded)
+    # each worker kept the chunks it read (the fit sample's too); the data pass and
+    # refinement were sent back to them
     assert threaded.diagnostics.samples_read_again == 0
     assert res.diagnostics.samples_read_again == 0
     assert no_cache.diagnostics.samples_read_again >= no_cache.diagnostics.samples_scanned > 0

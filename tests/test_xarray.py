@@ -149,7 +149,7 @@ def test_batch_uses_one_data_pass_and_shared_rounds(sensors):
     log = _ComputeLog()
     with log.callback:
         batch = kcpstream.segment(ds["pressure"], batch_dims="sensor", n_bkps=3, cache_bytes=0)
-    passes = [c for c in log.computes if "chunk_block_stats" in c]
+    passes = [c for c in log.computes if "read_block_stats" in c]
     assert len(passes) == 1  # every sensor's data pass in one graph
     scans = [c for c in log.computes if "scan_run" in c]
     assert len(scans) <= max(r.diagnostics.rounds for _, r in batch)  # rounds shared
