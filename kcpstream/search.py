@@ -18,7 +18,9 @@ the smallest index.
 The driver reproduces sequential binary segmentation (split the segment with
 the largest gain, repeat) but evaluates the children of every segment that
 the sequential order would split next in the same round, so the number of
-rounds is about the depth of the segmentation tree.
+rounds is about the depth of the segmentation tree.  The same round also
+refines the segments whose bound could still displace the weakest split
+taken, which the replay would otherwise meet one round at a time.
 """
 
 from __future__ import annotations
@@ -161,6 +163,22 @@ def _apply_scans(segments: list[SegmentSplit], results) -> None:
         seg.upper = seg.gain
 
 
+def _contenders(
+    heap: list, known: dict, order: list[SegmentSplit], to_refine: list[SegmentSplit]
+) -> list[SegmentSplit]:
+    """Unrefined segments the replay did not reach whose bound reaches the weakest
+    split it took (an exact gain, or a lower bound ``gain`` of a segment being
+    refined).  Once the segments above them are refined they are the next ones
+    the replay meets, one per round; refining them now saves those rounds.  Any
+    segment may be refined early: its split becomes exact, the replay is unchanged.
+    """
+    taken = [seg.gain for seg in (*order, *to_refine) if seg.split >= 0]
+    if not taken:
+        return []
+    floor = min(taken)
+    return [seg for seg in (known[key] for _, key in heap) if not seg.exact and seg.upper >= floor]
+
+
 def count_round(log: SearchLog, requests: list[ScanRequest]) -> None:
     log.rounds += 1
     log.pieces_scanned += len(requests)
@@ -230,6 +248,7 @@ def binseg_steps(
                 heapq.heappush(heap, (kid.sort_key(), (kid.start, kid.end)))
         if not to_refine:
             break
+        to_refine += _contenders(heap, known, order, to_refine)
         requests = [req for seg in to_refine for req in seg.pending]
         count_round(log, requests)
         _apply_scans(to_refine, (yield requests))

@@ -22,6 +22,13 @@ def test_one_million_samples_featurized_at_most_1_3_times():
     assert np.abs(res.changepoints - sig.changepoints).max() <= 100
 
 
+def test_segments_that_may_displace_the_weakest_split_are_refined_together():
+    # refined one per round as the replay meets them, this search took 22 rounds
+    sig = datasets.changing_distribution(400_000, 20, seed=0)
+    res = kcpstream.segment(sig.x, n_bkps=20)
+    assert res.diagnostics.rounds <= 12
+
+
 @pytest.mark.parametrize("features", ["rff:16", "nystrom:12", "linear"])
 @pytest.mark.parametrize("block_size", [None, 997, 4096])
 def test_exact_against_bruteforce_at_200k(features, block_size):
