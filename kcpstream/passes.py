@@ -146,11 +146,36 @@ def chunk_score(counts: np.ndarray, S: np.ndarray) -> float:
     return float(np.max(n / (x * (n - x)) * np.einsum("ij,ij->i", dev, dev)))
 
 
-def featurize_range(fmap: FeatureMap, x: np.ndarray, tile: int) -> np.ndarray:
-    """Raw float32 features (k, L, m) of every sample of ``x``, tile by tile."""
+#: Largest feature buffer a thread keeps for refinement scans (bytes): a
+#: piece's features are written into it instead of a fresh allocation.
+MAX_SCRATCH_BYTES = 8 * 2**20
+_SCRATCH = threading.local()
+
+
+def _scratch_features(fmap: FeatureMap, length: int) -> np.ndarray:
+    """A float32 (k, length, m) buffer: this thread's scratch when it fits in
+    :data:`MAX_SCRATCH_BYTES` (valid until the thread's next call), else new."""
+    k, m = fmap.tile_groups_
+    size = k * length * m
+    if 4 * size > MAX_SCRATCH_BYTES:
+        return fmap._tile_buffer(length)
+    flat = getattr(_SCRATCH, "z", None)
+    if flat is None or flat.size < size:
+        flat = _SCRATCH.z = np.empty(max(size, 2 * (0 if flat is None else flat.size)), np.float32)
+    return flat[:size].reshape(k, length, m)
+
+
+def featurize_range(
+    fmap: FeatureMap, x: np.ndarray, tile: int, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Raw float32 features (k, L, m) of every sample of ``x``, tile by tile
+    (into ``out`` when given)."""
     x = _as_2d(x)
     length = x.shape[0]
-    out = fmap._tile_buffer(length)
+    out = fmap._tile_buffer(length) if out is None else out
+    if length <= tile:
+        fmap._featurize_tile(x, out)
+        return out
     for lo in range(0, length, tile):
         hi = min(length, lo + tile)
         z = fmap._tile_buffer(hi - lo)
@@ -159,17 +184,18 @@ def featurize_range(fmap: FeatureMap, x: np.ndarray, tile: int) -> np.ndarray:
     return out
 
 
-def _piece_of(z: np.ndarray, fmap: FeatureMap, scale: float, lo: int, hi: int) -> PieceStats:
+def _split_pieces(z: np.ndarray, scale: float, cut: int) -> tuple[PieceStats, PieceStats]:
+    """Statistics of the features ``z`` (k, L, m) before and after ``cut``."""
     p = z.shape[0] * z.shape[2]
-    S = np.empty((1, p), np.int64)
-    Q = np.empty(1)
-    M2 = np.empty(1)
-    R = np.empty(1)
-    cnt = np.empty(1, np.int64)
-    piece_stats(
-        np.ascontiguousarray(z[:, lo:hi]), scale, np.array([0, hi - lo], np.int64), S, Q, M2, R, cnt
+    S = np.empty((2, p), np.int64)
+    Q, M2, R = np.empty(2), np.empty(2), np.empty(2)
+    cnt = np.empty(2, np.int64)
+    piece_stats(z, scale, np.array([0, cut, z.shape[1]], np.int64), S, Q, M2, R, cnt)
+    left, right = (
+        PieceStats(count=int(cnt[i]), S=S[i], Q=float(Q[i]), M2=float(M2[i]), R=float(R[i]))
+        for i in (0, 1)
     )
-    return PieceStats(count=int(cnt[0]), S=S[0], Q=float(Q[0]), M2=float(M2[0]), R=float(R[0]))
+    return left, right
 
 
 @dataclass(frozen=True)
@@ -197,7 +223,7 @@ def scan_piece(
 ) -> ScanResult:
     """Featurize one piece (its raw samples ``x``) and scan it sample by sample."""
     x = _as_2d(x)
-    z = featurize_range(fmap, x, tile)
+    z = featurize_range(fmap, x, tile, _scratch_features(fmap, x.shape[0]))
     scale = float(2.0**fmap.quantum_exponent_)
     a, e = req.segment
     gain, pos = _scan_piece_kernel(
@@ -205,9 +231,7 @@ def scan_piece(
     )
     left = right = None
     if pos >= 0:
-        cut = pos - req.piece_start
-        left = _piece_of(z, fmap, scale, 0, cut)
-        right = _piece_of(z, fmap, scale, cut, z.shape[1])
+        left, right = _split_pieces(z, scale, pos - req.piece_start)
     return ScanResult(req, float(gain), int(pos), left, right)
 
 
