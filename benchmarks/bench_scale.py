@@ -14,7 +14,13 @@ each in a fresh subprocess (so that peak resident memory is the run's own):
   threaded scheduler, reading through a store wrapper that counts the bytes
   it returns;
 * cluster (at ``--cluster-n``): the same call from a ``LocalCluster`` of 2
-  worker processes (1 thread each), given the store's path; time only.
+  worker processes (1 thread each), given the store's path; time only.  Each
+  worker loads the compiled kernels first, as the threaded run does.  Twice:
+  with distributed's default worker environment, and with
+  ``MALLOC_TRIM_THRESHOLD_`` unset (distributed sets it to 65536 in the
+  workers it spawns, which makes every allocation above 128 kB a fresh
+  memory mapping: zarr's chunk decoding then faults in about 10 MB of new
+  pages per 4 MB chunk).
 
 Modes are interleaved over ``--repeat`` rounds and each figure is the
 median; ratios are between medians of the same run.
@@ -98,16 +104,25 @@ elif mode == "kcpstream":
         res = kcpstream.segment(arr, n_bkps=20, features="rff:64")
     extra = {"passes": res.diagnostics.passes, "rounds": res.diagnostics.rounds}
 else:  # a LocalCluster of 2 worker processes reading the store by path
-    import kcpstream
+    import dask, kcpstream
     from distributed import Client, LocalCluster
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True)
-    with cluster, Client(cluster):
+
+    def warm():  # each worker loads the compiled kernels, as the threaded run does
+        import dask, numpy as np, kcpstream
+        with dask.config.set(scheduler="sync"):
+            kcpstream.segment(np.arange(1000) % 7 * 1.0, n_bkps=1, features="rff:64")
+
+    environ = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+    with dask.config.set({environ: None} if mode == "cluster-untrimmed" else {}):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True)
+    with cluster, Client(cluster) as client:
+        client.run(warm)
         kcpstream.segment(np.arange(1000) % 7 * 1.0, n_bkps=1, features="rff:64")
         t0 = time.perf_counter()
         res = kcpstream.segment(path, n_bkps=20, features="rff:64")
         seconds = time.perf_counter() - t0
     extra = {"passes": res.diagnostics.passes, "rounds": res.diagnostics.rounds}
-if mode != "cluster":
+if not mode.startswith("cluster"):
     seconds = time.perf_counter() - t0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"seconds": seconds, "peak_rss": rss, "bytes_read": store.bytes_read, **extra}))
@@ -134,9 +149,10 @@ def measure(ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = ()) -> 
             path = os.path.join(tmp, f"s{n}.zarr")
             datasets.write_zarr(datasets.changing_distribution(n, 20, seed=0).x, path, chunks=2**20)
             size = store_bytes(path, metadata=False)
-            runs: dict[str, list[dict]] = {m: [] for m in modes + ["cluster"]}
+            clusters = ["cluster", "cluster-untrimmed"] if n in cluster_n else []
+            runs: dict[str, list[dict]] = {m: [] for m in modes + clusters}
             for _ in range(repeat):  # interleaved, so that drift hits every mode alike
-                for mode in modes + (["cluster"] if n in cluster_n else []):
+                for mode in modes + clusters:
                     runs[mode].append(run(mode, path))
             med = {m: float(np.median([r["seconds"] for r in rs])) for m, rs in runs.items() if rs}
             kcp = max(runs["kcpstream"], key=lambda r: r["peak_rss"])
@@ -158,6 +174,8 @@ def measure(ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = ()) -> 
             if "cluster" in med:
                 row["cluster_seconds"] = med["cluster"]
                 row["cluster_over_threads"] = med["cluster"] / med["kcpstream"]
+                row["cluster_untrimmed_seconds"] = med["cluster-untrimmed"]
+                row["cluster_untrimmed_over_threads"] = med["cluster-untrimmed"] / med["kcpstream"]
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
     ns = np.array([r["n"] for r in rows], dtype=float)
