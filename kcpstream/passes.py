@@ -560,17 +560,33 @@ class SampleCache:
             self.nbytes += x.nbytes
             self._evict_pieces()
 
+    def _from_chunks(self, start: int, end: int) -> np.ndarray | None:
+        i = bisect.bisect_right(self._chunk_starts, start) - 1
+        if i < 0:
+            return None
+        c0 = self._chunk_starts[i]
+        x = self._chunks[c0]
+        if end <= c0 + len(x):
+            return x[start - c0 : end - c0]
+        parts = [x[start - c0 :]]
+        pos = c0 + len(x)
+        while pos < end:  # a piece across chunk edges: the next chunks, if all are here
+            nxt = self._chunks.get(pos)
+            if nxt is None:
+                return None
+            parts.append(nxt[: end - pos])
+            pos += len(nxt)
+        return np.concatenate(parts, axis=0)
+
     def get(self, start: int, end: int) -> np.ndarray | None:
-        """The samples ``[start, end)`` if every one of them is cached."""
+        """The samples ``[start, end)`` if every one of them is cached (a view of
+        one cached chunk, or a copy joining consecutive cached chunks)."""
         with self._lock:
             if self._chunks:
-                i = bisect.bisect_right(self._chunk_starts, start) - 1
-                if i >= 0:
-                    c0 = self._chunk_starts[i]
-                    x = self._chunks[c0]
-                    if end <= c0 + len(x):
-                        self.hits += 1
-                        return x[start - c0 : end - c0]
+                x = self._from_chunks(start, end)
+                if x is not None:
+                    self.hits += 1
+                    return x
             for key in self._by_block.get(start // self.block_size, ()):
                 a, b = key
                 if a <= start and end <= b:

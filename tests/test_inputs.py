@@ -152,6 +152,23 @@ def test_chunks_holding_changes_stay_cached_when_the_cache_is_small(tmp_path, si
     assert sum(reads.values()) <= 30 + 2  # one change sits 4 samples from a chunk's edge
 
 
+def test_sample_cache_joins_consecutive_chunks_for_a_piece_across_their_edge():
+    from kcpstream.passes import SampleCache
+
+    x = np.arange(400.0)[:, None]
+    cache = SampleCache(block_size=16)
+    for a in (0, 100, 200):
+        cache.add_chunk(a, x[a : a + 100])
+    assert cache.get(40, 60).base is not None  # inside one chunk: a view
+    np.testing.assert_array_equal(cache.get(90, 110), x[90:110])
+    np.testing.assert_array_equal(cache.get(50, 250), x[50:250])
+    assert cache.get(290, 310) is None  # [300, 400) is not cached
+    gap = SampleCache(block_size=16)
+    for a in (0, 200):
+        gap.add_chunk(a, x[a : a + 100])
+    assert gap.get(90, 110) is None and gap.get(50, 250) is None  # [100, 200) is missing
+
+
 def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
     from kcpstream.passes import SampleCache
 
