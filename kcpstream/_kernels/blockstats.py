@@ -40,6 +40,7 @@ __all__ = [
     "split_gain",
     "segment_boundary_scan",
     "scan_piece",
+    "scan_pieces",
     "cusum_gains",
 ]
 
@@ -480,6 +481,26 @@ def scan_piece(Z, scale, piece_start, seg_start, seg_end, left_at_piece, total, 
             best_gain = gain
             best_pos = pos
     return best_gain, best_pos
+
+
+@njit(nogil=True, cache=True)
+def scan_pieces(Z, scale, offsets, piece_starts, seg_starts, seg_ends, lefts, totals, min_size):
+    """:func:`scan_piece` of several pieces whose features are consecutive in ``Z``.
+
+    Piece ``i`` is ``Z[:, offsets[i]:offsets[i + 1]]``, starting at sample
+    ``piece_starts[i]`` of segment ``[seg_starts[i], seg_ends[i])``, with
+    ``lefts[i]`` and ``totals[i]`` as in :func:`scan_piece`.  Returns the best
+    gain and position of every piece.
+    """
+    n_pieces = offsets.shape[0] - 1
+    gains = np.empty(n_pieces)
+    positions = np.empty(n_pieces, np.int64)
+    for i in range(n_pieces):
+        gains[i], positions[i] = scan_piece(
+            Z[:, offsets[i] : offsets[i + 1], :], scale, piece_starts[i], seg_starts[i],
+            seg_ends[i], lefts[i], totals[i], min_size,
+        )  # fmt: skip
+    return gains, positions
 
 
 @njit(nogil=True, cache=True)
