@@ -129,6 +129,14 @@ def test_median_heuristic(sample):
     assert RFF(8).fit(sample).bandwidth_ == pytest.approx(np.median(pdist(sample)))
 
 
+@pytest.mark.parametrize("m", [2, 3, 4, 50, 51, 1024, 3000])
+@pytest.mark.parametrize("metric", ["euclidean", "cityblock"])
+def test_median_heuristic_of_a_univariate_sample_is_exact(m, metric):
+    x = np.random.default_rng(m).standard_normal(m) * 3.0
+    kept = x if m <= 1024 else x[np.linspace(0, m - 1, 1024).round().astype(np.int64)]
+    assert median_distance(x, metric) == np.median(pdist(kept[:, None], metric))
+
+
 def test_determinism_by_seed(sample):
     a, b = RFF(32, seed=5).fit(sample), RFF(32, seed=5).fit(sample)
     assert a == b

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._kernels.distances import pairwise_distances_1d
+
 __all__ = ["median_distance", "resolve_bandwidth"]
 
 
@@ -26,25 +28,26 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean", block: int = 
     m = x.shape[0]
     if m < 2:
         raise ValueError("the median heuristic needs at least 2 sample points")
-    parts = []
-    for lo in range(0, m - 1, block):
-        hi = min(m - 1, lo + block)
-        diff = x[lo:hi, None, :] - x[None, :, :]
-        if metric == "euclidean":
-            dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
-        elif metric == "cityblock":
-            dist = np.abs(diff).sum(axis=2)
-        else:
-            raise ValueError(f"unknown metric {metric!r}; use 'euclidean' or 'cityblock'")
-        rows = np.arange(lo, hi)[:, None]
-        cols = np.arange(m)[None, :]
-        parts.append(dist[cols > rows])
-    dist = np.concatenate(parts)
+    if metric not in ("euclidean", "cityblock"):
+        raise ValueError(f"unknown metric {metric!r}; use 'euclidean' or 'cityblock'")
+    if x.shape[1] == 1:
+        dist = pairwise_distances_1d(np.ascontiguousarray(x[:, 0]), metric == "euclidean")
+    else:
+        parts = []
+        for lo in range(0, m - 1, block):
+            hi = min(m - 1, lo + block)
+            diff = x[lo:hi, None, :] - x[None, :, :]
+            if metric == "euclidean":
+                d = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+            else:
+                d = np.abs(diff).sum(axis=2)
+            parts.append(d[np.arange(m)[None, :] > np.arange(lo, hi)[:, None]])
+        dist = np.concatenate(parts)
     half = dist.size // 2
+    dist.partition(half)  # in place: dist[half] is the order statistic half
     if dist.size % 2:
-        return float(np.partition(dist, half)[half])
-    lower = np.partition(dist, [half - 1, half])
-    return float(0.5 * (lower[half - 1] + lower[half]))
+        return float(dist[half])
+    return float(0.5 * (dist[:half].max() + dist[half]))
 
 
 def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -> float:
