@@ -12,7 +12,7 @@ penalty can beat it.
 
 Configurations: the exact Gaussian kernel (Nyström with every sample, DP)
 and RFF with 64 features (binary segmentation, kcpstream's default), at the
-median-heuristic bandwidth sigma and at sigma / 4 and sigma / 8.
+median-heuristic bandwidth sigma and at sigma / 4, sigma / 8 and sigma / 16.
 
 Usage: python benchmarks/bench_penalty.py [--reps 40] [--out penalty.json] [--markdown penalty.md]
 """
@@ -35,9 +35,11 @@ CONFIGS = (  # (features, bandwidth / median heuristic, method)
     ("exact", 1.0, "dynp"),
     ("exact", 0.25, "dynp"),
     ("exact", 0.125, "dynp"),
+    ("exact", 0.0625, "dynp"),
     ("RFF", 1.0, "binseg"),
     ("RFF", 0.25, "binseg"),
     ("RFF", 0.125, "binseg"),
+    ("RFF", 0.0625, "binseg"),
 )
 
 
