@@ -188,12 +188,13 @@ class ChunkReader:
         return SourceSlice(graph, keys, start, end)
 
     def task(self, func, first: int, last: int, *args):
-        """``dask.delayed(func)(slice of chunks first .. last, *args)``."""
+        """``dask.delayed(func)(slice of chunks first .. last, *args)`` (a fresh key:
+        tokenizing the arguments of every chunk's task costs more than it saves)."""
         source = self.run(first, last)
         if self.self_contained:
-            return dask.delayed(func, pure=True)(source, *args)
+            return dask.delayed(func, pure=False)(source, *args)
         parts = self._blocks[first : last + 1]
-        return dask.delayed(_with_parts, pure=True)(func, source, parts, *args)
+        return dask.delayed(_with_parts, pure=False)(func, source, parts, *args)
 
 
 def check_finite_index(first_bad: int | None, description: str) -> None:
