@@ -151,13 +151,16 @@ def segment(
         Samples featurized together (memory ``4 * p * tile`` bytes per task;
         does not change the result).
     cache_bytes : int, default 256 MiB
-        Raw samples kept in memory for the refinement reads: the chunks the
-        data pass read that are most likely to be read again, and pieces read
-        since (references, no copy).  The budget is per process: the
-        client's under the threaded or synchronous scheduler, each worker's
-        under a ``distributed`` client (refinement is sent to the worker that
-        read the chunk; workers drop these samples when the call returns).
-        0 disables it; the result does not depend on it.
+        Raw samples kept in memory so that no chunk is read twice: the chunks
+        the fit sample read (until the data pass has them), the chunks the
+        data pass read that are most likely to be read again by refinement,
+        and pieces read since (references, no copy).  The budget is per
+        process: the client's under the threaded or synchronous scheduler,
+        each worker's under a ``distributed`` client (the data pass and
+        refinement are sent to the worker that read the chunk; workers drop
+        these samples when the call returns).  0 disables it; the result does
+        not depend on it.  ``diagnostics.samples_read_again`` counts the
+        samples read a second time.
 
     Returns
     -------
