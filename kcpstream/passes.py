@@ -226,7 +226,10 @@ class ScanResult:
 def scan_piece(
     x: np.ndarray, fmap: FeatureMap, req: ScanRequest, min_size: int, tile: int
 ) -> ScanResult:
-    """Featurize one piece (its raw samples ``x``) and scan it sample by sample."""
+    """Featurize one piece (its raw samples ``x``) and scan it sample by sample.
+
+    The one-piece form of :func:`scan_batch` (which the search uses), kept as
+    the plain reference the batch is tested against."""
     x = _as_2d(x)
     z = featurize_range(fmap, x, tile, _scratch_features(fmap, x.shape[0]))
     scale = float(2.0**fmap.quantum_exponent_)

@@ -127,9 +127,6 @@ class SourceSlice:
         self.graph, self.keys, self.parts = graph, keys, parts
         self.start, self.end = start, end
 
-    def __dask_tokenize__(self):
-        return ("kcpstream.SourceSlice", tuple(self.keys))
-
     def read(self) -> np.ndarray:
         """The samples, shape ``(end - start, d)`` (one chunk: no copy)."""
         parts = self.parts if self.parts is not None else get_sync(self.graph, self.keys)
