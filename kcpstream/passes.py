@@ -437,8 +437,7 @@ def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCach
     ranges: dict[int, list[tuple[int, int]]] = {}
     order = []  # (chunk, index of its range)
     for a, b in windows:
-        first = int(np.searchsorted(starts, a, side="right")) - 1
-        last = int(np.searchsorted(starts, b - 1, side="right")) - 1
+        first, last = _chunks_holding(starts, a, b)
         for i in range(first, last + 1):
             lo, hi = max(a, starts[i]) - starts[i], min(b, starts[i + 1]) - starts[i]
             ranges.setdefault(i, []).append((int(lo), int(hi)))
@@ -735,14 +734,21 @@ def release_worker_caches(caches: list[SampleCache]) -> None:
     client.run(_drop_worker_caches, tokens)
 
 
+def _chunks_holding(starts: np.ndarray, start: int, end: int) -> tuple[int, int]:
+    """The first and last chunk (``starts``: chunk starts and ``n``) holding
+    samples ``[start, end)``."""
+    first = int(np.searchsorted(starts, start, side="right")) - 1
+    last = int(np.searchsorted(starts, end - 1, side="right")) - 1
+    return first, last
+
+
 def _chunk_groups(
     starts: np.ndarray, reqs: list[ScanRequest]
 ) -> list[tuple[int, int, list[ScanRequest]]]:
     """Requests grouped by runs of overlapping chunks: ``(first, last, requests)``."""
     groups: list[tuple[int, int, list[ScanRequest]]] = []
     for r in sorted(reqs, key=lambda r: r.piece_start):
-        c0 = int(np.searchsorted(starts, r.piece_start, side="right")) - 1
-        c1 = int(np.searchsorted(starts, r.piece_end - 1, side="right")) - 1
+        c0, c1 = _chunks_holding(starts, r.piece_start, r.piece_end)
         if groups and c0 <= groups[-1][1]:
             first, last, members = groups[-1]
             groups[-1] = (first, max(last, c1), [*members, r])
