@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.spatial.distance import cdist, pdist
 
 from kcpstream import RFF, FeatureMap, Linear, Nystrom
+from kcpstream._kernels.distances import kth_smallest_nonnegative
 from kcpstream.features import FEATURE_MAPS, make_feature_map
 from kcpstream.features.bandwidth import median_distance
 
@@ -131,10 +134,51 @@ def test_median_heuristic(sample):
 
 @pytest.mark.parametrize("m", [2, 3, 4, 50, 51, 1024, 3000])
 @pytest.mark.parametrize("metric", ["euclidean", "cityblock"])
-def test_median_heuristic_of_a_univariate_sample_is_exact(m, metric):
-    x = np.random.default_rng(m).standard_normal(m) * 3.0
+@pytest.mark.parametrize("d", [1, 3, 8])
+def test_median_heuristic_is_exact(m, metric, d):
+    x = np.random.default_rng(m).standard_normal((m, d)) * 3.0
     kept = x if m <= 1024 else x[np.linspace(0, m - 1, 1024).round().astype(np.int64)]
-    assert median_distance(x, metric) == np.median(pdist(kept[:, None], metric))
+    expected = np.median(pdist(kept, metric))
+    assert median_distance(x, metric) == expected
+    if d == 1:
+        assert median_distance(x[:, 0], metric) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from([0.0, 1.0, 2.5, 1e-300, 5e-324, np.inf]),
+            st.floats(0.0, 1e300, allow_nan=False),
+        ),
+        min_size=1,
+        max_size=300,
+    ),
+    st.data(),
+)
+def test_kth_smallest_is_the_sorted_order_statistic(values, data):
+    a = np.array(values, dtype=np.float64)
+    k = data.draw(st.integers(0, a.size - 1))
+    assert kth_smallest_nonnegative(a, k) == np.sort(a)[k]
+    assert np.array_equal(a, np.array(values))  # the input is left as it was
+
+
+@pytest.mark.parametrize("low_bits", [4, 12, 20, 28, 36, 44, 52])
+def test_kth_smallest_of_values_sharing_their_leading_bits(low_bits):
+    # every digit of the radix selection is decided among many candidates
+    rng = np.random.default_rng(low_bits)
+    noise = rng.integers(0, 2**low_bits, 20_000, dtype=np.uint64)
+    a = (np.uint64(0x3FF0_0000_0000_0000) | noise).view(np.float64)  # in [1, 2)
+    ordered = np.sort(a)
+    for k in rng.integers(0, a.size, 20):
+        assert kth_smallest_nonnegative(a, int(k)) == ordered[k]
+
+
+def test_kth_smallest_with_many_repeated_values():
+    a = np.random.default_rng(0).integers(0, 7, 200_001).astype(np.float64) * 0.5
+    ordered = np.sort(a)
+    for k in (0, 1, 100_000, 199_999, 200_000):
+        assert kth_smallest_nonnegative(a, k) == ordered[k]
 
 
 def test_determinism_by_seed(sample):
