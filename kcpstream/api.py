@@ -18,7 +18,7 @@ from ._version import __version__
 from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
 from .features import FeatureMap, make_feature_map
 from .features.base import DEFAULT_TILE
-from .passes import SampleCache, data_passes, release_worker_caches
+from .passes import SampleCache, data_passes, pass_runs, release_worker_caches
 from .result import Diagnostics, Segmentation
 from .search import NotEnoughSplitsError, SearchLog, binseg_steps, drive_many
 from .select import Selection, select_by_penalty, slope_heuristic
@@ -546,6 +546,7 @@ def _build_result(
         samples_featurized_pass=passed,
         checkpoint=checkpoint_state,
         samples_read_again=job.cache.samples_read_again,
+        pass_tasks=0 if job.loaded else len(pass_runs(signal.chunk_starts, signal.row_bytes)),
     )
     return Segmentation(
         changepoints=np.asarray(changepoints, dtype=np.int64),

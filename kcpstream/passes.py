@@ -1,15 +1,15 @@
 """The dask graphs: the data pass and the refinement reads.
 
-The tasks here call the pure kernels of :mod:`kcpstream._kernels`; the graphs
-are computed with :func:`dask.compute`, so the active scheduler (threads,
-processes, a ``distributed.Client``) runs them.  Nothing here creates a
-client.
+The tasks here call the pure kernels of :mod:`kcpstream._kernels`; each
+phase's tasks are one graph (:class:`~kcpstream._graph.TaskBatch`) computed by
+the active scheduler (threads, processes, a ``distributed.Client``).  Nothing
+here creates a client.
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
+import heapq
 import sys
 import threading
 import uuid
@@ -23,6 +23,7 @@ import dask.local
 import dask.threaded
 import numpy as np
 
+from ._graph import TaskBatch, active_client
 from ._kernels.blockstats import (
     accumulate_tile,
     accumulate_work,
@@ -63,19 +64,15 @@ def chunk_block_stats(
     fmap: FeatureMap,
     block_size: int,
     tile: int,
-    cache: CacheHandle | None = None,
 ) -> dict:
     """Block statistics of one chunk ``x`` (samples ``start ..``).
 
     Tiles are featurized in float32 and cut at block boundaries (a block
     larger than a tile is accumulated from several tiles and merged).
     Returns the statistics of the blocks the chunk touches (the first and
-    last may be partial), or the index of the first non-finite sample.  With
-    a ``cache`` the raw chunk is offered to the job's sample cache in the
-    process running the task (the client's own cache under a scheduler in
-    this process, a worker's otherwise), scored by :func:`chunk_score` (a
-    reference: no copy).  ``"worker"`` names the distributed worker that ran
-    the task (``None`` outside one), so that refinement can be sent there.
+    last may be partial), or the index of the first non-finite sample.
+    ``"worker"`` names the distributed worker that ran the task (``None``
+    outside one), so that refinement can be sent there.
     """
     x = _as_2d(x)
     n_c = x.shape[0]
@@ -114,8 +111,6 @@ def chunk_block_stats(
             fmap._featurize_tile(xt, z)
             accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound, work_S, snaps)
         pos = t_end
-    if cache is not None:
-        cache.resolve().add_chunk(start, x, chunk_score(cnt, S))
     return {
         "first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R,
         "worker": _worker_address(),
@@ -354,56 +349,93 @@ def runs_in_this_process() -> bool:
     return sched is None or sched in (dask.threaded.get, dask.local.get_sync)
 
 
-def _active_client():
-    """The distributed client that is the active scheduler, if one is."""
-    client = getattr(dask.base.get_scheduler(), "__self__", None)
-    return client if client is not None and hasattr(client, "gather") else None
-
-
 def _caches_reachable() -> bool:
     """Whether tasks run where a job's sample cache outlives a ``dask.compute``: in
     this process, or on distributed workers (not a pool of processes made per call)."""
-    return runs_in_this_process() or _active_client() is not None
+    return runs_in_this_process() or active_client() is not None
 
 
-def _where(home: str | None):
-    """Annotate the tasks made inside to prefer worker ``home`` (when known)."""
-    if home is None:
-        return contextlib.nullcontext()
-    return dask.annotate(workers=[home], allow_other_workers=True)
+#: A data-pass task covers consecutive chunks until it holds about this many
+#: bytes of samples: a task per chunk of a few kB would be all overhead.
+TASK_BYTES = 4 * 2**20
+#: ... unless that leaves fewer tasks than this (chunks are never split).
+MIN_PASS_TASKS = 64
+
+
+def pass_runs(starts: np.ndarray, row_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive chunks (``starts``: chunk starts and ``n``) grouped into the
+    data pass's tasks, ``(first, last)`` inclusive: chunks are added to a run
+    while it is shorter than :data:`TASK_BYTES` of samples (or than
+    1 / :data:`MIN_PASS_TASKS` of the signal, if that is less)."""
+    n = int(starts[-1])
+    target = max(1, min(TASK_BYTES // max(1, row_bytes), -(-n // MIN_PASS_TASKS)))
+    runs: list[tuple[int, int]] = []
+    first = 0
+    for i in range(len(starts) - 1):
+        if starts[i + 1] - starts[first] >= target or i == len(starts) - 2:
+            runs.append((first, i))
+            first = i + 1
+    return runs
 
 
 def read_block_stats(
-    source: SourceSlice, fmap: FeatureMap, block_size: int, tile: int, cache: CacheHandle | None
-) -> dict:
-    """:func:`chunk_block_stats` of one chunk, a dask task: the chunk is taken from
-    the job's sample cache in this process (where the fit sample left it) or read.
-    ``"from_cache"`` says which."""
+    source: SourceSlice,
+    fmap: FeatureMap,
+    block_size: int,
+    tile: int,
+    cache: CacheHandle | None,
+    held: dict[int, np.ndarray] | None = None,
+) -> list[dict]:
+    """:func:`chunk_block_stats` of each chunk of a run, a dask task: a chunk is
+    one the task was given (``held``: position in the run -> samples), or taken
+    from the job's sample cache in this process (where the fit sample left
+    it), or read (the missing chunks together).  ``"from_cache"`` says whether
+    it was not read.  Each chunk is then offered to the job's sample cache in
+    the process running the task (the client's own cache under a scheduler in
+    this process, a worker's otherwise), scored by :func:`chunk_score`: a
+    reference, or a copy when it is a view of a read of several chunks (a kept
+    chunk must not hold on to its neighbours)."""
     local = cache.resolve() if cache is not None else None
-    x = local.chunk(source.start) if local is not None else None
-    from_cache = x is not None
-    if x is None:
-        x = source.read()
-    out = chunk_block_stats(x, source.start, fmap, block_size, tile, cache)
-    out["from_cache"] = from_cache
+    starts = source.starts
+    held = held or {}
+    xs = [
+        held.get(i, None if local is None else local.chunk(int(a)))
+        for i, a in enumerate(starts[:-1])
+    ]
+    missing = [i for i, x in enumerate(xs) if x is None]
+    if missing:
+        for i, x in zip(missing, source.read_chunks(missing), strict=True):
+            xs[i] = x
+    shared = len(missing) > 1 and source.array is not None  # views of one read
+    missing = set(missing)
+    out = []
+    for i, x in enumerate(xs):
+        stats = chunk_block_stats(x, int(starts[i]), fmap, block_size, tile)
+        stats["from_cache"] = i not in missing
+        if local is not None and stats["first_bad"] < 0:
+            score = chunk_score(stats["counts"], stats["S"])
+            local.add_chunk(int(starts[i]), x, score, copy=shared and i in missing)
+        out.append(stats)
     return out
 
 
-def _pass_tasks(signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache):
+def _pass_tasks(
+    batch: TaskBatch, signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache
+) -> None:
     reader = signal.reader
     handle = cache.handle if cache is not None and _caches_reachable() else None
     here = handle is not None and runs_in_this_process()
-    tasks = []
-    for i in range(reader.n_chunks):
-        start = int(reader.starts[i])
-        x = cache.chunk(start) if here else None
-        if x is not None:  # the fit sample read it in this process: the task holds it
-            tasks.append(dask.delayed(chunk_block_stats)(x, start, fmap, block_size, tile, handle))
-            continue
-        home = None if handle is None else cache.homes.get(start)
-        with _where(home):  # a chunk the fit sample left in a worker's cache
-            tasks.append(reader.task(read_block_stats, i, i, fmap, block_size, tile, handle))
-    return tasks
+    for first, last in pass_runs(reader.starts, signal.row_bytes):
+        chunk_starts = [int(a) for a in reader.starts[first : last + 1]]
+        held, home = None, None
+        if here:  # chunks the fit sample read in this process: the task holds them
+            found = {i: cache.chunk(a) for i, a in enumerate(chunk_starts)}
+            held = {i: x for i, x in found.items() if x is not None} or None
+        elif handle is not None:  # a chunk the fit sample left in a worker's cache
+            homes = (cache.homes.get(a) for a in chunk_starts)
+            home = next((h for h in homes if h is not None), None)
+        reader.add_task(batch, read_block_stats, first, last, fmap, block_size, tile, handle,
+                        held, home=home)  # fmt: skip
 
 
 def read_rows(
@@ -447,8 +479,10 @@ def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCach
     if not _caches_reachable():
         rows = dask.compute(*[signal.data[a:b] for a, b in windows])
         return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
-    tasks = [reader.task(read_rows, i, i, ranges[i], cache.handle) for i in needed]
-    read = dict(zip(needed, dask.compute(*tasks), strict=True))
+    batch = TaskBatch("fit")
+    for i in needed:
+        reader.add_task(batch, read_rows, i, i, ranges[i], cache.handle)
+    read = dict(zip(needed, batch.compute(), strict=True))
     for i, (_, worker) in read.items():
         if worker is not None:
             cache.homes[int(starts[i])] = worker
@@ -484,32 +518,14 @@ def _assemble(signal: Signal, fmap: FeatureMap, block_size: int, results) -> Blo
     return BlockStats(n, block_size, fmap.quantum_exponent_, S, Q, M2, R)
 
 
-def _compute_with_progress(tasks: list) -> tuple:
-    """``dask.compute(*tasks)`` with a progress bar on stderr: distributed's when a
-    client is the active scheduler (the library uses it, never creates one),
-    dask's otherwise."""
-    sched = dask.base.get_scheduler()
-    client = getattr(sched, "__self__", None)
-    if client is not None and hasattr(client, "gather"):
-        from distributed import progress
-
-        futures = client.compute(tasks)
-        with contextlib.redirect_stdout(sys.stderr):
-            progress(futures, notebook=False)
-        return tuple(client.gather(futures))
-    from dask.diagnostics import ProgressBar
-
-    with ProgressBar(out=sys.stderr):
-        return dask.compute(*tasks)
-
-
 def data_passes(
     jobs: list[tuple[Signal, FeatureMap, int, SampleCache | None]],
     tile: int,
     progress: bool = False,
 ) -> list[BlockStats]:
-    """One pass over several signals in one :func:`dask.compute`: block statistics
-    of every chunk, merged on the client per signal.
+    """One pass over several signals in one graph: block statistics of every
+    chunk (small chunks grouped into tasks by :func:`pass_runs`), merged on the
+    client per signal.
 
     With a cache, the chunks most likely to be read again that fit in its
     budget are kept where they were read (references, not copies): in this
@@ -518,12 +534,16 @@ def data_passes(
     reading the store again.  Raises the NaN/inf input error naming the first
     non-finite sample.
     """
-    per_job = [_pass_tasks(sig, fmap, b, tile, cache) for sig, fmap, b, cache in jobs]
-    every = [t for tasks in per_job for t in tasks]
-    flat = _compute_with_progress(every) if progress else dask.compute(*every)
+    batch = TaskBatch("pass")
+    sizes = []
+    for sig, fmap, b, cache in jobs:
+        before = len(batch)
+        _pass_tasks(batch, sig, fmap, b, tile, cache)
+        sizes.append(len(batch) - before)
+    flat = batch.compute(progress)
     out, i = [], 0
-    for (sig, fmap, b, cache), tasks in zip(jobs, per_job, strict=True):
-        results = flat[i : i + len(tasks)]
+    for (sig, fmap, b, cache), size in zip(jobs, sizes, strict=True):
+        results = [r for run in flat[i : i + size] for r in run]  # one per chunk
         out.append(_assemble(sig, fmap, b, results))
         if cache is not None:
             starts = sig.chunk_starts
@@ -533,7 +553,7 @@ def data_passes(
                 # (a chunk the task was given was not read again)
                 if int(s0) in cache.fit_chunks and not r.get("from_cache", True):
                     cache.samples_read_again += int(s1 - s0)  # the fit had read it
-        i += len(tasks)
+        i += size
     return out
 
 
@@ -578,7 +598,8 @@ class SampleCache:
         self.hits = 0
         self._chunks: dict[int, np.ndarray] = {}  # start -> samples
         self._scores: dict[int, float] = {}
-        self._chunk_starts: list[int] = []
+        self._chunk_starts: list[int] = []  # sorted
+        self._lowest: list[tuple[float, int]] = []  # heap of (score, start), some stale
         self._pieces: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._by_block: dict[int, list[tuple[int, int]]] = {}
         self._lock = threading.RLock()
@@ -590,27 +611,36 @@ class SampleCache:
         if token is None:
             _OWN_CACHES[self.handle.token] = self
 
-    def add_chunk(self, start: int, x: np.ndarray, score: float = -np.inf) -> bool:
-        """Offer a whole chunk; it is kept if it fits in the chunks' budget after
-        dropping lower-scored chunks.  Returns whether it is kept.  Offering a kept
-        chunk again updates its score."""
+    def add_chunk(
+        self, start: int, x: np.ndarray, score: float = -np.inf, copy: bool = False
+    ) -> bool:
+        """Offer a whole chunk; it is kept (a copy of it with ``copy``) if it fits
+        in the chunks' budget after dropping lower-scored chunks.  Returns whether
+        it is kept.  Offering a kept chunk again updates its score."""
+        score = float(score) if score == score else -np.inf  # NaN: the lowest
         with self._lock:
             if start in self._chunks:
                 self._scores[start] = score
+                heapq.heappush(self._lowest, (score, start))
                 return True
             if x.nbytes > self.chunk_budget:
                 return False
             while self.chunk_bytes + x.nbytes > self.chunk_budget:
-                lowest = min(self._scores, key=self._scores.__getitem__)
-                if self._scores[lowest] >= score:
+                while self._lowest[0][0] != self._scores.get(self._lowest[0][1]):
+                    heapq.heappop(self._lowest)  # an entry for an old score
+                lowest_score, lowest = self._lowest[0]
+                if lowest_score >= score:
                     return False
+                heapq.heappop(self._lowest)
                 dropped = self._chunks.pop(lowest)
                 del self._scores[lowest]
+                del self._chunk_starts[bisect.bisect_left(self._chunk_starts, lowest)]
                 self.chunk_bytes -= dropped.nbytes
                 self.nbytes -= dropped.nbytes
-            self._chunks[start] = x
+            self._chunks[start] = x.copy() if copy else x
             self._scores[start] = score
-            self._chunk_starts = sorted(self._chunks)
+            heapq.heappush(self._lowest, (score, start))
+            bisect.insort(self._chunk_starts, start)
             self.chunk_bytes += x.nbytes
             self.nbytes += x.nbytes
             self._evict_pieces()
@@ -727,7 +757,7 @@ def release_worker_caches(caches: list[SampleCache]) -> None:
     Called when the jobs end.  Only under a distributed client do workers
     hold such caches; elsewhere this does nothing.
     """
-    client = _active_client()
+    client = active_client()
     if client is None or not caches:
         return
     tokens = [c.handle.token for c in caches]
@@ -763,13 +793,13 @@ def scan_many(
     tile: int,
 ) -> list[list[ScanResult]]:
     """Scan the requested pieces of several signals: pieces in the client's cache
-    on the spot, the others in one :func:`dask.compute` with one task per run of
+    on the spot, the others in one graph with one task per run of
     chunks of a signal.  A task uses the samples its process already holds (a
     worker's cache) or reads its run once; under a distributed client it is sent
     to the worker that read the run's first chunk in the data pass.  Results
     come back per signal, in request order; samples are never sent back."""
     out: list[dict[int, ScanResult]] = []
-    tasks, owners = [], []
+    batch, owners = TaskBatch("scan"), []
     reachable = _caches_reachable()
     for b, (signal, fmap, requests, cache) in enumerate(batches):
         results: dict[int, ScanResult] = {}
@@ -792,12 +822,10 @@ def scan_many(
         ship = cache is not None and not reachable
         for c0, c1, members in _chunk_groups(reader.starts, to_read):
             home = None if cache is None else cache.homes.get(int(reader.starts[c0]))
-            with _where(home):
-                tasks.append(
-                    reader.task(scan_run, c0, c1, fmap, members, min_size, tile, handle, ship)
-                )
+            reader.add_task(batch, scan_run, c0, c1, fmap, members, min_size, tile, handle, ship,
+                            home=home)  # fmt: skip
             owners.append((b, int(reader.starts[c1 + 1] - reader.starts[c0])))
-    for (b, length), (group, read, samples) in zip(owners, dask.compute(*tasks), strict=True):
+    for (b, length), (group, read, samples) in zip(owners, batch.compute(), strict=True):
         _, _, requests, cache = batches[b]
         index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}
         for k, res in enumerate(group):

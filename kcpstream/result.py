@@ -47,6 +47,10 @@ class Diagnostics:
         (the client's, or a worker's under a distributed client) held them:
         by the data pass (chunks the fit sample had read) and by refinement.
         0 means the data was read exactly once.
+    pass_tasks : int
+        Tasks of the data pass: one per run of consecutive chunks holding about
+        4 MiB of samples (one per chunk when chunks are that large; 0 when a
+        checkpoint was loaded).
     """
 
     samples_featurized: int
@@ -62,6 +66,7 @@ class Diagnostics:
     samples_featurized_pass: int = 0
     checkpoint: str = ""
     samples_read_again: int = 0
+    pass_tasks: int = 0
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,9 @@ class Signal:
     description: str
     source: dict[str, Any] = field(default_factory=dict)
     time: Any = None  #: kcpstream.labeled.TimeAxis of a labelled input (else positions)
+    #: The zarr array ``data`` reads, unchanged (``data[a:b]`` holds ``store_array[a:b]``):
+    #: runs of chunks are then read from it in one call each.
+    store_array: Any = field(default=None, compare=False, repr=False)
 
     @property
     def n(self) -> int:
@@ -65,6 +68,11 @@ class Signal:
         return int(self.data.shape[1])
 
     @property
+    def row_bytes(self) -> int:
+        """Bytes of one sample (all channels)."""
+        return self.d * self.data.dtype.itemsize
+
+    @property
     def chunk_starts(self) -> np.ndarray:
         """Start index of every chunk, plus ``n`` at the end."""
         return np.concatenate([[0], np.cumsum(self.data.chunks[0])]).astype(np.int64)
@@ -72,7 +80,7 @@ class Signal:
     @cached_property
     def reader(self) -> ChunkReader:
         """Reads runs of chunks inside tasks (see :class:`ChunkReader`)."""
-        return ChunkReader(self.data)
+        return ChunkReader(self.data, self.store_array)
 
     def fit_windows(self, max_points: int = 2048, max_windows: int = 8) -> list[tuple[int, int]]:
         """The ``[start, end)`` windows of the fit sample (see :meth:`sample`)."""
@@ -122,21 +130,65 @@ class SourceSlice:
     """
 
     def __init__(
-        self, graph: dict | None, keys: list, start: int, end: int, parts: list | None = None
+        self,
+        graph: dict | None,
+        keys: list | None,
+        starts: np.ndarray,
+        parts: list | None = None,
+        array: Any = None,
     ) -> None:
-        self.graph, self.keys, self.parts = graph, keys, parts
-        self.start, self.end = start, end
+        self.graph, self.keys, self.parts, self.array = graph, keys, parts, array
+        self.starts = starts  # chunk boundaries: the chunks and their end
+        self.start, self.end = int(starts[0]), int(starts[-1])
 
     def read(self) -> np.ndarray:
         """The samples, shape ``(end - start, d)`` (one chunk: no copy)."""
-        parts = self.parts if self.parts is not None else get_sync(self.graph, self.keys)
-        parts = [np.asarray(x) for x in parts]
+        if self.array is not None:
+            return _rows(self.array[self.start : self.end])
+        parts = self.read_chunks(range(len(self.keys)))
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+    def read_chunks(self, indices) -> list[np.ndarray]:
+        """Chunks ``indices`` (positions in this slice), each as its own array
+        (consecutive chunks of a zarr array: views of one read)."""
+        indices = list(indices)
+        if self.array is not None:
+            out = []
+            for group in np.split(indices, np.flatnonzero(np.diff(indices) != 1) + 1):
+                if not len(group):
+                    continue
+                a, b = self.starts[group[0]], self.starts[group[-1] + 1]
+                x = _rows(self.array[a:b])
+                out += [x[self.starts[i] - a : self.starts[i + 1] - a] for i in group]
+            return out
+        if self.parts is not None:
+            return [np.asarray(self.parts[i]) for i in indices]
+        keys = [self.keys[i] for i in indices]
+        graph = self.graph if len(keys) == len(self.keys) else _subgraph(self.graph, keys)
+        return [np.asarray(x) for x in get_sync(graph, keys)]
 
 
 def _with_parts(func, source: SourceSlice, parts: list, *args):
     """Call ``func`` on a slice whose chunks dask computed as dependencies."""
-    return func(SourceSlice(None, source.keys, source.start, source.end, parts), *args)
+    return func(SourceSlice(None, source.keys, source.starts, parts), *args)
+
+
+def _rows(x) -> np.ndarray:
+    """Samples as ``(length, d)``."""
+    x = np.asarray(x)
+    return x[:, None] if x.ndim == 1 else x
+
+
+def _subgraph(graph: dict, keys: list, deps: dict | None = None) -> dict:
+    """The tasks of ``graph`` that ``keys`` need (``deps``: each key's dependencies)."""
+    out: dict = {}
+    todo = list(keys)
+    while todo:
+        key = todo.pop()
+        if key not in out:
+            out[key] = graph[key]
+            todo.extend(deps[key] if deps is not None else _dependencies(graph, key))
+    return out
 
 
 def _dependencies(graph: dict, key) -> set:
@@ -156,14 +208,19 @@ class ChunkReader:
     take the chunks as dependencies instead.
     """
 
-    def __init__(self, data: da.Array) -> None:
+    def __init__(self, data: da.Array, store_array: Any = None) -> None:
+        self.starts = np.concatenate([[0], np.cumsum(data.chunks[0])]).astype(np.int64)
+        self._array = store_array
+        if store_array is not None:  # read the zarr array directly: no graph to keep
+            self._keys = [None] * len(data.chunks[0])
+            self.self_contained = True
+            return
         (opt,) = dask.optimize(data)
         self._graph = dict(opt.__dask_graph__())
         self._keys = [row[0] for row in opt.__dask_keys__()]  # one chunk along channels
         self._deps = {k: _dependencies(self._graph, k) for k in self._graph}
         self.self_contained = all(d in self._graph for ds in self._deps.values() for d in ds)
         self._blocks = None if self.self_contained else list(opt.to_delayed().ravel())
-        self.starts = np.concatenate([[0], np.cumsum(data.chunks[0])]).astype(np.int64)
 
     @property
     def n_chunks(self) -> int:
@@ -172,26 +229,22 @@ class ChunkReader:
     def run(self, first: int, last: int) -> SourceSlice:
         """Chunks ``first .. last`` (inclusive)."""
         keys = self._keys[first : last + 1]
-        start, end = int(self.starts[first]), int(self.starts[last + 1])
+        starts = self.starts[first : last + 2]
+        if self._array is not None:
+            return SourceSlice(None, None, starts, array=self._array)
         if not self.self_contained:
-            return SourceSlice(None, keys, start, end)
-        graph: dict = {}
-        todo = list(keys)
-        while todo:
-            key = todo.pop()
-            if key not in graph:
-                graph[key] = self._graph[key]
-                todo.extend(self._deps[key])
-        return SourceSlice(graph, keys, start, end)
+            return SourceSlice(None, keys, starts)
+        return SourceSlice(_subgraph(self._graph, keys, self._deps), keys, starts)
 
-    def task(self, func, first: int, last: int, *args):
-        """``dask.delayed(func)(slice of chunks first .. last, *args)`` (a fresh key:
-        tokenizing the arguments of every chunk's task costs more than it saves)."""
+    def add_task(self, batch, func, first: int, last: int, *args, home: str | None = None) -> None:
+        """Add ``func(slice of chunks first .. last, *args)`` to a
+        :class:`~kcpstream._graph.TaskBatch` (to prefer worker ``home``)."""
         source = self.run(first, last)
         if self.self_contained:
-            return dask.delayed(func, pure=False)(source, *args)
-        parts = self._blocks[first : last + 1]
-        return dask.delayed(_with_parts, pure=False)(func, source, parts, *args)
+            batch.add(func, source, *args, home=home)
+        else:
+            parts = self._blocks[first : last + 1]
+            batch.add_with_collections(_with_parts, func, source, parts, *args, home=home)
 
 
 def check_finite_index(first_bad: int | None, description: str) -> None:
@@ -285,14 +338,17 @@ def as_signal(
     """
     source: dict[str, Any]
     time = None
+    store_array = None
     if isinstance(data, str | os.PathLike):
         arr, description = _open_zarr(data, variable)
         source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
         x = da.from_zarr(arr)
+        store_array = arr
     elif _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
         x = da.from_zarr(data)
+        store_array = data
     elif isinstance(data, da.Array):
         description = "dask array"
         source = {"kind": "dask", "name": data.name}
@@ -343,7 +399,9 @@ def as_signal(
             "split it into consecutive series"
         )
     source.update(shape=list(x.shape), dtype=str(x.dtype))
-    return Signal(data=x, description=description, source=source, time=time)
+    return Signal(
+        data=x, description=description, source=source, time=time, store_array=store_array
+    )
 
 
 def window_signal(signal: Signal, window: int) -> Signal:

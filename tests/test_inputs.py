@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream import datasets
@@ -191,3 +193,105 @@ def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
     cache.add_piece(500, 590, np.zeros((90, 1)))
     assert cache.get(400, 450) is None and cache.get(500, 590) is not None
     assert cache.nbytes <= cache.max_bytes
+
+
+def _kept_by_reference(budget: int, offers) -> dict[int, float]:
+    """The chunks a cache keeps, the obvious way: drop the lowest score (then the
+    lowest start) while the new chunk does not fit and outscores it."""
+    kept: dict[int, tuple[float, int]] = {}
+    for start, nbytes, score in offers:
+        if start in kept:
+            kept[start] = (score, kept[start][1])
+            continue
+        if nbytes > budget:
+            continue
+        accepted = True
+        while sum(nb for _, nb in kept.values()) + nbytes > budget:
+            lowest = min(kept, key=lambda a: (kept[a][0], a))
+            if kept[lowest][0] >= score:
+                accepted = False
+                break
+            del kept[lowest]
+        if accepted:
+            kept[start] = (score, nbytes)
+    return {a: sc for a, (sc, _) in kept.items()}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 12),  # which chunk (start = 1000 * it)
+            st.integers(1, 6),  # its length in rows of 8 bytes x 10
+            st.sampled_from([-np.inf, 0.0, 1.0, 2.0, 2.5, 3.0, 7.0]),
+        ),
+        max_size=60,
+    )
+)
+def test_sample_cache_keeps_what_the_reference_policy_keeps(offers):
+    from kcpstream.passes import SampleCache
+
+    cache = SampleCache(block_size=10, max_bytes=4 * 320)  # chunks: 960 bytes
+    lengths: dict[int, int] = {}
+    made = []
+    for which, rows, score in offers:
+        start = 1000 * which
+        rows = lengths.setdefault(start, 10 * rows)  # a chunk keeps its length
+        cache.add_chunk(start, np.full((rows, 1), float(which)), score=score)
+        made.append((start, rows * 8, score))
+    expected = _kept_by_reference(cache.chunk_budget, made)
+    assert {a for a in range(0, 13000, 1000) if cache.chunk(a) is not None} == set(expected)
+    assert cache.chunk_bytes == sum(lengths[a] * 8 for a in expected) <= cache.chunk_budget
+    for a in expected:  # the sorted starts the joins use
+        np.testing.assert_array_equal(cache.get(a, a + lengths[a]), cache.chunk(a))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 5_000), min_size=1, max_size=80),
+    st.sampled_from([4, 8, 32, 4096]),
+)
+def test_pass_runs_group_consecutive_chunks_up_to_the_target(sizes, row_bytes):
+    from kcpstream.passes import MIN_PASS_TASKS, TASK_BYTES, pass_runs
+
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(starts[-1])
+    target = max(1, min(TASK_BYTES // row_bytes, -(-n // MIN_PASS_TASKS)))
+    runs = pass_runs(starts, row_bytes)
+    assert [i for a, b in runs for i in range(a, b + 1)] == list(range(len(sizes)))
+    for k, (a, b) in enumerate(runs):
+        assert starts[b] - starts[a] < target  # without its last chunk it was too short
+        if k < len(runs) - 1:
+            assert starts[b + 1] - starts[a] >= target
+
+
+def test_small_zarr_chunks_share_tasks_and_are_read_once(tmp_path, signal, reference):
+    _zarr(tmp_path, signal.x, 100)  # 600 chunks of 800 bytes
+    store = CountingStore(zarr.storage.LocalStore(tmp_path / "s.zarr"))
+    arr = zarr.open_group(store, mode="r")["x"]
+    with dask.config.set(scheduler="threads"):
+        res = kcpstream.segment(arr, n_bkps=6)
+    assert res.diagnostics.n_chunks == 600
+    assert res.diagnostics.pass_tasks == 60  # runs of 938 samples or more: 10 chunks
+    assert res.changepoints.tolist() == reference.changepoints.tolist()
+    assert res.gains.tolist() == reference.gains.tolist()
+    reads = store.chunk_reads("x")
+    assert len(reads) == 600 and set(reads.values()) == {1}
+
+
+def test_a_kept_chunk_of_a_run_read_at_once_owns_its_samples(tmp_path):
+    from kcpstream.passes import SampleCache, read_block_stats
+
+    x = np.random.default_rng(0).normal(size=3_000)
+    arr = _zarr(tmp_path, x, 1_000)
+    signal = as_signal(arr)
+    fmap = kcpstream.RFF(8, bandwidth=1.0, seed=0).fit(x[:500, None])
+    cache = SampleCache(block_size=100)
+    source = signal.reader.run(0, 2)
+    assert source.array is not None  # read straight from the zarr array
+    out = read_block_stats(source, fmap, 100, 64, cache.handle)
+    assert [r["first_block"] for r in out] == [0, 10, 20]
+    for start in (0, 1_000, 2_000):
+        kept = cache.chunk(start)
+        np.testing.assert_array_equal(kept[:, 0], x[start : start + 1_000])
+        assert kept.base is None  # a copy: it does not keep the whole run alive
