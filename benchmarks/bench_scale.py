@@ -1,11 +1,13 @@
 """Scale: time, peak memory and bytes read against the limit baseline, per n.
 
 For each n (default 1e6, 1e7, 1e8): a float32 signal with 20 distribution
-changes is written to a zarr store on disk (chunks of 2^20 samples); then,
-each in a fresh subprocess (so that peak resident memory is the run's own):
+changes is written to a zarr store on disk (chunks of ``--chunk`` samples,
+default 2^20); then, each in a fresh subprocess (so that peak resident
+memory is the run's own):
 
 * the limit baseline: one tiled numpy pass on all threads that reads every
-  chunk and computes the same 64 RFF features (projection, ``np.cos``,
+  chunk (at least 2^20 samples per read: small chunks are read many at a
+  time) and computes the same 64 RFF features (projection, ``np.cos``,
   ``np.sin``, amplitudes, in float32) and their sums (sum of the features,
   sum of their squared norms), nothing else;
 * featurize-only: kcpstream's own featurizer on every chunk, no statistics
@@ -29,7 +31,7 @@ Prints JSON: seconds, ratio to the baseline, peak RSS, bytes read / store
 size, and the growth exponent of kcpstream's time over the n measured.
 
 Usage: python benchmarks/bench_scale.py [--n 1000000 10000000 100000000] [--repeat 3]
-       [--cluster-n 100000000] [--out scale.json]
+       [--chunk 1048576] [--cluster-n 100000000] [--out scale.json]
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class Counting(WrapperStore):
 mode, path = sys.argv[1], sys.argv[2]
 store = Counting(LocalStore(path))
 arr = zarr.open_group(store, mode="r")["x"]
-chunk = arr.chunks[0]
+chunk = arr.chunks[0] * max(1, 2**20 // arr.chunks[0])  # samples per read
 extra = {}
 if mode in ("baseline", "featurize-only"):
     from concurrent.futures import ThreadPoolExecutor
@@ -102,7 +104,8 @@ elif mode == "kcpstream":
         kcpstream.segment(np.arange(1000) % 7 * 1.0, n_bkps=1, features="rff:64")
         t0 = time.perf_counter()
         res = kcpstream.segment(arr, n_bkps=20, features="rff:64")
-    extra = {"passes": res.diagnostics.passes, "rounds": res.diagnostics.rounds}
+    extra = {"passes": res.diagnostics.passes, "rounds": res.diagnostics.rounds,
+             "pass_tasks": res.diagnostics.pass_tasks}
 else:  # a LocalCluster of 2 worker processes reading the store by path
     import dask, kcpstream
     from distributed import Client, LocalCluster
@@ -121,7 +124,8 @@ else:  # a LocalCluster of 2 worker processes reading the store by path
         t0 = time.perf_counter()
         res = kcpstream.segment(path, n_bkps=20, features="rff:64")
         seconds = time.perf_counter() - t0
-    extra = {"passes": res.diagnostics.passes, "rounds": res.diagnostics.rounds}
+    extra = {"passes": res.diagnostics.passes, "rounds": res.diagnostics.rounds,
+             "pass_tasks": res.diagnostics.pass_tasks}
 if not mode.startswith("cluster"):
     seconds = time.perf_counter() - t0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -138,7 +142,9 @@ def run(mode: str, path: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = ()) -> dict:
+def measure(
+    ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = (), chunk: int = 2**20
+) -> dict:
     """Every mode at every n (see the module's docstring); the result as a dict."""
     from kcpstream import datasets
 
@@ -147,7 +153,7 @@ def measure(ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = ()) -> 
     with tempfile.TemporaryDirectory(prefix="kcpstream-scale-") as tmp:
         for n in ns:
             path = os.path.join(tmp, f"s{n}.zarr")
-            datasets.write_zarr(datasets.changing_distribution(n, 20, seed=0).x, path, chunks=2**20)
+            datasets.write_zarr(datasets.changing_distribution(n, 20, seed=0).x, path, chunks=chunk)
             size = store_bytes(path, metadata=False)
             clusters = ["cluster", "cluster-untrimmed"] if n in cluster_n else []
             runs: dict[str, list[dict]] = {m: [] for m in modes + clusters}
@@ -158,6 +164,7 @@ def measure(ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = ()) -> 
             kcp = max(runs["kcpstream"], key=lambda r: r["peak_rss"])
             row = {
                 "n": n,
+                "chunk": chunk,
                 "store_bytes": size,
                 "baseline_seconds": med["baseline"],
                 "featurize_only_seconds": med["featurize-only"],
@@ -169,6 +176,7 @@ def measure(ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = ()) -> 
                 "baseline_bytes_read_over_store": runs["baseline"][0]["bytes_read"] / size,
                 "passes": kcp["passes"],
                 "rounds": kcp["rounds"],
+                "pass_tasks": kcp["pass_tasks"],
                 "all_seconds": {m: [r["seconds"] for r in rs] for m, rs in runs.items() if rs},
             }
             if "cluster" in med:
@@ -181,7 +189,13 @@ def measure(ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = ()) -> 
     ns = np.array([r["n"] for r in rows], dtype=float)
     ts = np.array([r["kcpstream_seconds"] for r in rows])
     growth = float(np.polyfit(np.log(ns), np.log(ts), 1)[0]) if len(rows) > 1 else None
-    return {"benchmark": "scale", "rows": rows, "growth_exponent": growth, "repeat": repeat}
+    return {
+        "benchmark": "scale",
+        "rows": rows,
+        "growth_exponent": growth,
+        "repeat": repeat,
+        "chunk": chunk,
+    }
 
 
 def main() -> None:
@@ -194,9 +208,10 @@ def main() -> None:
         "--cluster-n", type=int, nargs="*", default=[100_000_000],
         help="n at which a LocalCluster of 2 worker processes is timed too",
     )  # fmt: skip
+    ap.add_argument("--chunk", type=int, default=2**20, help="samples per zarr chunk")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    report(measure(args.n, args.repeat, tuple(args.cluster_n)), args.out, None)
+    report(measure(args.n, args.repeat, tuple(args.cluster_n), args.chunk), args.out, None)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
 """Plots of a segmentation (matplotlib, the ``plot`` extra).
 
 The signal is drawn as a min/max envelope over at most ``max_points`` bins,
-computed in one dask pass (each chunk gives the minima and maxima of the
-bins it overlaps), so a signal of 10^8 samples plots in seconds.
+computed in one dask pass (each run of chunks gives the minima and maxima of
+the bins it overlaps), so a signal of 10^8 samples plots in seconds.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import dask
 import numpy as np
+
+from ._graph import TaskBatch
+from .passes import pass_runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from .result import Segmentation
@@ -42,6 +44,11 @@ def _chunk_envelope(x: np.ndarray, start: int, edges: np.ndarray):
     return first, lo, hi
 
 
+def _run_envelope(source, edges: np.ndarray):
+    """:func:`_chunk_envelope` of a run of chunks, read inside the task."""
+    return _chunk_envelope(source.read(), source.start, edges)
+
+
 def envelope(data: Any, max_points: int = 4000, **signal_kwargs: Any):
     """``(bin_starts, lo, hi)``: min and max of each channel over at most ``max_points`` bins."""
     from .signal import as_signal
@@ -50,14 +57,12 @@ def envelope(data: Any, max_points: int = 4000, **signal_kwargs: Any):
     n = signal.n
     bins = max(1, min(n, max_points))
     edges = np.unique(np.linspace(0, n, bins + 1).round().astype(np.int64))
-    starts = signal.chunk_starts
-    tasks = [
-        dask.delayed(_chunk_envelope)(blk, int(s), edges)
-        for blk, s in zip(signal.data.to_delayed().ravel(), starts[:-1], strict=True)
-    ]
+    batch = TaskBatch("envelope")  # one task per run of chunks, as in the data pass
+    for first, last in pass_runs(signal.chunk_starts, signal.row_bytes):
+        signal.reader.add_task(batch, _run_envelope, first, last, edges)
     lo = np.full((len(edges) - 1, signal.d), np.inf)
     hi = np.full((len(edges) - 1, signal.d), -np.inf)
-    for first, clo, chi in dask.compute(*tasks):
+    for first, clo, chi in batch.compute():
         k = len(clo)
         lo[first : first + k] = np.minimum(lo[first : first + k], clo)
         hi[first : first + k] = np.maximum(hi[first : first + k], chi)
