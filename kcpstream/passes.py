@@ -439,30 +439,38 @@ def _pass_tasks(
 
 
 def read_rows(
-    source: SourceSlice, ranges: list[tuple[int, int]], cache: CacheHandle | None
-) -> tuple[list[np.ndarray], str | None]:
-    """Rows ``[lo, hi)`` (float64, positions within the chunk) of one chunk, a dask
-    task: the whole chunk is read and offered to the job's sample cache in this
-    process, for the data pass (with the lowest score until the data pass scores
-    it).  Also returns the worker that ran it, if any."""
+    source: SourceSlice,
+    ranges: dict[int, list[tuple[int, int]]],
+    cache: CacheHandle | None,
+) -> tuple[dict[int, list[np.ndarray]], str | None]:
+    """Rows of some chunks of a run, a dask task: ``ranges`` maps a chunk's
+    position in the run to its ``[lo, hi)`` row ranges (positions within the
+    chunk); the rows come back float64.  Those chunks are read whole (the
+    missing ones together) and offered to the job's sample cache in this
+    process, for the data pass (with the lowest score until the data pass
+    scores them).  Also returns the worker that ran it, if any."""
     local = cache.resolve() if cache is not None else None
-    x = local.chunk(source.start) if local is not None else None
-    if x is None:
-        x = source.read()
-        if local is not None:
-            local.add_chunk(source.start, x)
-    x = _as_2d(x)
-    return [x[lo:hi].astype(np.float64) for lo, hi in ranges], _worker_address()
+    positions = sorted(ranges)
+    xs = {i: None if local is None else local.chunk(int(source.starts[i])) for i in positions}
+    missing = [i for i in positions if xs[i] is None]
+    if missing:
+        shared = len(missing) > 1 and source.array is not None  # views of one read
+        for i, x in zip(missing, source.read_chunks(missing), strict=True):
+            xs[i] = x
+            if local is not None:
+                local.add_chunk(int(source.starts[i]), x, copy=shared)
+    rows = {i: [_as_2d(xs[i])[lo:hi].astype(np.float64) for lo, hi in ranges[i]] for i in positions}
+    return rows, _worker_address()
 
 
 def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCache) -> np.ndarray:
     """The samples of ``windows`` (float64, in order), read through the job's cache.
 
-    The chunks the windows overlap are read whole, one task each, and kept
-    where they were read (this process, or a distributed worker, whose data
-    pass task for the chunk is then sent there), so the data pass does not
-    read them again.  Where no cache outlives a compute (a process pool)
-    only the windows are read.
+    The chunks the windows overlap are read whole, one task per data-pass run
+    of chunks (:func:`pass_runs`), and kept where they were read (this
+    process, or a distributed worker, whose data pass task for the run is
+    then sent there), so the data pass does not read them again.  Where no
+    cache outlives a compute (a process pool) only the windows are read.
     """
     reader = signal.reader
     starts = reader.starts
@@ -479,14 +487,20 @@ def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCach
     if not _caches_reachable():
         rows = dask.compute(*[signal.data[a:b] for a, b in windows])
         return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
-    batch = TaskBatch("fit")
-    for i in needed:
-        reader.add_task(batch, read_rows, i, i, ranges[i], cache.handle)
-    read = dict(zip(needed, batch.compute(), strict=True))
-    for i, (_, worker) in read.items():
-        if worker is not None:
-            cache.homes[int(starts[i])] = worker
-    return np.concatenate([read[i][0][k] for i, k in order], axis=0)
+    batch, groups = TaskBatch("fit"), []
+    for first, last in pass_runs(starts, signal.row_bytes):  # the data pass's tasks
+        members = [i for i in needed if first <= i <= last]
+        if members:
+            groups.append((first, members))
+            ranges_in_run = {i - first: ranges[i] for i in members}
+            reader.add_task(batch, read_rows, first, last, ranges_in_run, cache.handle)
+    read: dict[int, list[np.ndarray]] = {}
+    for (first, members), (rows, worker) in zip(groups, batch.compute(), strict=True):
+        for i in members:
+            read[i] = rows[i - first]
+            if worker is not None:
+                cache.homes[int(starts[i])] = worker
+    return np.concatenate([read[i][k] for i, k in order], axis=0)
 
 
 def _assemble(signal: Signal, fmap: FeatureMap, block_size: int, results) -> BlockStats:

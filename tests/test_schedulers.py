@@ -20,6 +20,15 @@ def store(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def small_chunks(tmp_path_factory):
+    """The same signal in 600 chunks of 500 samples: 10 per data-pass task."""
+    sig = datasets.changing_distribution(300_000, 6, seed=5)
+    path = tmp_path_factory.mktemp("small") / "s.zarr"
+    datasets.write_zarr(sig.x, path, chunks=500)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
 def threaded(store):
     with dask.config.set(scheduler="threads"):
         return kcpstream.segment(store, n_bkps=8)
@@ -50,7 +59,23 @@ def _worker_caches_held() -> int:
     return len(_WORKER_CACHES)
 
 
-def test_distributed_local_cluster_with_processes(store, threaded):
+def _pass_reads_again(path: str) -> int:
+    """Samples the data pass reads again after the fit sample (with a cache)."""
+    from kcpstream.passes import SampleCache, data_passes, release_worker_caches
+    from kcpstream.signal import as_signal
+
+    signal = as_signal(path)
+    cache = SampleCache(block_size=64)
+    fmap = kcpstream.RFF(16, seed=0).fit(signal.sample(cache=cache))
+    try:
+        data_passes([(signal, fmap, 64, cache)], tile=4096)
+    finally:
+        release_worker_caches([cache])
+    assert len(cache.fit_chunks) > 1 and len(set(cache.homes.values())) == 2
+    return cache.samples_read_again
+
+
+def test_distributed_local_cluster_with_processes(store, small_chunks, threaded):
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
@@ -59,6 +84,8 @@ def test_distributed_local_cluster_with_processes(store, threaded):
     ):
         res = kcpstream.segment(store, n_bkps=8)
         no_cache = kcpstream.segment(store, n_bkps=8, cache_bytes=0)
+        grouped = kcpstream.segment(small_chunks, n_bkps=8)
+        grouped_pass_read_again = _pass_reads_again(small_chunks)
         held = client.run(_worker_caches_held)
         # an array the cluster already holds: tasks take its chunks as dependencies
         persisted = da.from_zarr(store, component="x").persist()
@@ -73,3 +100,11 @@ def test_distributed_local_cluster_with_processes(store, threaded):
     assert res.diagnostics.samples_read_again == 0
     assert no_cache.diagnostics.samples_read_again >= no_cache.diagnostics.samples_scanned > 0
     assert sorted(held.values()) == [0, 0]  # the workers' caches were freed with the job
+    # small chunks: the fit and the pass read runs of 10 chunks, each run's pass
+    # task where the fit left its chunks, so the pass reads nothing twice
+    # (refinement may: a piece across two runs kept by two workers)
+    with dask.config.set(scheduler="threads"):
+        grouped_threaded = kcpstream.segment(small_chunks, n_bkps=8)
+    _same(grouped, grouped_threaded)
+    assert grouped.diagnostics.n_chunks == 600 and grouped.diagnostics.pass_tasks == 60
+    assert grouped_pass_read_again == 0
