@@ -11,9 +11,11 @@ Every (method, signal, n) runs in a fresh subprocess with a 300 s timeout and
 a 20 GiB address-space limit; a method is not run at larger n on a signal
 once it has failed there (timeout, memory or error).  Each child first runs
 its method on a 500-sample signal (untimed: imports and JIT compilation),
-then times one call on the signal, which was generated before the clock
-starts.  Reported: seconds, the child's peak resident memory, and F1 with a
-margin of 1 % of n (``kcpstream.metrics.f1_score``).
+then times a call on the signal, which was generated before the clock
+starts; a call under 1 s is timed :data:`SHORT_REPEATS` times in all and the
+median kept (the F1 is that of the first call).  Reported: seconds, the
+child's peak resident memory, and F1 with a margin of 1 % of n
+(``kcpstream.metrics.f1_score``).
 
 Methods and their settings (a method given the true count gets 20):
 
@@ -55,6 +57,7 @@ SIGNALS = ("scenario1", "multivariate8")
 N_CHANGES = 20
 SEED = 7
 MEMORY_LIMIT = 20 * 2**30
+SHORT_REPEATS = 5  # calls timed when the first takes under 1 s
 
 METHODS = (
     "kcpstream n_bkps",
@@ -139,7 +142,12 @@ def child(method: str, signal: str, n: int) -> None:
     run = detector(method, x)
     t0 = time.perf_counter()
     cps = run(x)
-    seconds = time.perf_counter() - t0
+    times = [time.perf_counter() - t0]
+    while times[0] < 1.0 and len(times) < SHORT_REPEATS:  # a short call: its median
+        t0 = time.perf_counter()
+        run(x)
+        times.append(time.perf_counter() - t0)
+    seconds = float(np.median(times))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cps = np.asarray(cps, dtype=np.int64).ravel().tolist()
     print(json.dumps({"seconds": seconds, "peak_rss": rss, "changepoints": cps}))
