@@ -431,9 +431,8 @@ def _pass_tasks(
         if here:  # chunks the fit sample read in this process: the task holds them
             found = {i: cache.chunk(a) for i, a in enumerate(chunk_starts)}
             held = {i: x for i, x in found.items() if x is not None} or None
-        elif handle is not None:  # a chunk the fit sample left in a worker's cache
-            homes = (cache.homes.get(a) for a in chunk_starts)
-            home = next((h for h in homes if h is not None), None)
+        elif handle is not None:  # chunks the fit sample left in a worker's cache
+            home = _home_of(cache, reader.starts, first, last)
         reader.add_task(batch, read_block_stats, first, last, fmap, block_size, tile, handle,
                         held, home=home)  # fmt: skip
 
@@ -786,6 +785,17 @@ def _chunks_holding(starts: np.ndarray, start: int, end: int) -> tuple[int, int]
     return first, last
 
 
+def _home_of(cache: SampleCache, starts: np.ndarray, first: int, last: int) -> str | None:
+    """The worker that read the most samples of chunks ``first .. last`` (None if
+    none is known): a task on them is sent there."""
+    held: dict[str, int] = {}
+    for i in range(first, last + 1):
+        home = cache.homes.get(int(starts[i]))
+        if home is not None:
+            held[home] = held.get(home, 0) + int(starts[i + 1] - starts[i])
+    return max(held, key=held.__getitem__) if held else None
+
+
 def _chunk_groups(
     starts: np.ndarray, reqs: list[ScanRequest]
 ) -> list[tuple[int, int, list[ScanRequest]]]:
@@ -835,7 +845,7 @@ def scan_many(
         handle = cache.handle if cache is not None and reachable else None
         ship = cache is not None and not reachable
         for c0, c1, members in _chunk_groups(reader.starts, to_read):
-            home = None if cache is None else cache.homes.get(int(reader.starts[c0]))
+            home = None if cache is None else _home_of(cache, reader.starts, c0, c1)
             reader.add_task(batch, scan_run, c0, c1, fmap, members, min_size, tile, handle, ship,
                             home=home)  # fmt: skip
             owners.append((b, int(reader.starts[c1 + 1] - reader.starts[c0])))

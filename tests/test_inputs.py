@@ -295,3 +295,14 @@ def test_a_kept_chunk_of_a_run_read_at_once_owns_its_samples(tmp_path):
         kept = cache.chunk(start)
         np.testing.assert_array_equal(kept[:, 0], x[start : start + 1_000])
         assert kept.base is None  # a copy: it does not keep the whole run alive
+
+
+def test_a_run_of_chunks_is_sent_to_the_worker_holding_most_of_it():
+    from kcpstream.passes import SampleCache, _home_of
+
+    cache = SampleCache(block_size=10)
+    starts = np.array([0, 100, 350, 400, 500])
+    cache.homes.update({0: "tcp://a", 100: "tcp://b", 350: "tcp://a"})
+    assert _home_of(cache, starts, 0, 2) == "tcp://b"  # b read 250 samples, a 150
+    assert _home_of(cache, starts, 0, 0) == "tcp://a"
+    assert _home_of(cache, starts, 3, 3) is None  # nobody read chunk 3 yet
