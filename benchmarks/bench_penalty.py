@@ -14,7 +14,8 @@ Configurations: the exact Gaussian kernel (Nyström with every sample, DP)
 and RFF with 64 features (binary segmentation, kcpstream's default), at the
 median-heuristic bandwidth sigma and at sigma / 4, sigma / 8 and sigma / 16.
 
-Usage: python benchmarks/bench_penalty.py [--reps 40] [--out penalty.json] [--markdown penalty.md]
+Usage: python benchmarks/bench_penalty.py [--reps 40] [--min-gap 90] [--out penalty.json]
+       [--markdown penalty.md]
 """
 
 from __future__ import annotations
@@ -43,12 +44,12 @@ CONFIGS = (  # (features, bandwidth / median heuristic, method)
 )
 
 
-def run(reps: int, n: int = 1000, k: int = 10) -> dict:
+def run(reps: int, n: int = 1000, k: int = 10, min_gap: int | None = None) -> dict:
     rows = []
     for feat, scale, method in CONFIGS:
         hits = np.zeros(len(ALPHAS))
         for rep in range(reps):
-            x = datasets.scenario1(n, k, seed=1000 + 100 * k + rep).x
+            x = datasets.scenario1(n, k, seed=1000 + 100 * k + rep, min_gap=min_gap).x
             sigma = median_distance(x) * scale
             if feat == "exact":
                 fmap = kcpstream.Nystrom(n, bandwidth=sigma, rcond=1e-12)
@@ -67,7 +68,14 @@ def run(reps: int, n: int = 1000, k: int = 10) -> dict:
             "auto": float(rates[ALPHAS.index(2.0)]),
             "best_alpha": ALPHAS[int(np.argmax(rates))], "best": float(rates.max()),
         })  # fmt: skip
-    return {"benchmark": "penalty", "n": n, "n_changepoints": k, "reps": reps, "rows": rows}
+    return {
+        "benchmark": "penalty",
+        "n": n,
+        "n_changepoints": k,
+        "min_gap": min_gap,
+        "reps": reps,
+        "rows": rows,
+    }
 
 
 def markdown(result: dict) -> str:
@@ -90,11 +98,16 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument(
+        "--min-gap", type=int, default=None,
+        help="samples between change-points (scenario 1's default: n / (2 (K + 1)); "
+        "90 makes the 11 segments 90 to 100 samples long)",
+    )  # fmt: skip
     ap.add_argument("--out", default=None)
     ap.add_argument("--markdown", default=None)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    result = run(args.reps)
+    result = run(args.reps, min_gap=args.min_gap)
     result["seconds"] = time.perf_counter() - t0
     report(result, args.out, args.markdown, markdown)
 
