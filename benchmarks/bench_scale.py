@@ -15,6 +15,8 @@ memory is the run's own):
 * kcpstream: ``segment(store, n_bkps=20, features="rff:64")`` on the
   threaded scheduler, reading through a store wrapper that counts the bytes
   it returns;
+* with ``--xarray``: the same call on ``xr.open_zarr(store)["x"]``, in the
+  store's chunks and in dask chunks of 2^20 samples (``xarray-wide``);
 * cluster (at ``--cluster-n``): the same call from a ``LocalCluster`` of 2
   worker processes (1 thread each), given the store's path; time only.  Each
   worker loads the compiled kernels first, as the threaded run does.  Twice:
@@ -31,7 +33,7 @@ Prints JSON: seconds, ratio to the baseline, peak RSS, bytes read / store
 size, and the growth exponent of kcpstream's time over the n measured.
 
 Usage: python benchmarks/bench_scale.py [--n 1000000 10000000 100000000] [--repeat 3]
-       [--chunk 1048576] [--cluster-n 100000000] [--out scale.json]
+       [--chunk 1048576] [--xarray] [--cluster-n 100000000] [--out scale.json]
 """
 
 from __future__ import annotations
@@ -97,6 +99,16 @@ if mode in ("baseline", "featurize-only"):
                 fmap._featurize_tile(t, buf if len(t) == 4096 else fmap._tile_buffer(len(t)))
     with ThreadPoolExecutor(os.cpu_count()) as pool:
         list(pool.map(work, range(0, arr.shape[0], chunk)))
+elif mode.startswith("xarray"):  # the store through xarray, as stored or in wider dask chunks
+    import dask, kcpstream, xarray as xr
+    wide = {"chunks": {"time": 2**20}} if mode == "xarray-wide" else {}  # else xarray's default
+    with dask.config.set(scheduler="threads"):
+        kcpstream.segment(np.arange(1000) % 7 * 1.0, n_bkps=1, features="rff:64")
+        t0 = time.perf_counter()
+        ds = xr.open_zarr(store, consolidated=False, **wide)
+        res = kcpstream.segment(ds["x"], n_bkps=20, features="rff:64")
+    extra = {"passes": res.diagnostics.passes, "rounds": res.diagnostics.rounds,
+             "pass_tasks": res.diagnostics.pass_tasks, "n_chunks": res.diagnostics.n_chunks}
 elif mode == "kcpstream":
     import dask, kcpstream
     with dask.config.set(scheduler="threads"):
@@ -143,12 +155,17 @@ def run(mode: str, path: str) -> dict:
 
 
 def measure(
-    ns: list[int], repeat: int = 3, cluster_n: tuple[int, ...] = (), chunk: int = 2**20
+    ns: list[int],
+    repeat: int = 3,
+    cluster_n: tuple[int, ...] = (),
+    chunk: int = 2**20,
+    xarray: bool = False,
 ) -> dict:
     """Every mode at every n (see the module's docstring); the result as a dict."""
     from kcpstream import datasets
 
     modes = ["baseline", "featurize-only", "kcpstream"]
+    modes += ["xarray", "xarray-wide"] if xarray else []
     rows = []
     with tempfile.TemporaryDirectory(prefix="kcpstream-scale-") as tmp:
         for n in ns:
@@ -179,6 +196,11 @@ def measure(
                 "pass_tasks": kcp["pass_tasks"],
                 "all_seconds": {m: [r["seconds"] for r in rs] for m, rs in runs.items() if rs},
             }
+            if "xarray" in med:
+                row["xarray_seconds"] = med["xarray"]
+                row["xarray_wide_seconds"] = med["xarray-wide"]
+                row["xarray_dask_chunks"] = runs["xarray"][0]["n_chunks"]
+                row["xarray_wide_dask_chunks"] = runs["xarray-wide"][0]["n_chunks"]
             if "cluster" in med:
                 row["cluster_seconds"] = med["cluster"]
                 row["cluster_over_threads"] = med["cluster"] / med["kcpstream"]
@@ -209,9 +231,14 @@ def main() -> None:
         help="n at which a LocalCluster of 2 worker processes is timed too",
     )  # fmt: skip
     ap.add_argument("--chunk", type=int, default=2**20, help="samples per zarr chunk")
+    ap.add_argument(
+        "--xarray", action="store_true",
+        help="also time segment(xr.open_zarr(store)['x']), as stored and in dask chunks of 2^20",
+    )  # fmt: skip
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    report(measure(args.n, args.repeat, tuple(args.cluster_n), args.chunk), args.out, None)
+    result = measure(args.n, args.repeat, tuple(args.cluster_n), args.chunk, args.xarray)
+    report(result, args.out, None)
 
 
 if __name__ == "__main__":

@@ -206,7 +206,8 @@ def write_zarr(
 
     With ``changepoints``, the ground truth is stored in the array's
     attributes (``changepoints``).  Any generator's output can be written at
-    any n: ``write_zarr(scenario1(10**7, 50).x, ...)``.
+    any n: ``write_zarr(scenario1(10**7, 50).x, ...)``.  The dimensions are
+    named ``time`` (and ``channel``), so ``xarray.open_zarr`` reads the store.
     """
     import zarr
 
@@ -217,6 +218,7 @@ def write_zarr(
         dtype=x.dtype,
         chunks=(min(chunks, x.shape[0]),) + x.shape[1:],
         overwrite=overwrite,
+        dimension_names=("time", "channel")[: x.ndim],
     )
     arr[...] = x
     if changepoints is not None:

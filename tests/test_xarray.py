@@ -158,3 +158,19 @@ def test_batch_uses_one_data_pass_and_shared_rounds(sensors):
         for label in ("s1", "s2", "s3"):
             kcpstream.segment(ds["pressure"].sel(sensor=label), n_bkps=3, cache_bytes=0)
     assert len(log.computes) < len(alone.computes)
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_a_written_store_opens_in_xarray_and_segments_the_same(tmp_path, d):
+    sig = datasets.piecewise_constant(20_000, 3, d=d, jump=3.0, seed=2)
+    datasets.write_zarr(sig.x, tmp_path / "s.zarr", chunks=1_000)
+    ds = xr.open_zarr(tmp_path / "s.zarr", consolidated=False)
+    assert ds["x"].dims == ("time", "channel")[: sig.x.ndim]
+    np.testing.assert_array_equal(ds["x"].values, sig.x)
+    # read as stored, and in dask chunks of several zarr chunks
+    by_path = kcpstream.segment(str(tmp_path / "s.zarr"), n_bkps=3)
+    wider = xr.open_zarr(tmp_path / "s.zarr", consolidated=False, chunks={"time": 4_000})
+    for data in (ds["x"], wider["x"]):
+        res = kcpstream.segment(data, n_bkps=3)
+        assert res.changepoints.tolist() == by_path.changepoints.tolist()
+        assert res.gains.tolist() == by_path.gains.tolist()
