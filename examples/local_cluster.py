@@ -1,6 +1,6 @@
 """The sensor-archive job on a local dask cluster with worker processes.
 
-kcpstream calls dask.compute and uses whatever scheduler is active: here a
+kcpstream hands its task graphs to whatever dask scheduler is active: here a
 distributed.LocalCluster. The result equals the threaded scheduler's.
 
     python examples/local_cluster.py [--n 500000] [--workers 2]

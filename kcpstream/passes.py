@@ -350,7 +350,7 @@ def runs_in_this_process() -> bool:
 
 
 def _caches_reachable() -> bool:
-    """Whether tasks run where a job's sample cache outlives a ``dask.compute``: in
+    """Whether tasks run where a job's sample cache outlives a computation: in
     this process, or on distributed workers (not a pool of processes made per call)."""
     return runs_in_this_process() or active_client() is not None
 

@@ -34,7 +34,7 @@ class Diagnostics:
     n_chunks : int
         Chunks of the input along time.
     rounds : int
-        Calls to ``dask.compute`` made by the search (refinement rounds).
+        Graphs computed by the search (refinement rounds).
     pieces_scanned, samples_scanned : int
         Blocks (or refined pieces) read again and scanned sample by sample.
     samples_featurized_pass : int

@@ -9,7 +9,7 @@ The best split of a segment is found exactly:
    ``u`` the centred cumulative sum at the piece's ends and ``R`` its bridge
    excursion;
 3. only pieces whose bound reaches the best boundary gain are read again and
-   scanned sample by sample — all of a round's reads in one ``dask.compute``.
+   scanned sample by sample — all of a round's reads in one graph.
 
 Because statistics are exact integers and one function computes every gain,
 the result equals a brute-force scan of every split position, ties going to
@@ -268,7 +268,7 @@ def drive_many(
     runs: list[tuple[Steps, Signal, FeatureMap, SampleCache | None]], min_size: int, tile: int
 ) -> list[Any]:
     """Advance several step generators in lockstep: every round scans the pieces all
-    of them asked for in one ``dask.compute``.  Returns their outcomes."""
+    of them asked for in one graph.  Returns their outcomes."""
     outcomes: list[Any] = [None] * len(runs)
     asked: dict[int, list[ScanRequest]] = {}
 
