@@ -36,51 +36,38 @@ class TaskBatch:
     """Calls ``func(*args)`` to compute together, results in the order added.
 
     A call made with ``home`` (a distributed worker's address) prefers that
-    worker (allowed elsewhere if it is gone); calls whose arguments hold dask
-    collections (the chunks of an array a cluster holds) make the batch fall
-    back to ``dask.compute`` of ``Delayed`` objects, which resolves them.
+    worker (allowed elsewhere if it is gone).  Arguments may hold references
+    (``dask._task_spec.TaskRef``) to keys computed by the tasks of ``graph``
+    given with the call, or held by the cluster already: their values are
+    passed in their place.
     """
 
     def __init__(self, name: str) -> None:
         self._prefix = f"kcpstream-{name}-{uuid.uuid4().hex}"
         self._calls: list[tuple[Callable, tuple, str | None]] = []
-        self._collections = False
+        self._extra: dict = {}  # tasks the calls depend on
 
     def __len__(self) -> int:
         return len(self._calls)
 
-    def add(self, func: Callable, *args: Any, home: str | None = None) -> None:
+    def add(
+        self, func: Callable, *args: Any, home: str | None = None, graph: dict | None = None
+    ) -> None:
         self._calls.append((func, args, home))
-
-    def add_with_collections(self, func: Callable, *args: Any, home: str | None = None) -> None:
-        """A call some of whose arguments are dask collections (computed first)."""
-        self._collections = True
-        self.add(func, *args, home=home)
+        if graph:
+            self._extra.update(graph)
 
     def compute(self, progress: bool = False) -> list:
         """Run every call with the active scheduler; a progress bar on stderr if asked."""
         if not self._calls:
             return []
-        if self._collections:
-            return self._compute_delayed(progress)
         keys = [(self._prefix, i) for i in range(len(self._calls))]
         layers: dict[str | None, dict] = {}
         for key, (func, args, home) in zip(keys, self._calls, strict=True):
             layers.setdefault(home, {})[key] = Task(key, func, *args)
         client = active_client()
         if client is not None:
-            graph = HighLevelGraph(
-                {
-                    f"{self._prefix}-{i}": MaterializedLayer(
-                        dsk,
-                        annotations=None
-                        if home is None
-                        else {"workers": [home], "allow_other_workers": True},
-                    )
-                    for i, (home, dsk) in enumerate(layers.items())
-                },
-                {f"{self._prefix}-{i}": set() for i in range(len(layers))},
-            )
+            graph = self._layered(layers)
             if not progress:
                 return list(client.get(graph, keys, sync=True))
             from distributed import progress as progress_bar
@@ -89,7 +76,7 @@ class TaskBatch:
             with contextlib.redirect_stdout(sys.stderr):
                 progress_bar(futures, notebook=False)
             return list(client.gather(futures))
-        dsk = {k: v for layer in layers.values() for k, v in layer.items()}
+        dsk = {k: v for layer in (self._extra, *layers.values()) for k, v in layer.items()}
         get = dask.base.get_scheduler() or dask.threaded.get
         if not progress:
             return list(get(dsk, keys))
@@ -98,27 +85,14 @@ class TaskBatch:
         with ProgressBar(out=sys.stderr):
             return list(get(dsk, keys))
 
-    def _compute_delayed(self, progress: bool) -> list:
-        tasks = []
-        for func, args, home in self._calls:
-            where = (
-                contextlib.nullcontext()
-                if home is None
-                else dask.annotate(workers=[home], allow_other_workers=True)
-            )
-            with where:
-                tasks.append(dask.delayed(func, pure=False)(*args))
-        client = active_client()
-        if progress and client is not None:
-            from distributed import progress as progress_bar
-
-            futures = client.compute(tasks)
-            with contextlib.redirect_stdout(sys.stderr):
-                progress_bar(futures, notebook=False)
-            return list(client.gather(futures))
-        if progress:
-            from dask.diagnostics import ProgressBar
-
-            with ProgressBar(out=sys.stderr):
-                return list(dask.compute(*tasks))
-        return list(dask.compute(*tasks))
+    def _layered(self, layers: dict[str | None, dict]) -> HighLevelGraph:
+        """The calls as graph layers, one per preferred worker (annotated), over a
+        layer of the tasks they depend on."""
+        deps_name = f"{self._prefix}-deps"
+        graph_layers = {deps_name: MaterializedLayer(self._extra)} if self._extra else {}
+        dependencies: dict[str, set] = {deps_name: set()} if self._extra else {}
+        for i, (home, dsk) in enumerate(layers.items()):
+            where = None if home is None else {"workers": [home], "allow_other_workers": True}
+            graph_layers[f"{self._prefix}-{i}"] = MaterializedLayer(dsk, annotations=where)
+            dependencies[f"{self._prefix}-{i}"] = {deps_name} if self._extra else set()
+        return HighLevelGraph(graph_layers, dependencies)

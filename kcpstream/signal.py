@@ -15,6 +15,7 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+from dask._task_spec import List, TaskRef
 from dask.core import get_dependencies
 from dask.local import get_sync
 
@@ -180,12 +181,13 @@ def _rows(x) -> np.ndarray:
 
 
 def _subgraph(graph: dict, keys: list, deps: dict | None = None) -> dict:
-    """The tasks of ``graph`` that ``keys`` need (``deps``: each key's dependencies)."""
+    """The tasks of ``graph`` that ``keys`` need (``deps``: each key's dependencies);
+    keys the graph does not hold (a cluster's) are left out."""
     out: dict = {}
     todo = list(keys)
     while todo:
         key = todo.pop()
-        if key not in out:
+        if key not in out and key in graph:
             out[key] = graph[key]
             todo.extend(deps[key] if deps is not None else _dependencies(graph, key))
     return out
@@ -220,7 +222,6 @@ class ChunkReader:
         self._keys = [row[0] for row in opt.__dask_keys__()]  # one chunk along channels
         self._deps = {k: _dependencies(self._graph, k) for k in self._graph}
         self.self_contained = all(d in self._graph for ds in self._deps.values() for d in ds)
-        self._blocks = None if self.self_contained else list(opt.to_delayed().ravel())
 
     @property
     def n_chunks(self) -> int:
@@ -242,9 +243,11 @@ class ChunkReader:
         source = self.run(first, last)
         if self.self_contained:
             batch.add(func, source, *args, home=home)
-        else:
-            parts = self._blocks[first : last + 1]
-            batch.add_with_collections(_with_parts, func, source, parts, *args, home=home)
+        else:  # the chunks are the task's dependencies, made from keys the cluster holds
+            keys = self._keys[first : last + 1]
+            parts = List(*(TaskRef(k) for k in keys))
+            graph = _subgraph(self._graph, keys, self._deps)
+            batch.add(_with_parts, func, source, parts, *args, home=home, graph=graph)
 
 
 def check_finite_index(first_bad: int | None, description: str) -> None:
