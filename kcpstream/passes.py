@@ -397,26 +397,34 @@ def read_block_stats(
     chunk must not hold on to its neighbours)."""
     local = cache.resolve() if cache is not None else None
     starts = source.starts
-    held = held or {}
-    xs = [
-        held.get(i, None if local is None else local.chunk(int(a)))
-        for i, a in enumerate(starts[:-1])
-    ]
-    missing = [i for i, x in enumerate(xs) if x is None]
-    if missing:
-        for i, x in zip(missing, source.read_chunks(missing), strict=True):
-            xs[i] = x
-    shared = len(missing) > 1 and source.array is not None  # views of one read
-    missing = set(missing)
+    xs, read, shared = _run_chunks(source, range(len(starts) - 1), local, held)
     out = []
-    for i, x in enumerate(xs):
+    for i, x in xs.items():
         stats = chunk_block_stats(x, int(starts[i]), fmap, block_size, tile)
-        stats["from_cache"] = i not in missing
+        stats["from_cache"] = i not in read
         if local is not None and stats["first_bad"] < 0:
             score = chunk_score(stats["counts"], stats["S"])
-            local.add_chunk(int(starts[i]), x, score, copy=shared and i in missing)
+            local.add_chunk(int(starts[i]), x, score, copy=shared and i in read)
         out.append(stats)
     return out
+
+
+def _run_chunks(
+    source: SourceSlice, positions, local: SampleCache | None, held: dict | None = None
+) -> tuple[dict[int, np.ndarray], set[int], bool]:
+    """Chunks ``positions`` of a run, in order: given to the task (``held``), in
+    this process's cache, or read (the missing ones together).  Returns them,
+    the positions read, and whether those are views of a read of several
+    chunks (to be copied if kept)."""
+    held = held or {}
+    xs = {
+        i: held.get(i, None if local is None else local.chunk(int(source.starts[i])))
+        for i in positions
+    }
+    read = [i for i, x in xs.items() if x is None]
+    if read:
+        xs.update(zip(read, source.read_chunks(read), strict=True))
+    return xs, set(read), len(read) > 1 and source.array is not None
 
 
 def _pass_tasks(
@@ -426,10 +434,9 @@ def _pass_tasks(
     handle = cache.handle if cache is not None and _caches_reachable() else None
     here = handle is not None and runs_in_this_process()
     for first, last in pass_runs(reader.starts, signal.row_bytes):
-        chunk_starts = [int(a) for a in reader.starts[first : last + 1]]
         held, home = None, None
         if here:  # chunks the fit sample read in this process: the task holds them
-            found = {i: cache.chunk(a) for i, a in enumerate(chunk_starts)}
+            found = {i - first: cache.chunk(int(reader.starts[i])) for i in range(first, last + 1)}
             held = {i: x for i, x in found.items() if x is not None} or None
         elif handle is not None:  # chunks the fit sample left in a worker's cache
             home = _home_of(cache, reader.starts, first, last)
@@ -449,16 +456,11 @@ def read_rows(
     process, for the data pass (with the lowest score until the data pass
     scores them).  Also returns the worker that ran it, if any."""
     local = cache.resolve() if cache is not None else None
-    positions = sorted(ranges)
-    xs = {i: None if local is None else local.chunk(int(source.starts[i])) for i in positions}
-    missing = [i for i in positions if xs[i] is None]
-    if missing:
-        shared = len(missing) > 1 and source.array is not None  # views of one read
-        for i, x in zip(missing, source.read_chunks(missing), strict=True):
-            xs[i] = x
-            if local is not None:
-                local.add_chunk(int(source.starts[i]), x, copy=shared)
-    rows = {i: [_as_2d(xs[i])[lo:hi].astype(np.float64) for lo, hi in ranges[i]] for i in positions}
+    xs, read, shared = _run_chunks(source, sorted(ranges), local)
+    if local is not None:
+        for i in sorted(read):
+            local.add_chunk(int(source.starts[i]), xs[i], copy=shared)
+    rows = {i: [_as_2d(x)[lo:hi].astype(np.float64) for lo, hi in ranges[i]] for i, x in xs.items()}
     return rows, _worker_address()
 
 
@@ -486,13 +488,17 @@ def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCach
     if not _caches_reachable():
         rows = dask.compute(*[signal.data[a:b] for a, b in windows])
         return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
+    runs = pass_runs(starts, signal.row_bytes)  # the data pass's tasks
+    in_run: dict[int, list[int]] = {}
+    firsts = [first for first, _ in runs]
+    for i in needed:
+        in_run.setdefault(bisect.bisect_right(firsts, i) - 1, []).append(i)
     batch, groups = TaskBatch("fit"), []
-    for first, last in pass_runs(starts, signal.row_bytes):  # the data pass's tasks
-        members = [i for i in needed if first <= i <= last]
-        if members:
-            groups.append((first, members))
-            ranges_in_run = {i - first: ranges[i] for i in members}
-            reader.add_task(batch, read_rows, first, last, ranges_in_run, cache.handle)
+    for r, members in in_run.items():
+        first, last = runs[r]
+        groups.append((first, members))
+        ranges_in_run = {i - first: ranges[i] for i in members}
+        reader.add_task(batch, read_rows, first, last, ranges_in_run, cache.handle)
     read: dict[int, list[np.ndarray]] = {}
     for (first, members), (rows, worker) in zip(groups, batch.compute(), strict=True):
         for i in members:
