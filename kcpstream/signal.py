@@ -76,7 +76,7 @@ class Signal:
     @property
     def chunk_starts(self) -> np.ndarray:
         """Start index of every chunk, plus ``n`` at the end."""
-        return np.concatenate([[0], np.cumsum(self.data.chunks[0])]).astype(np.int64)
+        return _chunk_starts(self.data)
 
     @cached_property
     def reader(self) -> ChunkReader:
@@ -174,6 +174,11 @@ def _with_parts(func, source: SourceSlice, parts: list, *args):
     return func(SourceSlice(None, source.keys, source.starts, parts), *args)
 
 
+def _chunk_starts(data: da.Array) -> np.ndarray:
+    """Start index of every chunk of ``data`` along time, plus its length."""
+    return np.concatenate([[0], np.cumsum(data.chunks[0])]).astype(np.int64)
+
+
 def _rows(x) -> np.ndarray:
     """Samples as ``(length, d)``."""
     x = np.asarray(x)
@@ -207,11 +212,13 @@ class ChunkReader:
     chunks carries only the graph those chunks depend on, so making one costs
     microseconds and the read and its use are a single task.  When the graph
     refers to keys it does not hold (an array persisted on a cluster), tasks
-    take the chunks as dependencies instead.
+    take the chunks as dependencies instead.  A signal read straight from a
+    zarr array (``store_array``) needs no graph: a task reads its run of
+    chunks with one zarr call.
     """
 
     def __init__(self, data: da.Array, store_array: Any = None) -> None:
-        self.starts = np.concatenate([[0], np.cumsum(data.chunks[0])]).astype(np.int64)
+        self.starts = _chunk_starts(data)
         self._array = store_array
         if store_array is not None:  # read the zarr array directly: no graph to keep
             self._keys = [None] * len(data.chunks[0])
