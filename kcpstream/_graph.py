@@ -19,17 +19,24 @@ from typing import Any
 
 import dask
 import dask.base
+import dask.local
 import dask.threaded
 from dask._task_spec import Task
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-__all__ = ["TaskBatch", "active_client"]
+__all__ = ["TaskBatch", "active_client", "in_process_scheduler"]
 
 
 def active_client():
     """The distributed client that is the active scheduler, if one is."""
     client = getattr(dask.base.get_scheduler(), "__self__", None)
     return client if client is not None and hasattr(client, "gather") else None
+
+
+def in_process_scheduler() -> bool:
+    """Whether the active scheduler runs tasks in this process (threads or
+    synchronous), so that they may share its arrays without copies."""
+    return dask.base.get_scheduler() in (None, dask.threaded.get, dask.local.get_sync)
 
 
 class TaskBatch:
@@ -78,6 +85,8 @@ class TaskBatch:
             return list(client.gather(futures))
         dsk = {k: v for layer in (self._extra, *layers.values()) for k, v in layer.items()}
         get = dask.base.get_scheduler() or dask.threaded.get
+        if len(keys) == 1 and not progress and in_process_scheduler():
+            get = dask.local.get_sync  # one call: a thread pool would only add a hand-off
         if not progress:
             return list(get(dsk, keys))
         from dask.diagnostics import ProgressBar

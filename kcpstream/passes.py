@@ -18,12 +18,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import dask
-import dask.base
-import dask.local
-import dask.threaded
 import numpy as np
 
-from ._graph import TaskBatch, active_client
+from ._graph import TaskBatch, active_client, in_process_scheduler
 from ._kernels.blockstats import (
     accumulate_tile,
     accumulate_work,
@@ -47,7 +44,6 @@ __all__ = [
     "SampleCache",
     "CacheHandle",
     "release_worker_caches",
-    "runs_in_this_process",
     "featurize_range",
     "fit_sample",
 ]
@@ -343,16 +339,10 @@ def scan_run(
     return results, read, ([_as_2d(xr) for xr in xs] if ship_samples else None)
 
 
-def runs_in_this_process() -> bool:
-    """Whether the active dask scheduler runs tasks in this process (threads, sync)."""
-    sched = dask.base.get_scheduler()
-    return sched is None or sched in (dask.threaded.get, dask.local.get_sync)
-
-
 def _caches_reachable() -> bool:
     """Whether tasks run where a job's sample cache outlives a computation: in
     this process, or on distributed workers (not a pool of processes made per call)."""
-    return runs_in_this_process() or active_client() is not None
+    return in_process_scheduler() or active_client() is not None
 
 
 #: A data-pass task covers consecutive chunks until it holds about this many
@@ -414,8 +404,8 @@ def _run_chunks(
 ) -> tuple[dict[int, np.ndarray], set[int], bool]:
     """Chunks ``positions`` of a run, in order: given to the task (``held``), in
     this process's cache, or read (the missing ones together).  Returns them,
-    the positions read, and whether those are views of a read of several
-    chunks (to be copied if kept)."""
+    the positions read, and whether those are views of a zarr read of several
+    chunks (to be copied if kept; views of a numpy input hold nothing more)."""
     held = held or {}
     xs = {
         i: held.get(i, None if local is None else local.chunk(int(source.starts[i])))
@@ -424,7 +414,8 @@ def _run_chunks(
     read = [i for i, x in xs.items() if x is None]
     if read:
         xs.update(zip(read, source.read_chunks(read), strict=True))
-    return xs, set(read), len(read) > 1 and source.array is not None
+    shared = len(read) > 1 and source.array is not None and not isinstance(source.array, np.ndarray)
+    return xs, set(read), shared
 
 
 def _pass_tasks(
@@ -432,7 +423,7 @@ def _pass_tasks(
 ) -> None:
     reader = signal.reader
     handle = cache.handle if cache is not None and _caches_reachable() else None
-    here = handle is not None and runs_in_this_process()
+    here = handle is not None and in_process_scheduler()
     for first, last in pass_runs(reader.starts, signal.row_bytes):
         held, home = None, None
         if here:  # chunks the fit sample read in this process: the task holds them

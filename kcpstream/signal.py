@@ -19,6 +19,8 @@ from dask._task_spec import List, TaskRef
 from dask.core import get_dependencies
 from dask.local import get_sync
 
+from ._graph import in_process_scheduler
+
 __all__ = [
     "Signal",
     "ChunkReader",
@@ -56,8 +58,9 @@ class Signal:
     description: str
     source: dict[str, Any] = field(default_factory=dict)
     time: Any = None  #: kcpstream.labeled.TimeAxis of a labelled input (else positions)
-    #: The zarr array ``data`` reads, unchanged (``data[a:b]`` holds ``store_array[a:b]``):
-    #: runs of chunks are then read from it in one call each.
+    #: The zarr or numpy array ``data`` reads, unchanged (``data[a:b]`` holds
+    #: ``store_array[a:b]``): runs of chunks are then sliced from it directly, one zarr
+    #: call each (a numpy array only under an in-process scheduler, see ChunkReader).
     store_array: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -214,13 +217,18 @@ class ChunkReader:
     refers to keys it does not hold (an array persisted on a cluster), tasks
     take the chunks as dependencies instead.  A signal read straight from a
     zarr array (``store_array``) needs no graph: a task reads its run of
-    chunks with one zarr call.
+    chunks with one zarr call.  So does a numpy array under an in-process
+    scheduler (threads or synchronous: its tasks take views); a distributed
+    or multiprocessing scheduler gets the array once, through its graph,
+    instead of a copy with every task.
     """
 
     def __init__(self, data: da.Array, store_array: Any = None) -> None:
         self.starts = _chunk_starts(data)
+        if isinstance(store_array, np.ndarray) and not in_process_scheduler():
+            store_array = None
         self._array = store_array
-        if store_array is not None:  # read the zarr array directly: no graph to keep
+        if store_array is not None:  # read the array directly: no graph to keep
             self._keys = [None] * len(data.chunks[0])
             self.self_contained = True
             return
@@ -383,6 +391,7 @@ def as_signal(
         _check_dtype(arr.dtype, description)
         c = chunks or _default_chunk(arr.shape[0])
         x = da.from_array(arr, chunks=(c,) + arr.shape[1:])
+        store_array = arr
 
     if x.ndim not in (1, 2):
         raise InputError(

@@ -129,3 +129,17 @@ def test_quadrature_error_is_far_below_random_features_in_one_dimension():
 def test_quadrature_refuses_high_dimension():
     with pytest.raises(ValueError, match="d <= 3"):
         kcpstream.features.QuadratureFF(16).fit(np.zeros((10, 4)) + np.arange(10)[:, None])
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("scale", [1e-9, 1e13])
+def test_quadrature_rule_is_the_same_at_every_scale(d, scale):
+    # the merged rule is drawn at unit bandwidth: a signal in other units gets the
+    # same nodes, divided by its bandwidth, and all of them (none rounded away)
+    x = np.random.default_rng(5).normal(size=(200, d))
+    unit = kcpstream.features.QuadratureFF(32).fit(x)
+    scaled = kcpstream.features.QuadratureFF(32).fit(x * scale)
+    assert scaled.n_features_out_ == unit.n_features_out_
+    np.testing.assert_allclose(scaled.weights_ * scale, unit.weights_, rtol=1e-6)
+    np.testing.assert_array_equal(scaled.amplitudes_, unit.amplitudes_)
+    np.testing.assert_allclose(scaled.gram(x * scale), unit.gram(x), atol=1e-5)

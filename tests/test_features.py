@@ -144,6 +144,29 @@ def test_median_heuristic_is_exact(m, metric, d):
         assert median_distance(x[:, 0], metric) == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, 0.1, 1e-300, -5e-324, 1e308, -1e308]),
+            st.floats(-1e6, 1e6, allow_nan=False),
+            st.floats(allow_nan=False, allow_infinity=False),
+        ),
+        min_size=2,
+        max_size=120,
+    ),
+    st.sampled_from(["euclidean", "cityblock"]),
+)
+def test_one_channel_median_by_bisection_is_pdists_median(values, metric):
+    # repeated values, signed zeros, subnormals, and differences that overflow
+    x = np.array(values, dtype=np.float64)
+    two = np.stack([x, x[::-1]], axis=1)
+    with np.errstate(over="ignore"):  # numpy's median of two infinite distances
+        expected, expected_two = np.median(pdist(x[:, None], metric)), np.median(pdist(two, metric))
+    assert median_distance(x, metric) == expected
+    assert median_distance(two, metric) == expected_two
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(

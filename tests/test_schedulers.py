@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dask
 import dask.array as da
+import numpy as np
 import pytest
+import zarr
 from distributed import Client, LocalCluster
 
 import kcpstream
 from kcpstream import datasets
+from kcpstream.signal import as_signal
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +48,21 @@ def _same(res, ref):
 def test_local_schedulers(store, threaded, scheduler):
     with dask.config.set(scheduler=scheduler):
         _same(kcpstream.segment(store, n_bkps=8), threaded)
+
+
+def _in_memory(path: str) -> np.ndarray:
+    return zarr.open(path, mode="r")["x"][:]
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "sync", "processes"])
+def test_numpy_input_is_sliced_in_process_and_sent_once_otherwise(store, threaded, scheduler):
+    x = _in_memory(store)
+    with dask.config.set(scheduler=scheduler):
+        direct = as_signal(x).reader._array
+        _same(kcpstream.segment(x, n_bkps=8), threaded)
+    # threads and sync take views of the array; a process pool gets it through
+    # the graph, once, not pickled with every task
+    assert (direct is x) == (scheduler != "processes")
 
 
 def test_no_sample_cache_gives_the_same_result(store, threaded):
@@ -95,6 +113,11 @@ def test_distributed_local_cluster_with_processes(store, small_chunks, threaded)
         # an array the cluster already holds: tasks take its chunks as dependencies
         persisted = da.from_zarr(store, component="x").persist()
         in_memory = [kcpstream.segment(persisted, n_bkps=8, cache_bytes=c) for c in (2**28, 0)]
+        # a numpy array goes to the cluster once, in the graph (tasks take its chunks)
+        x = _in_memory(store)
+        numpy_direct = as_signal(x).reader._array
+        in_memory.append(kcpstream.segment(x, n_bkps=8))
+    assert numpy_direct is None
     _same(res, threaded)
     _same(no_cache, threaded)
     for r in in_memory:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["kth_smallest_nonnegative", "pairwise_distances"]
+__all__ = [
+    "kth_distance_1d",
+    "kth_smallest_nonnegative",
+    "largest_below",
+    "largest_distance_below_1d",
+    "pairwise_distances",
+]
 
 
 @njit(nogil=True, cache=True)
@@ -63,3 +69,82 @@ def kth_smallest_nonnegative(values, k):
                     j += 1
             cand = kept
     return np.array([prefix]).view(np.float64)[0]
+
+
+@njit(nogil=True, cache=True)
+def largest_below(values, upper):
+    """The largest of ``values`` below ``upper`` and how many are below it
+    (``-inf`` and 0 when none is)."""
+    best = -np.inf
+    count = 0
+    for v in values:
+        if v < upper:
+            count += 1
+            if v > best:
+                best = v
+    return best, count
+
+
+@njit(nogil=True, cache=True)
+def _distance_1d(a, b, euclidean):
+    diff = a - b
+    return np.sqrt(diff * diff) if euclidean else abs(diff)
+
+
+@njit(nogil=True, cache=True)
+def _pairs_within(xs, t, euclidean):
+    """Pairs ``i < j`` of sorted finite ``xs`` at distance at most ``t`` (two pointers:
+    the distance grows with ``j`` and shrinks with ``i``, rounding included)."""
+    m = xs.size
+    count = 0
+    j = 0
+    for i in range(m):
+        if j < i + 1:
+            j = i + 1
+        while j < m and _distance_1d(xs[j], xs[i], euclidean) <= t:
+            j += 1
+        count += j - i - 1
+    return count
+
+
+@njit(nogil=True, cache=True)
+def kth_distance_1d(xs, k, euclidean):
+    """The ``k``-th smallest (from 0) distance between two of the sorted finite
+    values ``xs``, computed as :func:`pairwise_distances` does, without forming
+    them: the smallest float whose count of pairs within it exceeds ``k``,
+    searched by bisection on its bits (a non-negative float64 orders as its
+    bits do).  ``O(m)`` per step, at most 64 steps; the result is one of the
+    distances since the count changes only at them."""
+    hi_value = _distance_1d(xs[xs.size - 1], xs[0], euclidean)
+    bits = np.empty(1, np.uint64)
+    value = bits.view(np.float64)
+    value[0] = hi_value
+    lo, hi = np.uint64(0), bits[0]
+    while lo < hi:
+        mid = lo + (hi - lo) // np.uint64(2)
+        bits[0] = mid
+        if _pairs_within(xs, value[0], euclidean) > k:
+            hi = mid
+        else:
+            lo = mid + np.uint64(1)
+    bits[0] = lo
+    return value[0]
+
+
+@njit(nogil=True, cache=True)
+def largest_distance_below_1d(xs, upper, euclidean):
+    """:func:`largest_below` over the distances of the sorted finite values ``xs``
+    (two pointers, without forming them)."""
+    m = xs.size
+    best = -np.inf
+    count = 0
+    j = 0
+    for i in range(m):
+        if j < i + 1:
+            j = i + 1
+        while j < m and _distance_1d(xs[j], xs[i], euclidean) < upper:
+            j += 1
+        count += j - i - 1
+        if j > i + 1:
+            best = max(best, _distance_1d(xs[j - 1], xs[i], euclidean))
+    return best, count

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels.distances import kth_smallest_nonnegative, pairwise_distances
+from .._kernels.distances import (
+    kth_distance_1d,
+    kth_smallest_nonnegative,
+    largest_below,
+    largest_distance_below_1d,
+    pairwise_distances,
+)
 
 __all__ = ["median_distance", "resolve_bandwidth"]
 
@@ -20,7 +26,9 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
     than :data:`MAX_MEDIAN_POINTS` is thinned to an evenly strided subset
     (every part of it stays represented).  The distances are those of
     ``scipy.spatial.distance.pdist`` (channels summed in order), computed in
-    one compiled loop; the median is selected exactly in linear time.
+    one compiled loop; the median is selected exactly in linear time.  For one
+    channel the distances are not formed: the median is found by bisection
+    over the sorted sample (``O(m log m)``).
     """
     x = np.asarray(sample, dtype=np.float64)
     if x.ndim == 1:
@@ -32,12 +40,24 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
         raise ValueError("the median heuristic needs at least 2 sample points")
     if metric not in ("euclidean", "cityblock"):
         raise ValueError(f"unknown metric {metric!r}; use 'euclidean' or 'cityblock'")
-    dist = pairwise_distances(np.ascontiguousarray(x), metric == "euclidean")
-    half = dist.size // 2
-    upper = kth_smallest_nonnegative(dist, half)
-    if dist.size % 2:
-        return float(upper)
-    return float(0.5 * (kth_smallest_nonnegative(dist, half - 1) + upper))
+    n_pairs = m * (m - 1) // 2
+    half = n_pairs // 2  # rank of the upper median among the pairs
+    even = n_pairs % 2 == 0
+    euclidean = metric == "euclidean"
+    if x.shape[1] == 1 and np.isfinite(x).all():  # bisection over the sorted values
+        xs = np.sort(x[:, 0])
+        upper = kth_distance_1d(xs, half, euclidean)
+        if not even:
+            return float(upper)
+        below, count = largest_distance_below_1d(xs, upper, euclidean)
+    else:
+        dist = pairwise_distances(np.ascontiguousarray(x), euclidean)
+        upper = kth_smallest_nonnegative(dist, half)
+        if not even:
+            return float(upper)
+        below, count = largest_below(dist, upper)
+    # the lower median: the largest distance below the upper one, or that one again
+    return float(0.5 * ((below if count >= half else upper) + upper))
 
 
 def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -> float:

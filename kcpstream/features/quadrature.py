@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -58,17 +59,33 @@ class QuadratureFF(FourierFeatures):
         nodes_per_axis = 1
         while _merged_count(nodes_per_axis + 1, d) <= m:
             nodes_per_axis += 1
-        t, a = np.polynomial.hermite.hermgauss(nodes_per_axis)
-        freq = {}
-        for idx in itertools.product(range(nodes_per_axis), repeat=d):
-            w = np.sqrt(2.0) * t[list(idx)] / sigma
-            weight = float(np.prod(a[list(idx)])) / np.pi ** (d / 2)
-            key = _canonical(w)
-            prev = freq.get(key)
-            freq[key] = (key, weight + (prev[1] if prev else 0.0))
-        ws = np.array([np.array(k) for k, _ in freq.values()]).T.reshape(d, -1)
-        weights = np.array([v for _, v in freq.values()])
+        grid, weights = _merged_rule(nodes_per_axis, d)
+        ws = (np.sqrt(2.0) * grid / sigma).T
         return ws, np.sqrt(weights / weights.sum())
+
+
+@functools.lru_cache(maxsize=64)
+def _merged_rule(nodes_per_axis: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The tensor Gauss-Hermite rule with antipodal nodes merged, for unit
+    bandwidth: nodes (one per pair, the first non-zero coordinate positive)
+    and weights, read-only.  Merging does not depend on the bandwidth: the
+    rule is symmetric, so a node's opposite is a node."""
+    t, a = np.polynomial.hermite.hermgauss(nodes_per_axis)
+    idx = np.array(list(itertools.product(range(nodes_per_axis), repeat=d)), dtype=np.int64)
+    nodes = t[idx]  # (N^d, d), in the order of itertools.product
+    weight = np.prod(a[idx], axis=1) / np.pi ** (d / 2)
+    first = np.argmax(nodes != 0, axis=1)
+    sign = np.where(nodes[np.arange(len(nodes)), first] < 0, -1.0, 1.0)
+    canonical = nodes * sign[:, None] + 0.0
+    _, where, group = np.unique(canonical, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(where)  # groups in the order their first node comes
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    merged = np.bincount(rank[group.ravel()], weights=weight)
+    grid = canonical[where[order]]
+    grid.flags.writeable = False
+    merged.flags.writeable = False
+    return grid, merged
 
 
 def _canonical(w: np.ndarray) -> tuple[float, ...]:
