@@ -19,7 +19,9 @@ child's peak resident memory, and F1 with a margin of 1 % of n
 
 Methods and their settings (a method given the true count gets 20):
 
-* kcpstream ``segment(x, n_bkps=20)`` and ``segment(x)`` (``pen="auto"``);
+* kcpstream ``segment(x, n_bkps=20)``, ``segment(x)`` (``pen="auto"``) and
+  ``segment(x, n_bkps=20, method="dynp")`` (exact dynamic programming on a
+  grid of at most 2048 points, then exact local refinement);
 * ruptures ``KernelCPD(kernel="rbf")``, Dynp (``n_bkps=20``) and Pelt
   (``pen = 0.5 log n``, chosen on scenario 1 at n = 4000 with another seed),
   ``gamma = 1 / (2 sigma^2)`` with sigma kcpstream's median heuristic, passed
@@ -62,6 +64,7 @@ SHORT_REPEATS = 5  # calls timed when the first takes under 1 s
 METHODS = (
     "kcpstream n_bkps",
     "kcpstream auto",
+    "kcpstream dynp",
     "ruptures KernelCPD rbf Dynp",
     "ruptures KernelCPD rbf Pelt",
     "ruptures Binseg rbf",
@@ -95,7 +98,11 @@ def detector(method: str, x):
 
         import kcpstream
 
-        kw = {"n_bkps": N_CHANGES} if method.endswith("n_bkps") else {}
+        kw = {
+            "kcpstream n_bkps": {"n_bkps": N_CHANGES},
+            "kcpstream auto": {},
+            "kcpstream dynp": {"n_bkps": N_CHANGES, "method": "dynp"},
+        }[method]
 
         def run(x):
             with dask.config.set(scheduler="threads"):

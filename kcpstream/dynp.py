@@ -47,51 +47,93 @@ def dp_grid(
 
 @njit(nogil=True, cache=True)
 def _segment_values(prefix, positions, min_size):
-    """``V[i, j] = ||S(g_i, g_j)||^2 / (g_j - g_i)`` for admissible ``i < j`` (else -inf).
+    """``V[j, i] = ||S(g_i, g_j)||^2 / (g_j - g_i)`` for admissible ``i < j`` (else -inf):
+    row ``j`` holds every segment ending at ``g_j`` (the order the DP reads them).
 
-    ``prefix`` is (m, p) int64: the exact prefix sums at the grid positions.
+    ``prefix`` is ``(m, p)``: the exact prefix sums at the grid positions, as
+    int64, or as float64 when every one is an integer below ``2**53`` (then
+    each difference is the same exact integer, and the float subtraction
+    vectorizes).  Each square norm is summed over features in order, so the
+    values do not depend on the layout.
     """
     m = positions.shape[0]
     p = prefix.shape[1]
+    columns = np.ascontiguousarray(prefix.T)  # (p, m): one feature at every grid point
     values = np.full((m, m), -np.inf)
-    for i in range(m):
-        for j in range(i + 1, m):
+    acc = np.empty(m)
+    for j in range(1, m):
+        acc[:j] = 0.0
+        for f in range(p):
+            col = columns[f]
+            top = col[j]
+            for i in range(j):
+                s = float(top - col[i])
+                acc[i] += s * s
+        for i in range(j):
             length = positions[j] - positions[i]
-            if length < min_size:
-                continue
-            acc = 0.0
-            for f in range(p):
-                s = float(prefix[j, f] - prefix[i, f])
-                acc += s * s
-            values[i, j] = acc / float(length)
+            if length >= min_size:
+                values[j, i] = acc[i] / float(length)
     return values
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _first_max(previous, row, j):
+    """The largest ``previous[i] + row[i]`` over ``1 <= i < j`` and its first index
+    (``-inf``, -1 if none is finite): four interleaved lanes, each keeping its
+    first maximum, then the largest, ties to the smallest index -- the result
+    of one scan, without its chain of dependent comparisons."""
+    t0 = t1 = t2 = t3 = -np.inf
+    w0 = w1 = w2 = w3 = -1
+    i = 1
+    while i + 4 <= j:
+        v0 = previous[i] + row[i]
+        v1 = previous[i + 1] + row[i + 1]
+        v2 = previous[i + 2] + row[i + 2]
+        v3 = previous[i + 3] + row[i + 3]
+        if v0 > t0:
+            t0, w0 = v0, i
+        if v1 > t1:
+            t1, w1 = v1, i + 1
+        if v2 > t2:
+            t2, w2 = v2, i + 2
+        if v3 > t3:
+            t3, w3 = v3, i + 3
+        i += 4
+    while i < j:
+        v0 = previous[i] + row[i]
+        if v0 > t0:
+            t0, w0 = v0, i
+        i += 1
+    top, where = t0, w0
+    for t, w in ((t1, w1), (t2, w2), (t3, w3)):
+        if t > top or (t == top and w >= 0 and (where < 0 or w < where)):
+            top, where = t, w
+    return top, where
 
 
 @njit(nogil=True, cache=True)
 def _dp(values, d_max):
     """``best[d, j]``: largest sum of V over segmentations of ``[0, g_j)`` into d + 1 segments.
 
-    Returns the table and the argmax table for backtracking (first maximum).
+    ``values`` as :func:`_segment_values` gives it (row ``j``: segments ending
+    at ``g_j``).  Returns the table and the argmax table for backtracking
+    (first maximum).  An inadmissible segment or prefix is ``-inf``, and
+    ``-inf + x`` never beats a running maximum, so it needs no test.  Every
+    ``d`` of one ``j`` in turn, so that row ``j`` is read from memory once.
     """
     m = values.shape[0]
     best = np.full((d_max, m), -np.inf)
     arg = np.full((d_max, m), -1, np.int64)
     for j in range(1, m):
-        best[0, j] = values[0, j]
-    for d in range(1, d_max):
-        for j in range(1, m):
-            top = -np.inf
-            where = -1
-            for i in range(1, j):
-                if best[d - 1, i] == -np.inf or values[i, j] == -np.inf:
-                    continue
-                v = best[d - 1, i] + values[i, j]
-                if v > top:
-                    top = v
-                    where = i
-            best[d, j] = top
-            arg[d, j] = where
+        row = values[j]
+        best[0, j] = row[0]
+        for d in range(1, d_max):
+            best[d, j], arg[d, j] = _first_max(best[d - 1], row, j)
     return best, arg
+
+
+#: Prefix sums below this are exact float64 integers (see :func:`_segment_values`).
+_EXACT_FLOAT = 2**53
 
 
 def optimal_partitions(
@@ -103,7 +145,9 @@ def optimal_partitions(
     segmentation into D admissible segments exists) and the change-points of
     each (``None`` where infeasible).
     """
-    prefix = np.stack([stats.prefix_at(int(g))[0] for g in grid])
+    prefix = stats.prefix_rows(grid)
+    if np.abs(prefix).max(initial=0) < _EXACT_FLOAT:
+        prefix = prefix.astype(np.float64)
     values = _segment_values(prefix, grid, min_size)
     best, arg = _dp(values, d_max)
     q_total = stats.range_sum(0, stats.n)[1]

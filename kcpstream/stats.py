@@ -131,6 +131,19 @@ class BlockStats:
         except KeyError:
             raise KeyError(f"position {pos} is neither a grid point nor a refined split") from None
 
+    def prefix_rows(self, positions: np.ndarray) -> np.ndarray:
+        """:meth:`prefix_at`'s sums of q at many positions, one row each ``(m, p)``."""
+        pos = np.asarray(positions, dtype=np.int64)
+        B = self.block_size
+        on_grid = (pos % B == 0) | (pos == self.n)
+        columns = np.where(pos == self.n, -(-self.n // B), pos // B)
+        rows = np.ascontiguousarray(self.prefix[:, columns[on_grid]].T)
+        out = np.empty((len(pos), self.prefix.shape[0]), dtype=self.prefix.dtype)
+        out[on_grid] = rows
+        for k in np.flatnonzero(~on_grid):
+            out[k] = self.prefix_at(int(pos[k]))[0]
+        return out
+
     def piece_bridge(self, start: int, end: int) -> float:
         """Bridge bound of the piece ``[start, end)`` (a block or a refined piece)."""
         j = start // self.block_size

@@ -9,6 +9,7 @@ whose best gain is largest (ties: the smallest split position), repeat.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from kcpstream._kernels.blockstats import cusum_gains, split_gain
 
@@ -72,3 +73,50 @@ def reference_binseg(
     if n_bkps is not None and len(order) < n_bkps:
         return None
     return order
+
+
+@njit(nogil=True, cache=True)
+def segment_values_reference(prefix, positions, min_size):
+    """The DP's segment values, one pair at a time: ``V[i, j] =
+    ||S(g_i, g_j)||^2 / (g_j - g_i)`` for admissible ``i < j`` (else -inf),
+    from the exact int64 prefix sums ``prefix`` (m, p) at the grid positions."""
+    m = positions.shape[0]
+    p = prefix.shape[1]
+    values = np.full((m, m), -np.inf)
+    for i in range(m):
+        for j in range(i + 1, m):
+            length = positions[j] - positions[i]
+            if length < min_size:
+                continue
+            acc = 0.0
+            for f in range(p):
+                s = float(prefix[j, f] - prefix[i, f])
+                acc += s * s
+            values[i, j] = acc / float(length)
+    return values
+
+
+@njit(nogil=True, cache=True)
+def dp_reference(values, d_max):
+    """``best[d, j]``: largest sum of V (:func:`segment_values_reference`) over
+    segmentations of ``[0, g_j)`` into d + 1 segments, inadmissible terms
+    skipped explicitly; and the argmax table for backtracking (first maximum)."""
+    m = values.shape[0]
+    best = np.full((d_max, m), -np.inf)
+    arg = np.full((d_max, m), -1, np.int64)
+    for j in range(1, m):
+        best[0, j] = values[0, j]
+    for d in range(1, d_max):
+        for j in range(1, m):
+            top = -np.inf
+            where = -1
+            for i in range(1, j):
+                if best[d - 1, i] == -np.inf or values[i, j] == -np.inf:
+                    continue
+                v = best[d - 1, i] + values[i, j]
+                if v > top:
+                    top = v
+                    where = i
+            best[d, j] = top
+            arg[d, j] = where
+    return best, arg

@@ -102,3 +102,33 @@ def test_dp_gains_are_local_merge_costs():
     for i, g in enumerate(res.gains):
         a, c, e = bounds[i], bounds[i + 1], bounds[i + 2]
         assert g == pytest.approx(_sse(x[a:e]) - _sse(x[a:c]) - _sse(x[c:e]), rel=1e-5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    m=st.integers(2, 40),
+    p=st.integers(1, 9),
+    min_size=st.integers(1, 6),
+    d_max=st.integers(1, 8),
+    magnitude=st.sampled_from([0, 2**7, 2**40, 2**52, 2**60]),  # 0: every value ties
+)
+def test_dp_kernels_equal_the_pairwise_reference(seed, m, p, min_size, d_max, magnitude):
+    # the vectorised values (float prefix when exact, int64 above 2**53) and the
+    # DP without inadmissibility tests give the reference's tables bit for bit
+    from kcpstream.dynp import _EXACT_FLOAT, _dp, _segment_values
+
+    from .reference import dp_reference, segment_values_reference
+
+    rng = np.random.default_rng(seed)
+    positions = np.concatenate([[0], np.cumsum(rng.integers(1, 5, m - 1))]).astype(np.int64)
+    steps = rng.integers(-magnitude, magnitude + 1, (m, p), dtype=np.int64) // 64
+    prefix = np.cumsum(steps, axis=0)  # below 2**60 in magnitude: no overflow
+    expected = segment_values_reference(prefix, positions, min_size)
+    given_prefix = prefix.astype(np.float64) if np.abs(prefix).max() < _EXACT_FLOAT else prefix
+    values = _segment_values(given_prefix, positions, min_size)
+    np.testing.assert_array_equal(values, expected.T)
+    best, arg = _dp(values, d_max)
+    best_ref, arg_ref = dp_reference(expected, d_max)
+    np.testing.assert_array_equal(best, best_ref)
+    np.testing.assert_array_equal(arg, arg_ref)

@@ -15,7 +15,7 @@ from kcpstream._kernels.blockstats import (
     segment_boundary_scan,
     split_gain,
 )
-from kcpstream.stats import BlockStats
+from kcpstream.stats import BlockStats, PieceStats
 
 
 def _cost(z: np.ndarray) -> float:
@@ -130,3 +130,33 @@ def test_piece_bounds_dominate_every_interior_gain(seed, n, p, block, min_size, 
                     assert bounds[i] >= inside.max() * (1 - 1e-12)
                 else:
                     assert bounds[i] == -1.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 60),
+    p=st.integers(1, 4),
+    block=st.integers(1, 9),
+    data=st.data(),
+)
+def test_prefix_rows_are_prefix_at(seed, n, p, block, data):
+    # grid points, the end, and refined split points between grid points
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-100, 100, size=(n, p)).astype(np.int64)
+    nb = -(-n // block)
+    S = np.stack([q[j * block : (j + 1) * block].sum(axis=0) for j in range(nb)])
+    stats = BlockStats(n, block, 0, S, np.zeros(nb), np.ones(nb), np.zeros(nb))
+    refined = [c for c in range(1, n) if c % block and data.draw(st.booleans())]
+    for c in refined:
+        a = c // block * block
+        e = min(a + block, n)
+        left = PieceStats(count=c - a, S=q[a:c].sum(axis=0), Q=0.0, M2=0.0, R=0.0)
+        right = PieceStats(count=e - c, S=q[c:e].sum(axis=0), Q=0.0, M2=0.0, R=0.0)
+        stats.add_split(c, a, e, left, right)
+    positions = [*range(0, n, block), n, *refined]
+    positions = data.draw(st.permutations(positions))
+    rows = stats.prefix_rows(np.array(positions, dtype=np.int64))
+    expected = np.stack([stats.prefix_at(int(c))[0] for c in positions])
+    np.testing.assert_array_equal(rows, expected)
+    np.testing.assert_array_equal(rows, np.stack([q[:c].sum(axis=0) for c in positions]))
