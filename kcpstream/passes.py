@@ -820,7 +820,7 @@ def scan_many(
     to the worker that read the run's first chunk in the data pass.  Results
     come back per signal, in request order; samples are never sent back."""
     out: list[dict[int, ScanResult]] = []
-    batch, owners = TaskBatch("scan"), []
+    batch, owners = TaskBatch("scan", merge_per_thread=True), []
     reachable = _caches_reachable()
     for b, (signal, fmap, requests, cache) in enumerate(batches):
         results: dict[int, ScanResult] = {}

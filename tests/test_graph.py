@@ -1,0 +1,58 @@
+"""TaskBatch: calls computed as one raw graph, in the order added, on any scheduler."""
+
+from __future__ import annotations
+
+import threading
+
+import dask
+import pytest
+from dask._task_spec import TaskRef
+from distributed import Client, LocalCluster, get_task_stream, get_worker
+
+from kcpstream._graph import TaskBatch
+
+
+def _where(i: int, offset: int = 0):
+    """The call's value, the worker and the thread that ran it."""
+    return i + offset, get_worker().address, threading.get_ident()
+
+
+def _plus(i: int, base: int) -> int:
+    return i + base
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "sync"])
+def test_local_results_in_the_order_added(scheduler):
+    batch = TaskBatch("t")
+    for i in range(50):
+        batch.add(_plus, i, 1000)
+    with dask.config.set(scheduler=scheduler):
+        assert batch.compute() == [i + 1000 for i in range(50)]
+    single = TaskBatch("one")
+    single.add(_plus, 1, 2)
+    assert single.compute() == [3]
+
+
+def test_merged_calls_run_on_their_worker_in_order():
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        workers = sorted(client.scheduler_info()["workers"])
+        base = client.scatter(7, workers=[workers[0]])  # a key the cluster holds
+        homes = [workers[i % 3] if i % 3 < 2 else None for i in range(40)]
+        batch = TaskBatch("m", merge_per_thread=True)
+        for i, home in enumerate(homes):
+            batch.add(_where, i, TaskRef(base.key), home=home)
+        with get_task_stream(client) as stream:
+            out = batch.compute()
+    assert [v for v, _, _ in out] == [i + 7 for i in range(40)]
+    for (_, worker, _), home in zip(out, homes, strict=True):
+        if home is not None:
+            assert worker == home
+    # each worker's calls were merged into one task per thread (2 each); calls
+    # without a preferred worker stay one task each
+    tasks = {str(t["key"]) for t in stream.data if "kcpstream-m-" in str(t["key"])}
+    assert len(tasks) == 2 * 2 + homes.count(None)
