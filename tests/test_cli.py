@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+
+import dask
+import pytest
+from distributed import get_client
+
+from kcpstream.cli import scheduler_context
 
 
 def _kcpstream():
@@ -99,3 +106,22 @@ def test_segment_on_a_local_cluster_with_progress(tmp_path):
     threaded = subprocess.run([_kcpstream(), *args, "--progress"], capture_output=True, text=True)
     assert json.loads(threaded.stdout)["changepoints"] == json.loads(res.stdout)["changepoints"]
     assert "100%" in threaded.stderr  # dask's progress bar
+
+
+def _trim_threshold():
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+@pytest.mark.parametrize("configured", [None, "131072"])
+def test_local_cluster_workers_start_without_the_trim_threshold(configured, monkeypatch):
+    # distributed's default (65536) makes zarr reads about twice as slow; a value
+    # the user configured is kept.  distributed also writes the variable into this
+    # process's environment (which its workers then inherit, whatever the
+    # config): start from an environment without it, restored afterwards.
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    key = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+    with dask.config.set({key: configured} if configured else {}):
+        with scheduler_context("local:1"):
+            seen = list(get_client().run(_trim_threshold).values())
+        assert dask.config.get(key) == (configured or 65536)  # restored after the run
+    assert seen == [configured]
