@@ -79,8 +79,10 @@ def _time_axis(obj: Any, dim: str | None) -> TimeAxis:
 
 def labeled_signal(
     obj: Any, dim: str | None = None, variables: list[str] | None = None, chunks: int | None = None
-) -> tuple[da.Array, TimeAxis, str]:
-    """``(data (n, d) dask array, time axis, description)`` for a DataArray or Dataset."""
+) -> tuple[da.Array, TimeAxis, str, Any]:
+    """``(data (n, d) dask array, time axis, description, source)`` for a DataArray
+    or Dataset; ``source`` is what the data slices when it can be read directly
+    (see :func:`_as_channels`), else None."""
     import xarray as xr
 
     if isinstance(obj, xr.Dataset):
@@ -104,26 +106,35 @@ def labeled_signal(
             if axis.dim not in obj[name].dims:
                 raise _error(f"variable {name!r} has no {axis.dim!r} dimension")
             parts.append(_as_channels(obj[name], axis.dim, chunks))
-        data = parts[0] if len(parts) == 1 else da.concatenate(parts, axis=1)
-        return data, axis, f"Dataset variables {', '.join(map(str, names))}"
+        description = f"Dataset variables {', '.join(map(str, names))}"
+        if len(parts) == 1:
+            return parts[0][0], axis, description, parts[0][1]
+        return da.concatenate([p for p, _ in parts], axis=1), axis, description, None
     axis = _time_axis(obj, dim)
-    return _as_channels(obj, axis.dim, chunks), axis, f"DataArray {obj.name!r}"
+    data, origin = _as_channels(obj, axis.dim, chunks)
+    return data, axis, f"DataArray {obj.name!r}", origin
 
 
-def _as_channels(arr: Any, dim: str, chunks: int | None) -> da.Array:
-    """A DataArray as (time, every other dimension flattened) dask array."""
-    from .signal import _check_dtype, _default_chunk
+def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]:
+    """A DataArray as (time, every other dimension flattened) dask array, and
+    what it reads when that can be sliced directly (see
+    :func:`kcpstream.signal.array_source`): the numpy array of an in-memory
+    DataArray, the array-like of a lazily loaded one; else None."""
+    from .signal import _check_dtype, _default_chunk, array_source
 
     arr = arr.transpose(dim, ...)
     _check_dtype(np.dtype(arr.dtype), f"DataArray {arr.name!r}")
     raw = arr.data
-    if not isinstance(raw, da.Array):
-        raw = np.asarray(raw)
+    if isinstance(raw, da.Array):
+        origin = array_source(raw)
+    else:
+        raw = origin = np.asarray(raw)
         raw = da.from_array(raw, chunks=(chunks or _default_chunk(raw.shape[0]),) + raw.shape[1:])
     if raw.ndim == 1:
-        return raw[:, None]
+        return raw[:, None], origin
     raw = raw.rechunk({i: -1 for i in range(1, raw.ndim)})
-    return raw.reshape(raw.shape[0], int(np.prod(raw.shape[1:])))
+    flat = raw.reshape(raw.shape[0], int(np.prod(raw.shape[1:])))
+    return flat, origin if raw.ndim == 2 else None
 
 
 def split_batches(obj: Any, batch_dims: list[str]) -> list[tuple[dict[str, Any], Any]]:

@@ -58,9 +58,11 @@ class Signal:
     description: str
     source: dict[str, Any] = field(default_factory=dict)
     time: Any = None  #: kcpstream.labeled.TimeAxis of a labelled input (else positions)
-    #: The zarr or numpy array ``data`` reads, unchanged (``data[a:b]`` holds
-    #: ``store_array[a:b]``): runs of chunks are then sliced from it directly, one zarr
-    #: call each (a numpy array only under an in-process scheduler, see ChunkReader).
+    #: What ``data`` reads, unchanged (``data[a:b]`` holds ``store_array[a:b]``): a
+    #: zarr array, a numpy array, or an array-like ``data`` was made from with
+    #: ``da.from_array`` (an xarray variable opened lazily): runs of chunks are then
+    #: sliced from it directly, one read each (all but zarr arrays only under an
+    #: in-process scheduler, see ChunkReader).
     store_array: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -217,16 +219,17 @@ class ChunkReader:
     refers to keys it does not hold (an array persisted on a cluster), tasks
     take the chunks as dependencies instead.  A signal read straight from a
     zarr array (``store_array``) needs no graph: a task reads its run of
-    chunks with one zarr call.  So does a numpy array under an in-process
-    scheduler (threads or synchronous: its tasks take views); a distributed
-    or multiprocessing scheduler gets the array once, through its graph,
-    instead of a copy with every task.
+    chunks with one zarr call.  So do a numpy array and the array-like of
+    ``da.from_array`` (an xarray variable of a zarr store, say) under an
+    in-process scheduler (threads or synchronous: no copies); a distributed
+    or multiprocessing scheduler gets them once, through the graph, instead
+    of a copy with every task.
     """
 
     def __init__(self, data: da.Array, store_array: Any = None) -> None:
         self.starts = _chunk_starts(data)
-        if isinstance(store_array, np.ndarray) and not in_process_scheduler():
-            store_array = None
+        if not _is_zarr_array(store_array) and not in_process_scheduler():
+            store_array = None  # a numpy array or an array-like: sent once, in the graph
         self._array = store_array
         if store_array is not None:  # read the array directly: no graph to keep
             self._keys = [None] * len(data.chunks[0])
@@ -371,11 +374,13 @@ def as_signal(
         description = "dask array"
         source = {"kind": "dask", "name": data.name}
         x = data
+        store_array = _direct(array_source(data))
     elif _is_labeled(data):
         from .labeled import labeled_signal
 
-        x, time, description = labeled_signal(data, dim, variables, chunks)
+        x, time, description, origin = labeled_signal(data, dim, variables, chunks)
         source = {"kind": "xarray", "name": str(getattr(data, "name", "") or "")}
+        store_array = _direct(origin)
     else:
         if variable is not None:
             raise InputError("variable= applies to zarr stores only; pass the array itself")
@@ -442,6 +447,50 @@ def window_signal(signal: Signal, window: int) -> Signal:
     x = x.reshape(n_windows, window * signal.d)
     source = {**signal.source, "window": window}
     return Signal(data=x, description=f"{signal.description} in windows of {window}", source=source)
+
+
+def _direct(obj: Any) -> Any:
+    """What a reader slices for a dask array built on ``obj``: a zarr array
+    itself, another array-like through dask's ``getter``; None for none."""
+    if obj is None or (len(getattr(obj, "shape", ())) not in (1, 2)):
+        return None
+    return obj if _is_zarr_array(obj) or isinstance(obj, np.ndarray) else _GetterRows(obj)
+
+
+def array_source(x: da.Array) -> Any:
+    """The array-like that ``x`` slices, when ``x`` is exactly ``da.from_array(obj)``
+    (no lock, chunks converted to numpy by dask's ``getter``): ``x[a:b]`` is then
+    ``getter(obj, a:b)``, one read for a run of chunks.  ``None`` otherwise (any
+    other operation on top, a lock, an object embedded in every task)."""
+    from dask.array.core import getter
+    from dask.highlevelgraph import MaterializedLayer
+
+    layers = getattr(getattr(x, "dask", None), "layers", None)
+    original = f"original-{x.name}"
+    if layers is None or set(layers) != {x.name, original}:
+        return None
+    source, slicing = layers[original], layers[x.name]
+    task = getattr(slicing, "task", None)
+    if not isinstance(source, MaterializedLayer) or set(source) != {original}:
+        return None
+    if getattr(task, "func", None) is not getter or getattr(task, "kwargs", None):
+        return None
+    obj = source[original]
+    obj = getattr(obj, "value", obj)  # a DataNode holds it
+    return obj if tuple(getattr(obj, "shape", ())) == tuple(x.shape) else None
+
+
+class _GetterRows:
+    """Rows ``[a:b]`` of an array-like as dask's ``getter`` reads a chunk of it."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self.ndim = len(obj.shape)
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        from dask.array.core import getter
+
+        return np.asarray(getter(self.obj, (rows,) + (slice(None),) * (self.ndim - 1)))
 
 
 def _is_zarr_array(obj: Any) -> bool:

@@ -306,3 +306,31 @@ def test_a_run_of_chunks_is_sent_to_the_worker_holding_most_of_it():
     assert _home_of(cache, starts, 0, 2) == "tcp://b"  # b read 250 samples, a 150
     assert _home_of(cache, starts, 0, 0) == "tcp://a"
     assert _home_of(cache, starts, 3, 3) is None  # nobody read chunk 3 yet
+
+
+def test_array_source_only_for_a_plain_from_array():
+    import threading
+
+    import dask.array as da
+
+    from kcpstream.signal import array_source
+
+    class Rows:  # an array-like that is not numpy (dask embeds numpy chunks as data)
+        def __init__(self, a):
+            self.a, self.shape, self.dtype, self.ndim = a, a.shape, a.dtype, a.ndim
+
+        def __getitem__(self, key):
+            return self.a[key]
+
+    x = Rows(np.arange(1000.0).reshape(500, 2))
+    assert array_source(da.from_array(x, chunks=100)) is x
+    assert array_source(da.from_array(x.a, chunks=100)) is None  # numpy: chunks in the graph
+    for other in (
+        da.from_array(x, chunks=100, lock=threading.Lock()),  # reads must take the lock
+        da.from_array(x, chunks=100, inline_array=True),
+        da.from_array(x, chunks=100) * 2,
+        da.from_array(x, chunks=100)[10:],
+        da.from_array(x, chunks=100).rechunk(200),
+        da.zeros((500, 2), chunks=100),
+    ):
+        assert array_source(other) is None

@@ -174,3 +174,63 @@ def test_a_written_store_opens_in_xarray_and_segments_the_same(tmp_path, d):
         res = kcpstream.segment(data, n_bkps=3)
         assert res.changepoints.tolist() == by_path.changepoints.tolist()
         assert res.gains.tolist() == by_path.gains.tolist()
+
+
+class _CountingArray:
+    """A zarr array behind an array-like that counts its reads."""
+
+    def __init__(self, array) -> None:
+        self.array, self.reads = array, 0
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+
+    def __getitem__(self, key):
+        self.reads += 1
+        return self.array[key]
+
+
+def test_a_lazily_opened_variable_is_read_a_run_of_chunks_at_a_time(tmp_path):
+    import dask
+    import dask.array as da
+    import zarr
+
+    from kcpstream.signal import as_signal
+
+    sig = datasets.changing_distribution(60_000, 4, seed=3)
+    datasets.write_zarr(sig.x, tmp_path / "s.zarr", chunks=500)  # 120 chunks
+    by_path = kcpstream.segment(str(tmp_path / "s.zarr"), n_bkps=4)
+    counting = _CountingArray(zarr.open(tmp_path / "s.zarr", mode="r")["x"])
+    lazy = da.from_array(counting, chunks=500)
+    res = kcpstream.segment(lazy, n_bkps=4, cache_bytes=0)
+    assert res.changepoints.tolist() == by_path.changepoints.tolist()
+    assert res.gains.tolist() == by_path.gains.tolist()
+    d = res.diagnostics
+    # one read per data-pass task (runs of 2 chunks), per fit window's run and per
+    # refinement run; not one per chunk
+    assert d.n_chunks == 120 and d.pass_tasks == 60
+    assert counting.reads < 60 + 8 + 3 * d.rounds
+    ds = xr.open_zarr(tmp_path / "s.zarr", consolidated=False)
+    assert type(as_signal(ds["x"]).reader._array).__name__ == "_GetterRows"
+    with dask.config.set(scheduler="processes"):  # the graph, sent once
+        assert as_signal(ds["x"]).reader._array is None
+        res = kcpstream.segment(ds["x"], n_bkps=4)
+    assert res.changepoints.tolist() == by_path.changepoints.tolist()
+
+
+def test_decoded_variables_are_read_decoded(tmp_path):
+    # CF encoding (scale and offset, stored as int16): a direct read goes through
+    # xarray's decoding, as each chunk's read does
+    sig = datasets.changing_distribution(30_000, 3, seed=4)
+    x = np.round(sig.x * 100) / 100
+    ds = xr.Dataset({"v": (("time",), x)})
+    encoding = {
+        "v": {"dtype": "int16", "scale_factor": 0.01, "add_offset": 0.5, "_FillValue": -32768}
+    }
+    encoding["v"]["chunks"] = 700
+    ds.to_zarr(tmp_path / "enc.zarr", encoding=encoding, consolidated=False, zarr_format=3)
+    lazy = xr.open_zarr(tmp_path / "enc.zarr", consolidated=False)["v"]
+    decoded = lazy.values
+    np.testing.assert_allclose(decoded, x, atol=1e-9)
+    expected = kcpstream.segment(decoded, n_bkps=3, chunks=700)
+    res = kcpstream.segment(lazy, n_bkps=3)
+    assert res.changepoints.tolist() == expected.changepoints.tolist()
+    assert res.gains.tolist() == expected.gains.tolist()
