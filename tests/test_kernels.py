@@ -32,6 +32,16 @@ def test_split_gain_is_cost_decrease(seed, n, p):
     assert g == pytest.approx(expected, rel=1e-9, abs=1e-6)
 
 
+def _block_stats(q: np.ndarray, block: int, bridges: bool = False) -> BlockStats:
+    """Block statistics of integer features ``q`` (n, p): exact sums, and the bridge
+    bounds when asked (zeros otherwise); Q = 0, M2 = 1."""
+    n = q.shape[0]
+    blocks = [q[j * block : (j + 1) * block] for j in range(-(-n // block))]
+    S = np.stack([b.sum(axis=0) for b in blocks])
+    R = np.array([_bridge(b) if bridges else 0.0 for b in blocks])
+    return BlockStats(n, block, 0, S, np.zeros(len(blocks)), np.ones(len(blocks)), R)
+
+
 def _bridge(q: np.ndarray) -> float:
     length = q.shape[0]
     s = q.sum(axis=0)
@@ -100,10 +110,7 @@ def test_piece_bounds_dominate_every_interior_gain(seed, n, p, block, min_size, 
     rng = np.random.default_rng(seed)
     q = rng.integers(-100, 100, size=(n, p)).astype(np.int64)
     q[n // 2 :] += np.int64(shift * 10)  # a mean change makes gains large near it
-    nb = -(-n // block)
-    S = np.stack([q[j * block : (j + 1) * block].sum(axis=0) for j in range(nb)])
-    R = np.array([_bridge(q[j * block : (j + 1) * block]) for j in range(nb)])
-    stats = BlockStats(n, block, 0, S, np.zeros(nb), np.ones(nb), R)
+    stats = _block_stats(q, block, bridges=True)
     max_norm = float(np.sqrt((q.astype(float) ** 2).sum(axis=1)).max())
     cumsum = np.zeros((n + 1, p), np.int64)
     np.cumsum(q, axis=0, out=cumsum[1:])
@@ -144,9 +151,7 @@ def test_prefix_rows_are_prefix_at(seed, n, p, block, data):
     # grid points, the end, and refined split points between grid points
     rng = np.random.default_rng(seed)
     q = rng.integers(-100, 100, size=(n, p)).astype(np.int64)
-    nb = -(-n // block)
-    S = np.stack([q[j * block : (j + 1) * block].sum(axis=0) for j in range(nb)])
-    stats = BlockStats(n, block, 0, S, np.zeros(nb), np.ones(nb), np.zeros(nb))
+    stats = _block_stats(q, block)
     refined = [c for c in range(1, n) if c % block and data.draw(st.booleans())]
     for c in refined:
         a = c // block * block
