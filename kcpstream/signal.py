@@ -16,7 +16,9 @@ import dask
 import dask.array as da
 import numpy as np
 from dask._task_spec import List, TaskRef
+from dask.array.core import getter
 from dask.core import get_dependencies
+from dask.highlevelgraph import MaterializedLayer
 from dask.local import get_sync
 
 from ._graph import in_process_scheduler
@@ -462,9 +464,6 @@ def array_source(x: da.Array) -> Any:
     (no lock, chunks converted to numpy by dask's ``getter``): ``x[a:b]`` is then
     ``getter(obj, a:b)``, one read for a run of chunks.  ``None`` otherwise (any
     other operation on top, a lock, an object embedded in every task)."""
-    from dask.array.core import getter
-    from dask.highlevelgraph import MaterializedLayer
-
     layers = getattr(getattr(x, "dask", None), "layers", None)
     original = f"original-{x.name}"
     if layers is None or set(layers) != {x.name, original}:
@@ -488,8 +487,6 @@ class _GetterRows:
         self.ndim = len(obj.shape)
 
     def __getitem__(self, rows: slice) -> np.ndarray:
-        from dask.array.core import getter
-
         return np.asarray(getter(self.obj, (rows,) + (slice(None),) * (self.ndim - 1)))
 
 
