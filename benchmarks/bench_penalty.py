@@ -12,7 +12,8 @@ penalty can beat it.
 
 Configurations: the exact Gaussian kernel (Nyström with every sample, DP)
 and RFF with 64 features (binary segmentation, kcpstream's default), at the
-median-heuristic bandwidth sigma and at sigma / 4, sigma / 8 and sigma / 16.
+median-heuristic bandwidth sigma and at sigma / 2 (kcpstream's default), sigma / 4,
+sigma / 8 and sigma / 16.
 
 Usage: python benchmarks/bench_penalty.py [--reps 40] [--min-gap 90] [--out penalty.json]
        [--markdown penalty.md]
@@ -34,10 +35,12 @@ from kcpstream.select import log_binomial_shape
 ALPHAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
 CONFIGS = (  # (features, bandwidth / median heuristic, method)
     ("exact", 1.0, "dynp"),
+    ("exact", 0.5, "dynp"),
     ("exact", 0.25, "dynp"),
     ("exact", 0.125, "dynp"),
     ("exact", 0.0625, "dynp"),
     ("RFF", 1.0, "binseg"),
+    ("RFF", 0.5, "binseg"),
     ("RFF", 0.25, "binseg"),
     ("RFF", 0.125, "binseg"),
     ("RFF", 0.0625, "binseg"),

@@ -10,7 +10,14 @@ from scipy.spatial.distance import cdist, pdist
 
 from kcpstream import RFF, FeatureMap, Linear, Nystrom
 from kcpstream._kernels.distances import kth_smallest_nonnegative
-from kcpstream.features import FEATURE_MAPS, make_feature_map
+from kcpstream.features import (
+    FEATURE_MAPS,
+    ORF,
+    MaternRFF,
+    QuadratureFF,
+    SketchedNystrom,
+    make_feature_map,
+)
 from kcpstream.features.bandwidth import median_distance
 
 
@@ -129,7 +136,41 @@ def test_median_heuristic(sample):
     assert median_distance(sample) == pytest.approx(np.median(pdist(sample)))
     l1 = np.median(pdist(sample, "cityblock"))
     assert median_distance(sample, "cityblock") == pytest.approx(l1)
-    assert RFF(8).fit(sample).bandwidth_ == pytest.approx(np.median(pdist(sample)))
+    assert RFF(8, bandwidth="median").fit(sample).bandwidth_ == pytest.approx(
+        np.median(pdist(sample))
+    )
+
+
+BANDWIDTH_MAPS = {
+    "rff": (lambda **kw: RFF(8, **kw), "euclidean"),
+    "rff-laplacian": (lambda **kw: RFF(8, kernel="laplacian", **kw), "cityblock"),
+    "nystrom": (lambda **kw: Nystrom(8, **kw), "euclidean"),
+    "nystrom-laplacian": (lambda **kw: Nystrom(8, kernel="laplacian", **kw), "cityblock"),
+    "orf": (lambda **kw: ORF(8, **kw), "euclidean"),
+    "quadrature": (lambda **kw: QuadratureFF(8, **kw), "euclidean"),
+    "matern": (lambda **kw: MaternRFF(8, **kw), "euclidean"),
+    "sketched": (lambda **kw: SketchedNystrom(8, **kw), "euclidean"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BANDWIDTH_MAPS))
+def test_default_bandwidth_is_half_the_median_distance(sample, name):
+    make, metric = BANDWIDTH_MAPS[name]
+    median = np.median(pdist(sample, metric))
+    default = make().fit(sample)
+    assert default.bandwidth == "auto"
+    assert default.bandwidth_ == pytest.approx(0.5 * median, rel=1e-12)
+    assert make(bandwidth="median").fit(sample).bandwidth_ == pytest.approx(median, rel=1e-12)
+    assert make(bandwidth=0.3).fit(sample).bandwidth_ == 0.3
+    # the rule, not the value, is what a saved map keeps: refitting re-applies it
+    again = type(default).from_json(default.to_json())
+    assert again.bandwidth == "auto" and again.bandwidth_ == default.bandwidth_
+
+
+@pytest.mark.parametrize("bad", ["mean", "Median", "0.5"])
+def test_unknown_bandwidth_rule_is_a_clear_error(sample, bad):
+    with pytest.raises(ValueError, match=r"'auto' \(half the median distance.*'median'"):
+        RFF(8, bandwidth=bad).fit(sample)
 
 
 @pytest.mark.parametrize("m", [2, 3, 4, 50, 51, 1024, 3000])

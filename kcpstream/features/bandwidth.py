@@ -12,7 +12,7 @@ from .._kernels.distances import (
     pairwise_distances,
 )
 
-__all__ = ["median_distance", "resolve_bandwidth"]
+__all__ = ["AUTO_FRACTION", "median_distance", "resolve_bandwidth"]
 
 
 #: The median heuristic uses the pairs among at most this many points.
@@ -60,11 +60,30 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
     return float(0.5 * ((below if count >= half else upper) + upper))
 
 
+#: ``bandwidth="auto"`` is this fraction of the median heuristic's distance.
+#: ``benchmarks/bandwidth_results.md`` measures it: over seven signal families
+#: at two sizes, half the median distance finds the true change-points best on
+#: average (F1 0.831 against 0.785 at the median itself), changes of shape or
+#: of correlation the most (scenario 2 at n = 1000: F1 0.76 against 0.52); pure
+#: mean shifts lose a little (0.71 against 0.79 at n = 1000).
+AUTO_FRACTION = 0.5
+
+#: The rules a string bandwidth may name, as fractions of the median distance.
+BANDWIDTH_RULES = {"auto": AUTO_FRACTION, "median": 1.0}
+
+
 def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -> float:
-    """A positive bandwidth from a number or ``"median"``, or a clear error."""
+    """A positive bandwidth from a number, ``"auto"`` or ``"median"``, or a clear error.
+
+    ``"median"`` is the median pairwise distance of ``sample`` (the median
+    heuristic); ``"auto"`` is :data:`AUTO_FRACTION` of it.
+    """
     if isinstance(bandwidth, str):
-        if bandwidth != "median":
-            raise ValueError(f"bandwidth must be a positive number or 'median', got {bandwidth!r}")
+        if bandwidth not in BANDWIDTH_RULES:
+            raise ValueError(
+                "bandwidth must be a positive number, 'auto' (half the median distance "
+                f"between samples) or 'median' (the median distance), got {bandwidth!r}"
+            )
         value = median_distance(sample, metric)
         if not value > 0:
             raise ValueError(
@@ -73,10 +92,10 @@ def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -
                 "constant there is nothing to segment; otherwise pass an explicit "
                 "bandwidth=<float> (a typical distance between samples of different regimes)"
             )
-        return value
+        return BANDWIDTH_RULES[bandwidth] * value
     value = float(bandwidth)
     if not (np.isfinite(value) and value > 0):
         raise ValueError(
-            f"bandwidth must be a positive finite number or 'median', got {bandwidth!r}"
+            f"bandwidth must be a positive finite number, 'auto' or 'median', got {bandwidth!r}"
         )
     return value

@@ -24,8 +24,9 @@ class MaternRFF(FourierFeatures):
         Output dimension p (even).
     nu : float
         Smoothness (> 0); 0.5, 1.5 and 2.5 are the usual choices.
-    bandwidth : float or "median"
-        The length-scale sigma.
+    bandwidth : float, "auto" or "median"
+        The length-scale sigma; ``"auto"`` (default) is half the median
+        pairwise distance of the fit sample, ``"median"`` the median distance.
     seed : int or None
     """
 
@@ -37,7 +38,7 @@ class MaternRFF(FourierFeatures):
         n_features: int = 64,
         *,
         nu: float = 1.5,
-        bandwidth: float | str = "median",
+        bandwidth: float | str = "auto",
         seed: int | None = 0,
     ):
         self.n_features = _check_even("MaternRFF", n_features)

@@ -30,7 +30,9 @@ class Nystrom(FeatureMap):
         Number of landmarks m (the output dimension before rank truncation).
     kernel : {"gaussian", "laplacian"}
         As for :class:`~kcpstream.features.RFF`.
-    bandwidth : float or "median"
+    bandwidth : float, "auto" or "median"
+        sigma; ``"auto"`` (default) is half the median pairwise distance of the
+        fit sample, ``"median"`` the median distance itself.
     rcond : float
         Relative eigenvalue threshold of the rank truncation.
     seed : int or None
@@ -53,7 +55,7 @@ class Nystrom(FeatureMap):
         n_features: int = 64,
         *,
         kernel: Literal["gaussian", "laplacian"] = "gaussian",
-        bandwidth: float | str = "median",
+        bandwidth: float | str = "auto",
         rcond: float = 1e-6,
         seed: int | None = 0,
     ) -> None:

@@ -21,7 +21,9 @@ class ORF(FourierFeatures):
     ----------
     n_features : int
         Output dimension p (even).
-    bandwidth : float or "median"
+    bandwidth : float, "auto" or "median"
+        sigma; ``"auto"`` (default) is half the median pairwise distance of the
+        fit sample, ``"median"`` the median distance itself.
     seed : int or None
     """
 
@@ -29,7 +31,7 @@ class ORF(FourierFeatures):
     _param_names = ("n_features", "bandwidth", "seed")
 
     def __init__(
-        self, n_features: int = 64, *, bandwidth: float | str = "median", seed: int | None = 0
+        self, n_features: int = 64, *, bandwidth: float | str = "auto", seed: int | None = 0
     ):
         self.n_features = _check_even("ORF", n_features)
         self.bandwidth = bandwidth

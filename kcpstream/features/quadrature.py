@@ -35,7 +35,9 @@ class QuadratureFF(FourierFeatures):
     ----------
     n_features : int
         Output dimension p at most (even).
-    bandwidth : float or "median"
+    bandwidth : float, "auto" or "median"
+        sigma; ``"auto"`` (default) is half the median pairwise distance of the
+        fit sample, ``"median"`` the median distance itself.
     seed : ignored
     """
 
@@ -43,7 +45,7 @@ class QuadratureFF(FourierFeatures):
     _param_names = ("n_features", "bandwidth", "seed")
 
     def __init__(
-        self, n_features: int = 64, *, bandwidth: float | str = "median", seed: int | None = 0
+        self, n_features: int = 64, *, bandwidth: float | str = "auto", seed: int | None = 0
     ):
         self.n_features = _check_even("QuadratureFF", n_features)
         self.bandwidth = bandwidth

@@ -115,9 +115,10 @@ class RFF(FourierFeatures):
         ``"gaussian"``: ``k(x, y) = exp(-||x - y||^2 / (2 sigma^2))``, normal
         frequencies.  ``"laplacian"``: ``k(x, y) = exp(-||x - y||_1 / sigma)``,
         Cauchy frequencies.
-    bandwidth : float or "median"
-        sigma, or the median pairwise distance of the fit sample (Euclidean
-        for the Gaussian kernel, L1 for the Laplacian).
+    bandwidth : float, "auto" or "median"
+        sigma; ``"auto"`` (default) is half the median pairwise distance of
+        the fit sample, ``"median"`` the median distance itself (Euclidean for
+        the Gaussian kernel, L1 for the Laplacian).
     seed : int or None
         Seed of the frequencies (None: fresh entropy, recorded in ``seed_``).
     """
@@ -130,7 +131,7 @@ class RFF(FourierFeatures):
         n_features: int = 64,
         *,
         kernel: Literal["gaussian", "laplacian"] = "gaussian",
-        bandwidth: float | str = "median",
+        bandwidth: float | str = "auto",
         seed: int | None = 0,
     ) -> None:
         self.n_features = _check_even("RFF", n_features)

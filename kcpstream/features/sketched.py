@@ -43,7 +43,7 @@ class SketchedNystrom(Nystrom):
         n_landmarks: int | None = None,
         density: float = 0.1,
         kernel: Literal["gaussian", "laplacian"] = "gaussian",
-        bandwidth: float | str = "median",
+        bandwidth: float | str = "auto",
         rcond: float = 1e-6,
         seed: int | None = 0,
     ) -> None:
