@@ -162,7 +162,7 @@ def test_default_bandwidth_is_half_the_median_distance(sample, name):
     assert default.bandwidth_ == pytest.approx(0.5 * median, rel=1e-12)
     assert make(bandwidth="median").fit(sample).bandwidth_ == pytest.approx(median, rel=1e-12)
     assert make(bandwidth=0.3).fit(sample).bandwidth_ == 0.3
-    # the rule, not the value, is what a saved map keeps: refitting re-applies it
+    # a saved map keeps the rule (applied again on a refit) and its fitted value
     again = type(default).from_json(default.to_json())
     assert again.bandwidth == "auto" and again.bandwidth_ == default.bandwidth_
 
