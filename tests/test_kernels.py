@@ -165,3 +165,25 @@ def test_prefix_rows_are_prefix_at(seed, n, p, block, data):
     expected = np.stack([stats.prefix_at(int(c))[0] for c in positions])
     np.testing.assert_array_equal(rows, expected)
     np.testing.assert_array_equal(rows, np.stack([q[:c].sum(axis=0) for c in positions]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(2, 70),
+    st.integers(1, 9),
+    st.sampled_from(["euclidean", "cityblock"]),
+    st.booleans(),
+)
+def test_pairwise_distances_equal_scipy_pdist_to_the_bit(seed, m, d, metric, ties):
+    from scipy.spatial.distance import pdist
+
+    from kcpstream._kernels.distances import largest_below, pairwise_distances
+
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 3, size=(m, d)).astype(np.float64) if ties else rng.normal(size=(m, d))
+    dist = pairwise_distances(x, metric == "euclidean")
+    assert np.array_equal(dist, pdist(x, metric))
+    upper = float(dist[rng.integers(dist.size)])
+    below = dist[dist < upper]
+    assert largest_below(dist, upper) == (below.max() if below.size else -np.inf, below.size)

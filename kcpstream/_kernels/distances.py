@@ -20,19 +20,34 @@ def pairwise_distances(x, euclidean):
 
     Euclidean (``sqrt`` of the sum of squared differences) or, without
     ``euclidean``, L1 (the sum of absolute differences); the channels are
-    summed in order, as ``scipy.spatial.distance.pdist`` does.
+    summed in order, as ``scipy.spatial.distance.pdist`` does.  The pairs of
+    a row are accumulated side by side (one lane each), channel after
+    channel, so each pair's sum has that order and the loop vectorizes.
     """
     m, d = x.shape
+    xt = np.ascontiguousarray(x.T)
     out = np.empty(m * (m - 1) // 2)
+    acc = np.empty(m)
     k = 0
     for i in range(m - 1):
-        for j in range(i + 1, m):
-            acc = 0.0
-            for c in range(d):
-                diff = x[i, c] - x[j, c]
-                acc += diff * diff if euclidean else abs(diff)
-            out[k] = np.sqrt(acc) if euclidean else acc
-            k += 1
+        w = m - i - 1
+        acc[:w] = 0.0
+        for c in range(d):
+            xi = xt[c, i]
+            row = xt[c, i + 1 :]
+            if euclidean:
+                for jj in range(w):
+                    diff = xi - row[jj]
+                    acc[jj] += diff * diff
+            else:
+                for jj in range(w):
+                    acc[jj] += abs(xi - row[jj])
+        if euclidean:
+            for jj in range(w):
+                out[k + jj] = np.sqrt(acc[jj])
+        else:
+            out[k : k + w] = acc[:w]
+        k += w
     return out
 
 
@@ -74,14 +89,13 @@ def kth_smallest_nonnegative(values, k):
 @njit(nogil=True, cache=True)
 def largest_below(values, upper):
     """The largest of ``values`` below ``upper`` and how many are below it
-    (``-inf`` and 0 when none is)."""
+    (``-inf`` and 0 when none is).  Branch-free, so it vectorizes."""
     best = -np.inf
     count = 0
     for v in values:
-        if v < upper:
-            count += 1
-            if v > best:
-                best = v
+        below = v < upper
+        count += below
+        best = max(best, v if below else -np.inf)
     return best, count
 
 
