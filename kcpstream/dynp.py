@@ -153,19 +153,32 @@ def optimal_partitions(
     q_total = stats.range_sum(0, stats.n)[1]
     last = len(grid) - 1
     costs = np.full(d_max, np.inf)
+    table = _backtrack(arg, np.asarray(grid, dtype=np.int64), last)
     partitions: list[np.ndarray | None] = []
     for d in range(d_max):
         if best[d, last] == -np.inf:
             partitions.append(None)
             continue
-        cps = []
-        j = last
-        for level in range(d, 0, -1):
-            j = int(arg[level, j])
-            cps.append(int(grid[j]))
-        partitions.append(np.array(cps[::-1], dtype=np.int64))
+        partitions.append(table[d, :d].copy())
         costs[d] = (q_total - best[d, last]) * stats.unit
     return costs, partitions
+
+
+@njit(nogil=True, cache=True)
+def _backtrack(arg, grid, last):
+    """Row ``d``: the ``d`` change-points of the best segmentation of ``[0, g_last)``
+    into ``d + 1`` segments, in order (from the argmax table of :func:`_dp`;
+    rows of infeasible ``d`` hold garbage the caller skips)."""
+    d_max = arg.shape[0]
+    out = np.zeros((d_max, max(d_max - 1, 1)), np.int64)
+    for d in range(d_max):
+        j = last
+        for level in range(d, 0, -1):
+            j = arg[level, j]
+            if j < 0:
+                break
+            out[d, level - 1] = grid[j]
+    return out
 
 
 def refine_steps(
