@@ -18,9 +18,22 @@ from ._version import __version__
 from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
 from .features import FeatureMap, make_feature_map
 from .features.base import DEFAULT_TILE
-from .passes import SampleCache, data_passes, pass_runs, release_worker_caches
+from .passes import (
+    SampleCache,
+    data_passes,
+    in_memory_passes,
+    pass_runs,
+    release_worker_caches,
+)
 from .result import Diagnostics, Segmentation
-from .search import NotEnoughSplitsError, SearchLog, binseg_steps, drive_many
+from .search import (
+    NotEnoughSplitsError,
+    SearchLog,
+    binseg_steps,
+    dense_binseg_steps,
+    drive_many,
+    scans_from_prefix,
+)
 from .select import Selection, select_by_penalty, slope_heuristic
 from .signal import InputError, Signal, as_signal, check_finite_index, window_signal
 from .stats import BlockStats
@@ -40,6 +53,12 @@ DEFAULT_D_MAX = 100
 MIN_AUTO_BLOCK = 64
 #: Largest block size: a refinement read keeps one block's features in memory.
 MAX_BLOCK = 2**18
+#: Largest ``n * p`` (samples times features) searched in memory: the signal is
+#: read whole, every sample featurized once and the exact prefix sum of every
+#: position kept (``8 n p`` bytes, 16 MiB at this size), so binary segmentation
+#: is one compiled loop with no dask graph after the read.  Above it the block
+#: grid and its pruned scans are faster (``benchmarks/bench_core.py --dense``).
+DENSE_MAX_VALUES = 2**21
 
 
 def auto_block_size(n: int) -> int:
@@ -87,6 +106,10 @@ def segment(
     statistics are accumulated in one dask pass over the data, and binary
     segmentation finds, at each step, exactly the split a full scan of every
     sample would find, reading again only the few blocks that could hold it.
+    A series of at most ``DENSE_MAX_VALUES`` (``2**21``) samples times
+    features is featurized whole in one task instead and searched in memory
+    over the exact prefix sum of every position: the same result, without
+    the block grid's refinement rounds (``diagnostics.in_memory``).
 
     Parameters
     ----------
@@ -126,8 +149,10 @@ def segment(
     min_size : int, default 2
         Every segment keeps at least ``min_size`` samples.
     block_size : int, optional
-        Samples per block of the statistics grid (default: about 2**15
-        blocks, at least 64 samples each).
+        Samples per block of the statistics grid (default: one per sample for
+        a series searched in memory; otherwise about 2**15 blocks, at least
+        64 samples each).  Given, it selects the block grid (``1``: in memory
+        when the series is small enough).
     variable : str, optional
         Array name inside a zarr group.
     variables : list of str, optional
@@ -165,6 +190,18 @@ def segment(
         these samples when the call returns).  0 disables it; the result does
         not depend on it.  ``diagnostics.samples_read_again`` counts the
         samples read a second time.
+    checkpoint : str or path, optional
+        A local directory where the block statistics and the segments
+        evaluated are kept, keyed by a fingerprint of the source (path,
+        shape, dtype and the fit sample's content), the fitted feature map
+        and the block size.  A later call on the same series loads them (no
+        data pass) and reads only what it has not read before; another
+        fingerprint is computed afresh.  Writes are atomic.  An archive
+        rewritten in place outside the sampled windows keeps its fingerprint:
+        delete the checkpoint then (see :mod:`kcpstream.checkpoint`).
+    progress : bool, default False
+        Show the data pass's progress bar on stderr (dask's, or distributed's
+        under a client).
 
     Returns
     -------
@@ -267,6 +304,12 @@ class _Job:
     key: str | None = None  # checkpoint fingerprint
     known: dict = field(default_factory=dict)  # segments evaluated exactly
     loaded: bool = False
+    in_memory: bool = False  # one block per sample, searched without reading data again
+
+
+def _searched_in_memory(n: int, p: int, st: _Settings) -> bool:
+    """Whether a series of ``n`` samples and ``p`` features is searched in memory."""
+    return st.block_size in (None, 1) and n * p <= DENSE_MAX_VALUES
 
 
 def _prepare(signal: Signal, features, st: _Settings) -> _Job:
@@ -323,6 +366,8 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
     job = _Job(signal, fmap, B, d_max, cache, window=window, original=original)
+    if _searched_in_memory(n, fmap.n_features_out_, st):
+        job.block_size, job.in_memory = 1, True
     if st.checkpoint is not None:
         if sample is None:  # the content sample of the fingerprint
             sample = signal.sample(max_points=st.sample_size, cache=cache)
@@ -344,7 +389,12 @@ def _run(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
 
 def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
     t_pass = time.perf_counter()
-    todo = [j for j in jobs if not j.loaded]
+    todo = [j for j in jobs if not j.loaded and not j.in_memory]
+    small = [j for j in jobs if not j.loaded and j.in_memory]
+    if small:
+        found = in_memory_passes([(j.signal, j.fmap, j.cache) for j in small], st.tile, st.progress)
+        for job, stats in zip(small, found, strict=True):
+            job.stats = stats
     for job, stats in zip(
         todo,
         data_passes(
@@ -358,12 +408,21 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
     seconds_pass = time.perf_counter() - t_pass
 
     def steps(job: _Job):
-        kw = {"min_size": st.min_size, "log": job.log, "known": job.known}
+        kw = {"min_size": st.min_size, "log": job.log}
+        search = dense_binseg_steps if job.in_memory else binseg_steps
+        if not job.in_memory:
+            kw["known"] = job.known
         if st.rule == "pen" and st.method == "binseg":
-            return binseg_steps(job.stats, pen=st.pen, **kw)
+            return search(job.stats, pen=st.pen, **kw)
         if st.rule == "n_bkps" and st.method == "binseg":
-            return binseg_steps(job.stats, n_bkps=st.n_bkps, **kw)
-        return binseg_steps(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
+            return search(job.stats, n_bkps=st.n_bkps, **kw)
+        return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
+
+    def refinement(job: _Job, chosen: dict):
+        if job.in_memory:  # every position is a grid point: no data read, no round
+            steps = refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=SearchLog())
+            return scans_from_prefix(steps, job.stats, st.min_size)
+        return refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=job.log)
 
     orders = drive_many([(steps(j), j.signal, j.fmap, j.cache) for j in jobs], st.min_size, st.tile)
     chosen = [_choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
@@ -371,7 +430,7 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
         refined = drive_many(
             [
                 (
-                    refine_steps(j.stats, c["changepoints"], c["grid"], log=j.log),
+                    refinement(j, c),
                     j.signal,
                     j.fmap,
                     j.cache,
@@ -550,7 +609,10 @@ def _build_result(
         samples_featurized_pass=passed,
         checkpoint=checkpoint_state,
         samples_read_again=job.cache.samples_read_again,
-        pass_tasks=0 if job.loaded else len(pass_runs(signal.chunk_starts, signal.row_bytes)),
+        pass_tasks=0
+        if job.loaded or job.in_memory
+        else len(pass_runs(signal.chunk_starts, signal.row_bytes)),
+        in_memory=job.in_memory,
     )
     return Segmentation(
         changepoints=np.asarray(changepoints, dtype=np.int64),

@@ -30,6 +30,7 @@ from ._kernels.blockstats import (
 )
 from ._kernels.blockstats import scan_piece as _scan_piece_kernel
 from ._kernels.blockstats import scan_pieces as _scan_pieces_kernel
+from ._kernels.dense import sample_prefix_sums
 from .features.base import FeatureMap
 from .signal import Signal, SourceSlice, check_finite_index
 from .stats import BlockStats, PieceStats
@@ -46,6 +47,8 @@ __all__ = [
     "release_worker_caches",
     "featurize_range",
     "fit_sample",
+    "in_memory_passes",
+    "dense_stats",
 ]
 
 
@@ -564,6 +567,70 @@ def data_passes(
                 if int(s0) in cache.fit_chunks and not r.get("from_cache", True):
                     cache.samples_read_again += int(s1 - s0)  # the fit had read it
         i += size
+    return out
+
+
+def dense_stats(x: np.ndarray, fmap: FeatureMap, tile: int, description: str) -> BlockStats:
+    """Statistics with one block per sample of the in-memory samples ``x``: every
+    sample featurized once, the exact prefix sums kept at every position.  Raises
+    the NaN/inf input error naming the first non-finite sample."""
+    x = _as_2d(x)
+    if x.dtype.kind == "f":
+        bad = first_nonfinite_row(x)
+        check_finite_index(bad if bad >= 0 else None, description)
+    z = featurize_range(fmap, x, tile)
+    prefix, Q, M2 = sample_prefix_sums(
+        z, float(2.0**fmap.quantum_exponent_), float(fmap.quantized_norm_bound_)
+    )
+    return BlockStats.from_samples(fmap.quantum_exponent_, prefix, Q, M2)
+
+
+def read_dense_stats(
+    source: SourceSlice,
+    fmap: FeatureMap,
+    tile: int,
+    description: str,
+    cache: CacheHandle | None,
+    held: dict[int, np.ndarray] | None = None,
+) -> tuple[BlockStats, list[int]]:
+    """:func:`dense_stats` of a whole (small) signal, a dask task: its chunks are
+    those the task was given (``held``), those the job's sample cache holds in
+    this process (where the fit sample left them), and the others read
+    together.  Also returns the positions of the chunks it read."""
+    local = cache.resolve() if cache is not None else None
+    xs, read, _ = _run_chunks(source, range(len(source.starts) - 1), local, held)
+    x = np.concatenate([_as_2d(xs[i]) for i in sorted(xs)], axis=0) if len(xs) > 1 else xs[0]
+    return dense_stats(x, fmap, tile, description), sorted(read)
+
+
+def in_memory_passes(
+    jobs: list[tuple[Signal, FeatureMap, SampleCache]], tile: int, progress: bool = False
+) -> list[BlockStats]:
+    """Statistics with one block per sample of several small signals, one task
+    each in one graph (they run in parallel), each where the fit sample left
+    its chunks: this process's cache, or the worker that read most of them.
+    A chunk the fit sample read that is read again counts in the cache's
+    ``samples_read_again``."""
+    batch = TaskBatch("pass")
+    for sig, fmap, cache in jobs:
+        reader = sig.reader
+        handle = cache.handle if _caches_reachable() else None
+        held, home = None, None
+        last = reader.n_chunks - 1
+        if handle is not None and in_process_scheduler():
+            found = {i: cache.chunk(int(reader.starts[i])) for i in range(last + 1)}
+            held = {i: x for i, x in found.items() if x is not None} or None
+        elif handle is not None:
+            home = _home_of(cache, reader.starts, 0, last)
+        reader.add_task(batch, read_dense_stats, 0, last, fmap, tile, sig.description, handle,
+                        held, home=home)  # fmt: skip
+    out = []
+    for (sig, _, cache), (stats, read) in zip(jobs, batch.compute(progress), strict=True):
+        starts = sig.chunk_starts
+        for i in read:
+            if int(starts[i]) in cache.fit_chunks:
+                cache.samples_read_again += int(starts[i + 1] - starts[i])
+        out.append(stats)
     return out
 
 

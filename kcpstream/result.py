@@ -50,7 +50,13 @@ class Diagnostics:
     pass_tasks : int
         Tasks of the data pass: one per run of consecutive chunks holding about
         4 MiB of samples (one per chunk when chunks are that large; 0 when a
-        checkpoint was loaded).
+        checkpoint was loaded or the series was searched in memory).
+    in_memory : bool
+        The series was small enough (``n * p`` at most
+        :data:`kcpstream.api.DENSE_MAX_VALUES`, no ``block_size`` given) to be
+        read whole, featurized once and searched with the exact prefix sum of
+        every position (``block_size`` 1, no refinement read, no dask graph
+        after the read).
     """
 
     samples_featurized: int
@@ -67,6 +73,7 @@ class Diagnostics:
     checkpoint: str = ""
     samples_read_again: int = 0
     pass_tasks: int = 0
+    in_memory: bool = False
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ._kernels.blockstats import segment_boundary_scan
+from ._kernels.dense import best_split_between, dense_binseg
 from .features.base import FeatureMap
 from .passes import SampleCache, ScanRequest, ScanResult, scan_many
 from .signal import Signal
@@ -262,6 +263,66 @@ def binseg_steps(
             f"n_bkps<={len(order)} or use a smaller min_size"
         )
     return order
+
+
+def dense_binseg_steps(
+    stats: BlockStats,
+    *,
+    min_size: int,
+    n_bkps: int | None = None,
+    pen: float | None = None,
+    log: SearchLog | None = None,
+    allow_fewer: bool = False,
+) -> Steps:
+    """:func:`binseg_steps` over statistics with one block per sample
+    (``block_size = 1``): every position's prefix sum is known, so the whole
+    search is one compiled loop of exact scans and no round reads data (the
+    generator returns at once).  Returns the same splits, in the same order,
+    with the same gains."""
+    if (n_bkps is None) == (pen is None):
+        raise ValueError("give exactly one of n_bkps and pen")
+    if stats.block_size != 1:
+        raise ValueError("the dense search needs statistics with block_size 1")
+    log = log if log is not None else SearchLog()
+    max_splits = n_bkps if n_bkps is not None else max(0, stats.n // min_size - 1)
+    pen_q = -math.inf if pen is None else pen / stats.unit
+    starts, ends, splits, gains = dense_binseg(stats.prefix, max_splits, pen_q, min_size)
+    log.segments_evaluated += 1 + 2 * len(splits)
+    order = [
+        SegmentSplit(int(a), int(e), float(g), int(c), float(g))
+        for a, e, c, g in zip(starts, ends, splits, gains, strict=True)
+    ]
+    if n_bkps is not None and len(order) < n_bkps and not allow_fewer:
+        raise NotEnoughSplitsError(
+            f"binary segmentation can place only {len(order)} change-points in this signal with "
+            f"min_size={min_size} (every remaining segment is shorter than 2*min_size); ask for "
+            f"n_bkps<={len(order)} or use a smaller min_size"
+        )
+    return order
+    yield  # a generator that asks for no scan  # pragma: no cover
+
+
+def scans_from_prefix(steps: Steps, stats: BlockStats, min_size: int) -> Steps:
+    """Run a step generator whose scans are answered from statistics with one
+    block per sample, without reading data (every split inside a piece is a
+    grid point: its gain comes from the prefix sums).  Returns its outcome
+    and asks for no scan itself."""
+    if stats.block_size != 1:
+        raise ValueError("scans can be answered without data only with block_size 1")
+    try:
+        requests = next(steps)
+        while True:
+            results = []
+            for req in requests:
+                a, e = req.segment
+                lo = max(req.piece_start + 1, a + min_size)
+                hi = min(req.piece_end - 1, e - min_size)
+                gain, pos = best_split_between(stats.prefix, a, e, lo, hi)
+                results.append(ScanResult(req, float(gain), int(pos), None, None))
+            requests = steps.send(results)
+    except StopIteration as stop:
+        return stop.value
+    yield  # pragma: no cover
 
 
 def drive_many(

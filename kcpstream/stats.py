@@ -90,6 +90,26 @@ class BlockStats:
         self._points: dict[int, tuple[np.ndarray, float]] = {}
         self._pieces: dict[tuple[int, int], PieceStats] = {}
 
+    @classmethod
+    def from_samples(
+        cls, quantum_exponent: int, prefix: np.ndarray, Q: np.ndarray, M2: np.ndarray
+    ) -> BlockStats:
+        """Statistics with one block per sample (``block_size = 1``) from the exact
+        prefix sums of every sample (:func:`~kcpstream._kernels.dense.sample_prefix_sums`)."""
+        n = int(Q.shape[0])
+        obj = cls.__new__(cls)
+        obj.n, obj.block_size, obj.quantum_exponent = n, 1, int(quantum_exponent)
+        obj.prefix = np.ascontiguousarray(prefix, dtype=np.int64)
+        if obj.prefix.shape[1] != n + 1:
+            raise ValueError("prefix sums do not cover the signal")
+        obj.prefix_q = np.zeros(n + 1, dtype=np.float64)
+        np.cumsum(Q, out=obj.prefix_q[1:])
+        obj.max_norm2 = np.ascontiguousarray(M2, dtype=np.float64)
+        obj.bridge = np.zeros(n)  # a block of one sample has no interior split
+        obj._points = {}
+        obj._pieces = {}
+        return obj
+
     # -- sizes ------------------------------------------------------------
     @property
     def n_blocks(self) -> int:

@@ -117,6 +117,9 @@ def test_distributed_local_cluster_with_processes(store, small_chunks, threaded)
         x = _in_memory(store)
         numpy_direct = as_signal(x).reader._array
         in_memory.append(kcpstream.segment(x, n_bkps=8))
+        # a small series is featurized whole by one task, on the worker that read it
+        small = da.from_zarr(store, component="x")[:20_000]
+        small_res = kcpstream.segment(small, n_bkps=4)
     assert numpy_direct is None
     _same(res, threaded)
     _same(no_cache, threaded)
@@ -128,6 +131,10 @@ def test_distributed_local_cluster_with_processes(store, small_chunks, threaded)
     assert res.diagnostics.samples_read_again == 0
     assert no_cache.diagnostics.samples_read_again >= no_cache.diagnostics.samples_scanned > 0
     assert sorted(held.values()) == [0, 0]  # the workers' caches were freed with the job
+    assert small_res.diagnostics.in_memory and small_res.diagnostics.samples_read_again == 0
+    with dask.config.set(scheduler="threads"):
+        small_threaded = kcpstream.segment(small, n_bkps=4)
+    _same(small_res, small_threaded)
     # small chunks: the fit and the pass read runs of 10 chunks, each run's pass
     # task where the fit left its chunks, so the pass reads nothing twice
     # (refinement may: a piece across two runs kept by two workers)

@@ -146,9 +146,10 @@ class _ComputeLog:
 
 def test_batch_uses_one_data_pass_and_shared_rounds(sensors):
     ds, _ = sensors
+    kw = {"n_bkps": 3, "cache_bytes": 0, "block_size": 64}  # the block grid, not in memory
     log = _ComputeLog()
     with log.callback:
-        batch = kcpstream.segment(ds["pressure"], batch_dims="sensor", n_bkps=3, cache_bytes=0)
+        batch = kcpstream.segment(ds["pressure"], batch_dims="sensor", **kw)
     passes = [c for c in log.computes if "read_block_stats" in c]
     assert len(passes) == 1  # every sensor's data pass in one graph
     scans = [c for c in log.computes if "scan_run" in c]
@@ -156,8 +157,21 @@ def test_batch_uses_one_data_pass_and_shared_rounds(sensors):
     alone = _ComputeLog()
     with alone.callback:
         for label in ("s1", "s2", "s3"):
-            kcpstream.segment(ds["pressure"].sel(sensor=label), n_bkps=3, cache_bytes=0)
+            kcpstream.segment(ds["pressure"].sel(sensor=label), **kw)
     assert len(log.computes) < len(alone.computes)
+
+
+def test_small_series_of_a_batch_are_featurized_in_one_graph_and_searched_in_memory(sensors):
+    ds, _ = sensors
+    log = _ComputeLog()
+    with log.callback:
+        batch = kcpstream.segment(ds["pressure"], batch_dims="sensor", n_bkps=3)
+    assert all(r.diagnostics.in_memory for _, r in batch)
+    assert len([c for c in log.computes if "read_dense_stats" in c]) == 1  # one graph
+    assert not [c for c in log.computes if "read_block_stats" in c or "scan_run" in c]
+    grid = kcpstream.segment(ds["pressure"], batch_dims="sensor", n_bkps=3, block_size=64)
+    for (_, a), (_, b) in zip(batch, grid, strict=True):
+        assert a.changepoints.tolist() == b.changepoints.tolist()
 
 
 @pytest.mark.parametrize("d", [1, 3])
