@@ -57,7 +57,7 @@ MAX_BLOCK = 2**18
 #: read whole, every sample featurized once and the exact prefix sum of every
 #: position kept (``8 n p`` bytes, 16 MiB at this size), so binary segmentation
 #: is one compiled loop with no dask graph after the read.  Above it the block
-#: grid and its pruned scans are faster (``benchmarks/bench_core.py --dense``).
+#: grid and its pruned scans are faster with ``n_bkps`` (``benchmarks/bench_small.py``).
 DENSE_MAX_VALUES = 2**21
 
 
