@@ -30,6 +30,7 @@ from .search import (
     NotEnoughSplitsError,
     SearchLog,
     binseg_steps,
+    check_enough_splits,
     dense_binseg_steps,
     drive_many,
     scans_from_prefix,
@@ -44,7 +45,7 @@ __all__ = ["segment", "auto_block_size"]
 #: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
 #: scans stay small (16 MiB of prefix sums at p = 64).
 TARGET_BLOCKS = 2**15
-#: Default largest number of segments on the path (pen="auto", method="dynp").
+#: Default largest number of segments on the path (pen="auto"; bounds the n_bkps default).
 DEFAULT_D_MAX = 100
 #: Smallest automatic block size: below it the per-block work (statistics, and
 #: the boundary scans of every segment) costs more than the samples it saves
@@ -126,26 +127,36 @@ def segment(
         ``sample_size`` points in 8 evenly spaced windows of consecutive
         samples (the same for every chunking); a fitted one is used as it is.
     n_bkps : int, optional
-        Number of change-points to find.
+        Number of change-points to find: the best ``n_bkps`` (least total
+        cost) among the first ``d_max - 1`` splits of binary segmentation's
+        path, by an exact DP over them (default: twice ``n_bkps`` candidates;
+        ``d_max=n_bkps + 1`` returns binary segmentation's own first splits).
     pen : float or "auto", default "auto"
         How to choose the number of change-points when ``n_bkps`` is not
         given.  ``"auto"`` (the default): the penalty
         ``c1 log binom(n-1, D-1) + c2 D`` of Arlot, Celisse & Harchaoui,
         calibrated on the path of segmentations by the slope heuristic (see
-        :mod:`kcpstream.select`).  A number: a linear penalty per
-        change-point (feature units: gains are decreases of
-        ``sum ||phi(x_i) - mean||^2``); binary segmentation splits while the
-        best gain exceeds it, dynamic programming minimises cost + pen * K.
+        :mod:`kcpstream.select`) and applied to the best segmentation for each
+        number of segments among the path's change-points.  A number: a
+        linear penalty per change-point (feature units: gains are decreases
+        of ``sum ||phi(x_i) - mean||^2``); binary segmentation splits while
+        the best gain exceeds it (ruptures' ``Binseg`` with ``pen``), dynamic
+        programming minimises cost + pen * K.
     method : {"binseg", "dynp"}, default "binseg"
-        ``"binseg"``: binary segmentation, each split exact.  ``"dynp"``:
+        ``"binseg"``: binary segmentation, each split exact; its path's
+        change-points are the candidates ``n_bkps`` and ``"auto"`` choose
+        among (never a higher cost than its own first splits).  ``"dynp"``:
         the optimal segmentation for every number of segments by dynamic
         programming on a grid of at most 2048 block boundaries that contains
         binary segmentation's change-points (so never worse than it), then
         exact local refinement of the chosen change-points.  Exact kernel
         change-point detection on signals of up to 2048 samples.
     d_max : int, optional
-        Largest number of segments on the path (``pen="auto"`` and
-        ``method="dynp"``; default 100, at most ``n // min_size``).
+        Largest number of segments on the path: binary segmentation makes
+        ``d_max - 1`` splits (fewer if no segment can be split).  Default:
+        100 (at most ``n // min_size``) for ``pen="auto"``; with ``n_bkps``,
+        ``2 * n_bkps + 1`` within that (at least ``n_bkps + 1``).  Unused
+        with a numeric ``pen``.
     min_size : int, default 2
         Every segment keeps at least ``min_size`` samples.
     block_size : int, optional
@@ -332,8 +343,12 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"min_size={st.min_size} (at most {n // st.min_size - 1}); ask for fewer or lower "
             "min_size"
         )
-    if st.n_bkps is not None:  # the path only needs to reach n_bkps + 1 segments
-        d_max = max(st.d_max or 0, st.n_bkps + 1)
+    if st.n_bkps is not None and st.d_max is None:
+        # binary segmentation proposes twice as many candidates as change-points
+        # asked for (within the default path), among which the best are chosen
+        d_max = max(st.n_bkps + 1, min(2 * st.n_bkps + 1, DEFAULT_D_MAX, n // st.min_size))
+    elif st.n_bkps is not None:
+        d_max = max(st.d_max, st.n_bkps + 1)
     else:
         d_max = min(st.d_max or DEFAULT_D_MAX, n // st.min_size)
     if st.rule == "auto" and d_max < 4:
@@ -414,8 +429,6 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
             kw["known"] = job.known
         if st.rule == "pen" and st.method == "binseg":
             return search(job.stats, pen=st.pen, **kw)
-        if st.rule == "n_bkps" and st.method == "binseg":
-            return search(job.stats, n_bkps=st.n_bkps, **kw)
         return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
 
     def refinement(job: _Job, chosen: dict):
@@ -475,7 +488,7 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
     """The path's costs, the chosen number of segments and its change-points."""
     stats, n = job.stats, job.stats.n
     path = [seg.split for seg in order]
-    if st.method == "binseg" and st.rule != "auto":
+    if st.method == "binseg" and st.rule == "pen":
         costs = _binseg_path_costs(stats, order)
         selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max)
         changepoints = np.array(sorted(path[: selection.n_segments - 1]), dtype=np.int64)
@@ -489,8 +502,12 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
         }
     if st.method == "binseg":
         # the best segmentation for each D among binary segmentation's candidates
-        # (an exact DP over at most d_max points, no data read) is the path the
-        # slope heuristic is fitted on: the greedy path's costs fall too slowly
+        # (an exact DP over at most d_max points, no data read): never costlier
+        # than the greedy first splits, which it recovers from where the greedy
+        # order went wrong, and the path the slope heuristic is fitted on (the
+        # greedy path's costs fall too slowly)
+        if st.rule == "n_bkps":
+            check_enough_splits(len(path), st.n_bkps, st.min_size, allow_fewer=False)
         grid = np.array([0, *sorted(path), n])
         costs, partitions = optimal_partitions(stats, grid, job.d_max, st.min_size)
         selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max)
@@ -504,7 +521,8 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
             "order": np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64),
         }
     grid = dp_grid(stats, path)
-    costs, partitions = optimal_partitions(stats, grid, job.d_max, st.min_size)
+    d_dp = st.n_bkps + 1 if st.rule == "n_bkps" else job.d_max  # the DP's largest D
+    costs, partitions = optimal_partitions(stats, grid, d_dp, st.min_size)
     selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max)
     chosen = partitions[selection.n_segments - 1]
     if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size

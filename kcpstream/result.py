@@ -86,17 +86,18 @@ class Segmentation:
         Index of the first sample of every new segment, sorted (ruptures'
         breakpoints without the final ``n``).
     gains : numpy.ndarray of float64
-        Gain (cost decrease, feature units) of each change-point: for binary
-        segmentation, of the split when it was made; for dynamic
-        programming, of the change-point between its two neighbours.
+        Gain (cost decrease, feature units) of each change-point: with a
+        numeric ``pen`` and binary segmentation, of the split when it was
+        made; otherwise, of the change-point between its two neighbours.
     order : numpy.ndarray of int64
-        The change-points in the order binary segmentation found them
+        The change-points in the order binary segmentation's path found them
         (sorted for dynamic programming).
     path_costs : numpy.ndarray of float64
         ``path_costs[k]``: cost of the path's segmentation with ``k``
-        change-points (binary segmentation: its first ``k`` splits; dynamic
-        programming: the best on the grid, ``inf`` where none exists).  The
-        number of change-points is chosen on this path.
+        change-points (binary segmentation: the best ``k`` of its path's
+        change-points, or its first ``k`` splits with a numeric ``pen``;
+        dynamic programming: the best on the grid, ``inf`` where none
+        exists).  The number of change-points is chosen on this path.
     cost : float
         Total cost of the returned segmentation (feature units).
     method : {"binseg", "dynp"}

@@ -191,7 +191,7 @@ def count_round(log: SearchLog, requests: list[ScanRequest]) -> None:
 Steps = Generator[list[ScanRequest], list[ScanResult], Any]
 
 
-def _check_enough_splits(made: int, n_bkps: int | None, min_size: int, allow_fewer: bool) -> None:
+def check_enough_splits(made: int, n_bkps: int | None, min_size: int, allow_fewer: bool) -> None:
     if n_bkps is not None and made < n_bkps and not allow_fewer:
         raise NotEnoughSplitsError(
             f"binary segmentation can place only {made} change-points in this signal with "
@@ -265,7 +265,7 @@ def binseg_steps(
         for seg in to_refine:  # keep the exact split's pieces with the statistics
             if seg.piece is not None:
                 stats.add_split(seg.split, seg.piece[0], seg.piece[1], seg.left, seg.right)
-    _check_enough_splits(len(order), n_bkps, min_size, allow_fewer)
+    check_enough_splits(len(order), n_bkps, min_size, allow_fewer)
     return order
 
 
@@ -296,7 +296,7 @@ def dense_binseg_steps(
         SegmentSplit(int(a), int(e), float(g), int(c), float(g))
         for a, e, c, g in zip(starts, ends, splits, gains, strict=True)
     ]
-    _check_enough_splits(len(order), n_bkps, min_size, allow_fewer)
+    check_enough_splits(len(order), n_bkps, min_size, allow_fewer)
     return order
     yield  # a generator that asks for no scan  # pragma: no cover
 

@@ -8,6 +8,9 @@ whose best gain is largest (ties: the smallest split position), repeat.
 
 from __future__ import annotations
 
+import itertools
+from fractions import Fraction
+
 import numpy as np
 from numba import njit
 
@@ -48,11 +51,12 @@ def reference_binseg(
     n_bkps: int | None = None,
     pen_q: float | None = None,
     compiled: bool = False,
+    allow_fewer: bool = False,
 ):
     """Sequential binary segmentation over integer features ``q`` (n, p).
 
     Returns the list of (split, gain) in the order made, or None when
-    ``n_bkps`` splits cannot be made.
+    ``n_bkps`` splits cannot be made (unless ``allow_fewer``: the splits made).
     """
     best_split_ = best_split_compiled if compiled else best_split
     n = q.shape[0]
@@ -70,9 +74,55 @@ def reference_binseg(
         a, e = key
         segments[(a, pos)] = best_split_(cumsum, a, pos, min_size)
         segments[(pos, e)] = best_split_(cumsum, pos, e, min_size)
-    if n_bkps is not None and len(order) < n_bkps:
+    if n_bkps is not None and len(order) < n_bkps and not allow_fewer:
         return None
     return order
+
+
+def local_gains(q: np.ndarray, changepoints) -> list[float]:
+    """Each change-point's gain between its two neighbours (quantized units)."""
+    n = q.shape[0]
+    cumsum = np.zeros((n + 1, q.shape[1]), dtype=np.int64)
+    np.cumsum(q, axis=0, out=cumsum[1:])
+    bounds = [0, *map(int, changepoints), n]
+    return [
+        split_gain(c - a, e - c, cumsum[c] - cumsum[a], cumsum[e] - cumsum[a])
+        for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True)
+    ]
+
+
+def default_candidates(n: int, n_bkps: int, min_size: int) -> int:
+    """Splits of binary segmentation's path offered for ``n_bkps`` change-points:
+    twice as many, at most 99 (the default path), at least ``n_bkps``."""
+    return max(n_bkps, min(2 * n_bkps, 99, n // min_size - 1))
+
+
+def best_among_candidates(q: np.ndarray, candidates, n_bkps: int) -> tuple[Fraction, list]:
+    """Every choice of ``n_bkps`` of ``candidates``: the largest exact value
+    ``sum ||S_segment||^2 / |segment|`` (the least cost) and every choice reaching it.
+
+    Exact rational arithmetic on the integer features, so ties are ties.
+    """
+    n = q.shape[0]
+    cumsum = np.zeros((n + 1, q.shape[1]), dtype=object)
+    cumsum[1:] = np.cumsum(q.astype(object), axis=0)
+    best, argbest = None, []
+    for cps in itertools.combinations(sorted(map(int, candidates)), n_bkps):
+        bounds = [0, *cps, n]
+        value = Fraction(0)
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            s = cumsum[b] - cumsum[a]
+            value += Fraction(int((s * s).sum()), b - a)
+        if best is None or value > best:
+            best, argbest = value, [list(cps)]
+        elif value == best:
+            argbest.append(list(cps))
+    return best, argbest
+
+
+def exact_value(q: np.ndarray, cps) -> Fraction:
+    """``sum ||S_segment||^2 / |segment|`` of one segmentation, exactly."""
+    return best_among_candidates(q, list(cps), len(cps))[0]
 
 
 @njit(nogil=True, cache=True)

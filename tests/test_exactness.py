@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -12,7 +14,14 @@ import kcpstream
 from kcpstream import RFF, InputError, Linear, NotEnoughSplitsError, Nystrom
 from kcpstream.features import ORF, BrownianThreshold, MaternRFF, QuadratureFF, SketchedNystrom
 
-from .reference import quantized, reference_binseg
+from .reference import (
+    best_among_candidates,
+    default_candidates,
+    exact_value,
+    local_gains,
+    quantized,
+    reference_binseg,
+)
 
 
 @st.composite
@@ -103,7 +112,15 @@ def test_binseg_equals_bruteforce(data, x, fmap):
     else:
         n_bkps = data.draw(st.integers(0, min(6, n // min_size - 1)), label="n_bkps")
         kw["n_bkps"] = n_bkps
+        greedy = data.draw(st.booleans(), label="greedy")
+        if greedy:  # a path of n_bkps splits: the greedy change-points themselves
+            kw["d_max"] = n_bkps + 1
         expected = reference_binseg(q, min_size, n_bkps=n_bkps)
+        if expected is not None and not greedy:
+            path = reference_binseg(
+                q, min_size, n_bkps=default_candidates(n, n_bkps, min_size), allow_fewer=True
+            )
+            candidates = [pos for pos, _ in path]
 
     if constant:
         with pytest.raises(InputError, match="constant"):
@@ -114,10 +131,27 @@ def test_binseg_equals_bruteforce(data, x, fmap):
             _run(x, chunks, fitted, **kw)
         return
     res = _run(x, chunks, fitted, **kw)
+    if "n_bkps" in kw and not greedy:
+        # the best n_bkps of the path's first splits, exactly (ties: any best choice)
+        best, argbest = best_among_candidates(q, candidates, n_bkps)
+        assert set(res.changepoints.tolist()) <= set(candidates)
+        assert len(res.changepoints) == n_bkps
+        value = exact_value(q, res.changepoints)
+        assert value >= best * (1 - Fraction(1, 10**12))
+        if len(argbest) == 1 and value == best:
+            assert res.changepoints.tolist() == argbest[0]
+        assert res.order.tolist() == [c for c in candidates if c in set(res.changepoints)]
+        unit = 2.0 ** (-2 * fitted.quantum_exponent_)
+        assert res.gains.tolist() == [g * unit for g in local_gains(q, res.changepoints)]
+        return
     unit = 2.0 ** (-2 * fitted.quantum_exponent_)
     assert res.order.tolist() == [pos for pos, _ in expected]
     # gains are computed by the same function from the same integers: equal to the bit
-    assert res.gains[np.argsort(np.argsort(res.order))].tolist() == [g * unit for _, g in expected]
+    if use_pen:  # the gain of each split when it was made
+        gains = [g * unit for _, g in expected]
+        assert res.gains[np.argsort(np.argsort(res.order))].tolist() == gains
+    else:  # the gain of each change-point between its neighbours
+        assert res.gains.tolist() == [g * unit for g in local_gains(q, res.changepoints)]
     assert res.diagnostics.samples_featurized >= n
 
 

@@ -132,11 +132,23 @@ def test_result_round_trips_through_json(reference):
     assert back.diagnostics == reference.diagnostics
 
 
-def test_path_costs_decrease_by_the_gains(reference):
-    costs = reference.path_costs
-    gains_in_order = reference.gains[np.argsort(np.argsort(reference.order))]
-    assert len(costs) == len(reference.order) + 1
+def test_path_costs_decrease_by_the_gains(signal):
+    greedy = kcpstream.segment(signal.x, pen=200.0)  # binary segmentation's own path
+    assert greedy.n_changepoints == 6
+    costs = greedy.path_costs
+    gains_in_order = greedy.gains[np.argsort(np.argsort(greedy.order))]
+    assert len(costs) == len(greedy.order) + 1
     np.testing.assert_allclose(np.diff(costs), -gains_in_order, rtol=1e-6)
+
+
+def test_the_change_points_are_the_best_among_the_paths_candidates(signal, reference):
+    # the path has 12 splits (twice n_bkps); its costs are the best over them for each D
+    assert reference.selection.d_max == len(reference.path_costs) == 13
+    assert np.all(np.diff(reference.path_costs) <= 0)
+    np.testing.assert_allclose(reference.path_costs[6], reference.cost, rtol=1e-12)
+    greedy = kcpstream.segment(signal.x, n_bkps=6, d_max=7, chunks=len(signal.x))
+    assert reference.cost <= greedy.cost * (1 + 1e-12)
+    assert reference.path_costs[6] <= greedy.path_costs[6] * (1 + 1e-12)
 
 
 def test_chunks_holding_changes_stay_cached_when_the_cache_is_small(tmp_path, signal):
@@ -144,7 +156,7 @@ def test_chunks_holding_changes_stay_cached_when_the_cache_is_small(tmp_path, si
     store = CountingStore(zarr.storage.LocalStore(tmp_path / "s.zarr"))
     arr = zarr.open_group(store, mode="r")["x"]
     with dask.config.set(scheduler="threads"):  # blocks of 16: pieces stay inside chunks
-        res = kcpstream.segment(arr, n_bkps=6, cache_bytes=200_000, block_size=16)
+        res = kcpstream.segment(arr, n_bkps=6, d_max=7, cache_bytes=200_000, block_size=16)
     assert np.abs(res.changepoints - signal.changepoints).max() < 60
     reads = store.chunk_reads("x")
     inside = {int(c) // 2_000 for c in signal.changepoints if 100 <= int(c) % 2_000 <= 1_900}

@@ -29,8 +29,13 @@ def test_linear_equals_ruptures_l2_binseg(seed, min_size):
     x = _piecewise(seed, n, d, n_cps=int(rng.integers(1, 6)))
     n_bkps = int(rng.integers(1, 8))
     expected = rpt.Binseg(model="l2", jump=1, min_size=min_size).fit(x).predict(n_bkps=n_bkps)
-    res = kcpstream.segment(x, features=Linear(), n_bkps=n_bkps, min_size=min_size, block_size=7)
+    greedy = {"d_max": n_bkps + 1}  # a path of n_bkps splits: binary segmentation's own
+    res = kcpstream.segment(
+        x, features=Linear(), n_bkps=n_bkps, min_size=min_size, block_size=7, **greedy
+    )
     assert res.breakpoints == expected
+    best = kcpstream.segment(x, features=Linear(), n_bkps=n_bkps, min_size=min_size, block_size=7)
+    assert best.cost <= res.cost * (1 + 1e-12)  # the best n_bkps of twice as many splits
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -74,7 +79,7 @@ def test_full_rank_nystrom_equals_exact_kernel_binseg(seed):
         rpt.Binseg(custom_cost=ExactRbf(gamma=gamma), jump=1, min_size=2).fit(x).predict(n_bkps=3)
     )
     fmap = Nystrom(n_features=len(x), bandwidth=sigma, rcond=1e-9)
-    res = kcpstream.segment(x, features=fmap, n_bkps=3, block_size=5)
+    res = kcpstream.segment(x, features=fmap, n_bkps=3, block_size=5, d_max=4)  # greedy
     # every sample a landmark, no rank lost above rounding: phi reproduces the exact Gram matrix
     exact = np.exp(-gamma * squareform(pdist(x[:, None], metric="sqeuclidean")))
     assert np.abs(res.features.gram(x) - exact).max() < 1e-4
