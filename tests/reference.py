@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from kcpstream._kernels.blockstats import cusum_gains, split_gain
+from kcpstream.api import DEFAULT_D_MAX
 
 
 def quantized(features: np.ndarray, exponent: int) -> np.ndarray:
@@ -93,8 +94,8 @@ def local_gains(q: np.ndarray, changepoints) -> list[float]:
 
 def default_candidates(n: int, n_bkps: int, min_size: int) -> int:
     """Splits of binary segmentation's path offered for ``n_bkps`` change-points:
-    twice as many, at most 99 (the default path), at least ``n_bkps``."""
-    return max(n_bkps, min(2 * n_bkps, 99, n // min_size - 1))
+    twice as many, within the default path, at least ``n_bkps``."""
+    return max(n_bkps, min(2 * n_bkps, DEFAULT_D_MAX - 1, n // min_size - 1))
 
 
 def best_among_candidates(q: np.ndarray, candidates, n_bkps: int) -> tuple[Fraction, list]:

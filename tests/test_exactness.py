@@ -131,6 +131,7 @@ def test_binseg_equals_bruteforce(data, x, fmap):
             _run(x, chunks, fitted, **kw)
         return
     res = _run(x, chunks, fitted, **kw)
+    unit = 2.0 ** (-2 * fitted.quantum_exponent_)
     if "n_bkps" in kw and not greedy:
         # the best n_bkps of the path's first splits, exactly (ties: any best choice)
         best, argbest = best_among_candidates(q, candidates, n_bkps)
@@ -141,10 +142,8 @@ def test_binseg_equals_bruteforce(data, x, fmap):
         if len(argbest) == 1 and value == best:
             assert res.changepoints.tolist() == argbest[0]
         assert res.order.tolist() == [c for c in candidates if c in set(res.changepoints)]
-        unit = 2.0 ** (-2 * fitted.quantum_exponent_)
         assert res.gains.tolist() == [g * unit for g in local_gains(q, res.changepoints)]
         return
-    unit = 2.0 ** (-2 * fitted.quantum_exponent_)
     assert res.order.tolist() == [pos for pos, _ in expected]
     # gains are computed by the same function from the same integers: equal to the bit
     if use_pen:  # the gain of each split when it was made
