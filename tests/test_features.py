@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy.spatial.distance import cdist, pdist
 
 from kcpstream import RFF, FeatureMap, Linear, Nystrom
-from kcpstream._kernels.distances import kth_smallest_nonnegative
+from kcpstream._kernels.distances import order_statistic_pair
 from kcpstream.features import (
     FEATURE_MAPS,
     ORF,
@@ -220,29 +220,76 @@ def test_one_channel_median_by_bisection_is_pdists_median(values, metric):
     ),
     st.data(),
 )
-def test_kth_smallest_is_the_sorted_order_statistic(values, data):
+def test_order_statistic_pair_is_the_sorted_order_statistics(values, data):
     a = np.array(values, dtype=np.float64)
     k = data.draw(st.integers(0, a.size - 1))
-    assert kth_smallest_nonnegative(a, k) == np.sort(a)[k]
+    ordered = np.sort(a)
+    expected = (ordered[k], ordered[min(k + 1, a.size - 1)])
+    assert order_statistic_pair(a, k) == expected
     assert np.array_equal(a, np.array(values))  # the input is left as it was
 
 
 @pytest.mark.parametrize("low_bits", [4, 12, 20, 28, 36, 44, 52])
-def test_kth_smallest_of_values_sharing_their_leading_bits(low_bits):
-    # every digit of the radix selection is decided among many candidates
+def test_order_statistic_pair_of_values_sharing_their_leading_bits(low_bits):
+    # the buckets of every round are decided among many candidates
     rng = np.random.default_rng(low_bits)
     noise = rng.integers(0, 2**low_bits, 20_000, dtype=np.uint64)
     a = (np.uint64(0x3FF0_0000_0000_0000) | noise).view(np.float64)  # in [1, 2)
     ordered = np.sort(a)
-    for k in rng.integers(0, a.size, 20):
-        assert kth_smallest_nonnegative(a, int(k)) == ordered[k]
+    for k in rng.integers(0, a.size - 1, 20):
+        assert order_statistic_pair(a, int(k)) == (ordered[k], ordered[k + 1])
 
 
-def test_kth_smallest_with_many_repeated_values():
+def test_order_statistic_pair_with_many_repeated_values():
     a = np.random.default_rng(0).integers(0, 7, 200_001).astype(np.float64) * 0.5
     ordered = np.sort(a)
-    for k in (0, 1, 100_000, 199_999, 200_000):
-        assert kth_smallest_nonnegative(a, k) == ordered[k]
+    for k in (0, 1, 28_000, 28_570, 100_000, 199_999, 200_000):
+        expected = (ordered[k], ordered[min(k + 1, a.size - 1)])
+        assert order_statistic_pair(a, k) == expected
+
+
+def test_order_statistic_pair_across_buckets():
+    # two clusters far apart in bits: the ranks fall in different buckets
+    a = np.concatenate([np.full(3000, 1e-300), np.linspace(1.0, 2.0, 3000), np.full(3000, 1e300)])
+    a = np.random.default_rng(1).permutation(a)
+    ordered = np.sort(a)
+    for k in (2999, 3000, 5999, 6000, 8998):
+        assert order_statistic_pair(a, k) == (ordered[k], ordered[k + 1])
+
+
+@pytest.mark.parametrize("law", ["uniform", "lognormal", "few values", "sorted"])
+def test_order_statistic_pair_through_a_sampled_window(law):
+    # from 65536 values on, a strided sample narrows the candidates first
+    rng = np.random.default_rng(7)
+    n = 150_001
+    a = {
+        "uniform": rng.random(n),
+        "lognormal": rng.lognormal(0.0, 4.0, n),
+        "few values": rng.integers(0, 3, n) * 0.25,
+        "sorted": np.sort(rng.random(n)),
+    }[law]
+    ordered = np.sort(a)
+    for k in (0, 1, 1000, n // 2 - 1, n // 2, n - 1000, n - 2, n - 1):
+        expected = (ordered[k], ordered[min(k + 1, n - 1)])
+        assert order_statistic_pair(a, k) == expected
+
+
+def test_order_statistic_pair_when_the_sample_misleads():
+    # every sampled value is 0 while most values are 1: the window misses the
+    # median, and the selection runs on all the values
+    n = 2**17
+    a = np.ones(n)
+    a[:: n // 4096] = 0.0
+    a[5] = 0.5
+    ordered = np.sort(a)
+    for k in (n // 2, 4095, 4096, 4097):
+        assert order_statistic_pair(a, k) == (ordered[k], ordered[k + 1])
+
+
+def test_median_heuristic_rejects_undefined_distances():
+    x = np.array([[np.inf, 0.0], [np.inf, 1.0], [0.0, 2.0]])
+    with pytest.raises(ValueError, match="infinite values"):
+        median_distance(x)
 
 
 def test_determinism_by_seed(sample):

@@ -175,15 +175,17 @@ def test_prefix_rows_are_prefix_at(seed, n, p, block, data):
     st.sampled_from(["euclidean", "cityblock"]),
     st.booleans(),
 )
-def test_pairwise_distances_equal_scipy_pdist_to_the_bit(seed, m, d, metric, ties):
+def test_pairwise_sums_give_scipy_pdist_to_the_bit(seed, m, d, metric, ties):
     from scipy.spatial.distance import pdist
 
-    from kcpstream._kernels.distances import largest_below, pairwise_distances
+    from kcpstream._kernels.distances import order_statistic_pair, pairwise_sums
 
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 3, size=(m, d)).astype(np.float64) if ties else rng.normal(size=(m, d))
-    dist = pairwise_distances(x, metric == "euclidean")
+    sums = pairwise_sums(x, metric == "euclidean")
+    dist = np.sqrt(sums) if metric == "euclidean" else sums
     assert np.array_equal(dist, pdist(x, metric))
-    upper = float(dist[rng.integers(dist.size)])
-    below = dist[dist < upper]
-    assert largest_below(dist, upper) == (below.max() if below.size else -np.inf, below.size)
+    k = int(rng.integers(sums.size))
+    ordered = np.sort(sums)
+    pair = order_statistic_pair(sums, k)
+    assert pair == (ordered[k], ordered[min(k + 1, sums.size - 1)])

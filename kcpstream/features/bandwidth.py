@@ -6,10 +6,9 @@ import numpy as np
 
 from .._kernels.distances import (
     kth_distance_1d,
-    kth_smallest_nonnegative,
-    largest_below,
     largest_distance_below_1d,
-    pairwise_distances,
+    order_statistic_pair,
+    pairwise_sums,
 )
 
 __all__ = ["AUTO_FRACTION", "median_distance", "resolve_bandwidth"]
@@ -50,12 +49,17 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
         if not even:
             return float(upper)
         below, count = largest_distance_below_1d(xs, upper, euclidean)
-    else:
-        dist = pairwise_distances(np.ascontiguousarray(x), euclidean)
-        upper = kth_smallest_nonnegative(dist, half)
-        if not even:
-            return float(upper)
-        below, count = largest_below(dist, upper)
+    else:  # a distance is the root of its sum, and the root keeps the order
+        sums = pairwise_sums(np.ascontiguousarray(x), euclidean)
+        if np.isnan(sums).any():  # an infinite coordinate minus itself
+            raise ValueError(
+                "the median heuristic's sample has infinite values, so some distances are "
+                "undefined; remove them or give a numeric bandwidth"
+            )
+        first, second = order_statistic_pair(sums, half - 1 if even else half)
+        if euclidean:
+            first, second = np.sqrt(first), np.sqrt(second)
+        return float(0.5 * (first + second)) if even else float(first)
     # the lower median: the largest distance below the upper one, or that one again
     return float(0.5 * ((below if count >= half else upper) + upper))
 
