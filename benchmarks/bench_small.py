@@ -33,7 +33,7 @@ import kcpstream
 import kcpstream.api
 from kcpstream import datasets
 
-SIZES = (1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000)
+SIZES = (1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000)
 
 
 def signal(kind: str, n: int) -> np.ndarray:

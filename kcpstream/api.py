@@ -56,10 +56,12 @@ MIN_AUTO_BLOCK = 64
 MAX_BLOCK = 2**18
 #: Largest ``n * p`` (samples times features) searched in memory: the signal is
 #: read whole, every sample featurized once and the exact prefix sum of every
-#: position kept (``8 n p`` bytes, 16 MiB at this size), so binary segmentation
-#: is one compiled loop with no dask graph after the read.  Above it the block
-#: grid and its pruned scans are faster with ``n_bkps`` (``benchmarks/bench_small.py``).
-DENSE_MAX_VALUES = 2**21
+#: position kept (``8 n p`` bytes, 32 MiB at this size), so binary segmentation
+#: is one compiled loop with no dask graph after the read.  ``benchmarks/bench_small.py``
+#: places it: at n = 64000 with 64 features in memory is as fast as the block
+#: grid with ``n_bkps`` and faster with ``pen="auto"``; beyond, the block grid's
+#: pruned scans win.
+DENSE_MAX_VALUES = 2**22
 
 
 def auto_block_size(n: int) -> int:
@@ -107,7 +109,7 @@ def segment(
     statistics are accumulated in one dask pass over the data, and binary
     segmentation finds, at each step, exactly the split a full scan of every
     sample would find, reading again only the few blocks that could hold it.
-    A series of at most ``DENSE_MAX_VALUES`` (``2**21``) samples times
+    A series of at most ``DENSE_MAX_VALUES`` (``2**22``) samples times
     features is featurized whole in one task instead and searched in memory
     over the exact prefix sum of every position: the same result, without
     the block grid's refinement rounds (``diagnostics.in_memory``).

@@ -93,11 +93,13 @@ def test_fit_sample_does_not_depend_on_chunking(signal, chunks):
     assert np.array_equal(as_signal(signal.x, chunks=chunks).sample(), base)
 
 
-def test_data_pass_reads_each_chunk_once(tmp_path, signal):
+@pytest.mark.parametrize("block_size", [None, 64])  # in memory, the block grid
+def test_data_pass_reads_each_chunk_once(tmp_path, signal, block_size):
     _zarr(tmp_path, signal.x, 2_000)
     store = CountingStore(zarr.storage.LocalStore(tmp_path / "s.zarr"))
     arr = zarr.open_group(store, mode="r")["x"]
-    res = kcpstream.segment(arr, n_bkps=6)
+    res = kcpstream.segment(arr, n_bkps=6, block_size=block_size)
+    assert res.diagnostics.in_memory == (block_size is None)
     reads = store.chunk_reads("x")
     assert len(reads) == 30  # every chunk read
     # fit (<= 8 chunks) + one pass + the refinement reads of a few blocks
@@ -281,8 +283,8 @@ def test_small_zarr_chunks_share_tasks_and_are_read_once(tmp_path, signal, refer
     _zarr(tmp_path, signal.x, 100)  # 600 chunks of 800 bytes
     store = CountingStore(zarr.storage.LocalStore(tmp_path / "s.zarr"))
     arr = zarr.open_group(store, mode="r")["x"]
-    with dask.config.set(scheduler="threads"):
-        res = kcpstream.segment(arr, n_bkps=6)
+    with dask.config.set(scheduler="threads"):  # the block grid's data pass
+        res = kcpstream.segment(arr, n_bkps=6, block_size=64)
     assert res.diagnostics.n_chunks == 600
     assert res.diagnostics.pass_tasks == 60  # runs of 938 samples or more: 10 chunks
     assert res.changepoints.tolist() == reference.changepoints.tolist()

@@ -211,7 +211,8 @@ def test_a_lazily_opened_variable_is_read_a_run_of_chunks_at_a_time(tmp_path):
 
     sig = datasets.changing_distribution(60_000, 4, seed=3)
     datasets.write_zarr(sig.x, tmp_path / "s.zarr", chunks=500)  # 120 chunks
-    greedy = {"n_bkps": 4, "d_max": 5}  # a path of 4 splits: fewer refinement runs
+    # the block grid, with a path of 4 splits: fewer refinement runs
+    greedy = {"n_bkps": 4, "d_max": 5, "block_size": 64}
     by_path = kcpstream.segment(str(tmp_path / "s.zarr"), **greedy)
     counting = _CountingArray(zarr.open(tmp_path / "s.zarr", mode="r")["x"])
     lazy = da.from_array(counting, chunks=500)
