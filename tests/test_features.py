@@ -274,6 +274,20 @@ def test_order_statistic_pair_through_a_sampled_window(law):
         assert order_statistic_pair(a, k) == expected
 
 
+@pytest.mark.parametrize("adjacent", [False, True])
+def test_radix_selection_of_one_rank_or_two_adjacent_ones(adjacent):
+    # the sampled window's ends are single ranks; the pair, adjacent ones
+    from kcpstream._kernels.distances import _radix_pair
+
+    rng = np.random.default_rng(3)
+    for a in (rng.random(5000), rng.integers(0, 9, 5000) * 0.5, rng.lognormal(0, 6, 5000)):
+        bits, ordered = a.view(np.uint64), np.sort(a)
+        for r in rng.integers(0, a.size - 1, 30):
+            r2 = r + 1 if adjacent else r
+            got = _radix_pair(bits, int(r), int(r2), bits.min(), bits.max()).view(np.float64)
+            assert got.tolist() == [ordered[r], ordered[r2]]
+
+
 def test_order_statistic_pair_when_the_sample_misleads():
     # every sampled value is 0 while most values are 1: the window misses the
     # median, and the selection runs on all the values

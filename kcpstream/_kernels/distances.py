@@ -57,11 +57,13 @@ _SAMPLE_SIZE = 4096
 
 @njit(nogil=True, cache=True)
 def _radix_pair(bits, r1, r2, lo, hi):
-    """Ranks ``r1 <= r2`` of the unsigned integers ``bits``, all within
-    ``[lo, hi]``: counted into at most 2**16 buckets of equal width, only the
-    bucket holding both ranks is kept for the next round; when the two fall
-    in different buckets, they are the largest of one and the smallest of
-    the other.  Each round narrows the range 2**15-fold at least, and
+    """Ranks ``r1`` and ``r2`` (``r1`` again or ``r1 + 1``) of the unsigned
+    integers ``bits``, all within ``[lo, hi]``.
+
+    Counted into at most 2**16 buckets of equal width, only the bucket
+    holding both ranks is kept for the next round; when two adjacent ranks
+    fall in different buckets, they are the largest of one and the smallest
+    of the other.  Each round narrows the range 2**15-fold at least, and
     repeated values cost nothing more (a bucket of equal values ends it)."""
     pair = np.empty(2, np.uint64)
     cur = bits
@@ -134,10 +136,11 @@ def order_statistic_pair(values, k):
         i_lo = int(np.floor((r1 / n - margin) * s))
         i_hi = int(np.ceil((r2 / n + margin) * s))
         wlo, whi = np.uint64(0), ~np.uint64(0)
-        if i_lo >= 0 or i_hi < s:
-            ends = _radix_pair(sample, max(i_lo, 0), min(i_hi, s - 1), sample.min(), sample.max())
-            wlo = ends[0] if i_lo >= 0 else wlo
-            whi = ends[1] if i_hi < s else whi
+        smallest, largest = sample.min(), sample.max()
+        if i_lo >= 0:
+            wlo = _radix_pair(sample, i_lo, i_lo, smallest, largest)[0]
+        if i_hi < s:
+            whi = _radix_pair(sample, i_hi, i_hi, smallest, largest)[0]
         width = whi - wlo
         # room for twice the values the window should hold (a large array
         # allocated per call costs more in page faults than the selection)
