@@ -188,11 +188,12 @@ def _pairs_within(xs, t, euclidean):
 @njit(nogil=True, cache=True)
 def kth_distance_1d(xs, k, euclidean):
     """The ``k``-th smallest (from 0) distance between two of the sorted finite
-    values ``xs``, computed as ``sqrt`` of :func:`pairwise_sums` or as it, without forming
-    them: the smallest float whose count of pairs within it exceeds ``k``,
-    searched by bisection on its bits (a non-negative float64 orders as its
-    bits do).  ``O(m)`` per step, at most 64 steps; the result is one of the
-    distances since the count changes only at them."""
+    values ``xs``, computed as ``pdist`` does (the root of the squared
+    difference, or its absolute value), without forming them: the smallest
+    float whose count of pairs within it exceeds ``k``, searched by bisection
+    on its bits (a non-negative float64 orders as its bits do).  ``O(m)`` per
+    step, at most 64 steps; the result is one of the distances since the
+    count changes only at them."""
     hi_value = _distance_1d(xs[xs.size - 1], xs[0], euclidean)
     bits = np.empty(1, np.uint64)
     value = bits.view(np.float64)
