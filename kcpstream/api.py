@@ -62,6 +62,11 @@ MAX_BLOCK = 2**18
 #: grid with ``n_bkps`` and faster with ``pen="auto"``; beyond, the block grid's
 #: pruned scans win.
 DENSE_MAX_VALUES = 2**22
+#: Most bytes of exact prefix sums the series searched in memory may hold together
+#: in one call: a batch of many small series would otherwise keep ``8 n p`` bytes
+#: for each of them at once.  The series beyond it use the block grid (the same
+#: change-points, statistics of ``8 n p / B`` bytes).
+DENSE_BATCH_BYTES = 2**30
 
 
 def auto_block_size(n: int) -> int:
@@ -112,7 +117,9 @@ def segment(
     A series of at most ``DENSE_MAX_VALUES`` (``2**22``) samples times
     features is featurized whole in one task instead and searched in memory
     over the exact prefix sum of every position: the same result, without
-    the block grid's refinement rounds (``diagnostics.in_memory``).
+    the block grid's refinement rounds (``diagnostics.in_memory``; in a
+    batch, as long as those series hold at most ``DENSE_BATCH_BYTES``, 1 GiB,
+    of prefix sums together).
 
     Parameters
     ----------
@@ -383,8 +390,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
     job = _Job(signal, fmap, B, d_max, cache, window=window, original=original)
-    if _searched_in_memory(n, fmap.n_features_out_, st):
-        job.block_size, job.in_memory = 1, True
+    job.in_memory = _searched_in_memory(n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
         if sample is None:  # the content sample of the fingerprint
             sample = signal.sample(max_points=st.sample_size, cache=cache)
@@ -393,11 +399,27 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
         if found is not None:
             job.stats, job.known = found
             job.loaded = True
+            # the key holds for both searches: search as the stored statistics allow
+            job.in_memory = job.stats.block_size == 1
     return job
+
+
+def _limit_in_memory(jobs: list[_Job]) -> None:
+    """Series past :data:`DENSE_BATCH_BYTES` of in-memory prefix sums, in order,
+    go to the block grid instead."""
+    held = 0
+    for job in jobs:
+        if job.in_memory and not job.loaded:
+            size = 8 * (job.signal.n + 1) * job.fmap.n_features_out_
+            if held + size > DENSE_BATCH_BYTES:
+                job.in_memory = False
+            else:
+                held += size
 
 
 def _run(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
     """Every phase for all series at once: one data pass, searches in lockstep rounds."""
+    _limit_in_memory(jobs)
     try:
         return _run_phases(jobs, st, t0)
     finally:  # the samples workers kept for refinement are freed, whatever happened

@@ -215,6 +215,43 @@ def test_the_threshold_on_samples_times_features(monkeypatch):
     assert big.changepoints.tolist() == kcpstream.segment(x, n_bkps=3).changepoints.tolist()
 
 
+def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
+    import pandas as pd
+    import xarray as xr
+
+    sigs = [datasets.piecewise_constant(4_000, 3, jump=3.0, seed=s) for s in range(3)]
+    da_ = xr.DataArray(
+        np.stack([s.x for s in sigs], axis=1),
+        dims=("time", "sensor"),
+        coords={"time": pd.RangeIndex(4_000), "sensor": ["a", "b", "c"]},
+    )
+    unlimited = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
+    assert [r.diagnostics.in_memory for _, r in unlimited] == [True, True, True]
+    each = 8 * 4_001 * 64  # exact prefix sums of one series
+    monkeypatch.setattr(kcpstream.api, "DENSE_BATCH_BYTES", 2 * each + each // 2)
+    limited = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
+    assert [r.diagnostics.in_memory for _, r in limited] == [True, True, False]
+    assert limited["c"].diagnostics.block_size == 64
+    for (_, a), (_, b) in zip(unlimited, limited, strict=True):
+        assert a.changepoints.tolist() == b.changepoints.tolist()
+        assert a.gains.tolist() == b.gains.tolist()
+
+
+@pytest.mark.parametrize("first", [{"block_size": 64}, {}])  # the block grid, in memory
+def test_a_checkpoint_of_either_search_serves_the_other(tmp_path, first):
+    # both searches of a small series share the checkpoint's key (its block size)
+    x = _signal(3000)
+    then = {} if first else {"block_size": 64}
+    fresh = kcpstream.segment(x, n_bkps=4, **then)
+    written = kcpstream.segment(x, n_bkps=4, checkpoint=tmp_path / "ck", **first)
+    loaded = kcpstream.segment(x, n_bkps=4, checkpoint=tmp_path / "ck", **then)
+    assert written.diagnostics.checkpoint == "written"
+    assert loaded.diagnostics.checkpoint == "loaded"
+    assert loaded.diagnostics.in_memory == written.diagnostics.in_memory  # as stored
+    assert loaded.changepoints.tolist() == fresh.changepoints.tolist()
+    assert loaded.gains.tolist() == fresh.gains.tolist()
+
+
 def test_a_small_zarr_store_is_read_once(tmp_path):
     sig = datasets.scenario1(6000, 8, seed=2)
     datasets.write_zarr(sig.x.astype(np.float32), tmp_path / "s.zarr", chunks=1000)
