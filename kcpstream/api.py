@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -45,6 +46,10 @@ __all__ = ["segment", "auto_block_size"]
 #: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
 #: scans stay small (16 MiB of prefix sums at p = 64).
 TARGET_BLOCKS = 2**15
+#: Blocks all the series of one call aim at together: past 32 series a batch
+#: shares them (the statistics take about ``8 (p + 3)`` bytes per block, 17 MiB
+#: per series at 2**15 blocks and p = 64), so they stay within about 0.5 GiB.
+TARGET_BATCH_BLOCKS = 2**20
 #: Default largest number of segments on the path (pen="auto"; bounds the n_bkps default).
 DEFAULT_D_MAX = 100
 #: Smallest automatic block size: below it the per-block work (statistics, and
@@ -69,15 +74,17 @@ DENSE_MAX_VALUES = 2**22
 DENSE_BATCH_BYTES = 2**30
 
 
-def auto_block_size(n: int) -> int:
+def auto_block_size(n: int, series: int = 1) -> int:
     """Block size B for ``n`` samples: about :data:`TARGET_BLOCKS` blocks, at least
-    :data:`MIN_AUTO_BLOCK` samples.
+    :data:`MIN_AUTO_BLOCK` samples; fewer when the ``series`` segmented in one
+    call would hold more than :data:`TARGET_BATCH_BLOCKS` together.
 
     Smaller blocks make the pruning bounds tighter (fewer samples read again)
     at the price of a larger grid (``8 * (2 p + 6)`` bytes per block) and
     longer boundary scans.
     """
-    return int(min(MAX_BLOCK, max(MIN_AUTO_BLOCK, -(-n // TARGET_BLOCKS))))
+    target = max(1, min(TARGET_BLOCKS, TARGET_BATCH_BLOCKS // max(1, series)))
+    return int(min(MAX_BLOCK, max(MIN_AUTO_BLOCK, -(-n // target))))
 
 
 def _check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -171,8 +178,9 @@ def segment(
     block_size : int, optional
         Samples per block of the statistics grid (default: one per sample for
         a series searched in memory; otherwise about 2**15 blocks, at least
-        64 samples each).  Given, it selects the block grid (``1``: in memory
-        when the series is small enough).
+        64 samples each, and in a batch of more than 32 series 2**20 blocks
+        shared among them).  Given, it selects the block grid (``1``: in
+        memory when the series is small enough).
     variable : str, optional
         Array name inside a zarr group.
     variables : list of str, optional
@@ -284,6 +292,7 @@ def segment(
         batch_dims = [batch_dims] if isinstance(batch_dims, str) else list(batch_dims)
         parts = split_batches(data, batch_dims)
         signals = [as_signal(sub, variables=variables, dim=dim, chunks=chunks) for _, sub in parts]
+        settings = dataclasses.replace(settings, n_series=len(signals))
         jobs = [_prepare(sig, features, settings) for sig in signals]
         results = _run(jobs, settings, t0)
         return BatchSegmentation(batch_dims, [labels for labels, _ in parts], results)
@@ -306,6 +315,7 @@ class _Settings:
     cache_bytes: int
     checkpoint: str | None
     progress: bool
+    n_series: int = 1  # segmented in this call (a batch shares the automatic grid's blocks)
 
 
 @dataclass
@@ -366,7 +376,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"(n={n}, min_size={st.min_size}); give n_bkps or pen, or a larger d_max"
         )
     if st.block_size is None:
-        B = auto_block_size(n)
+        B = auto_block_size(n, st.n_series)
         if st.method == "dynp":  # a grid of every sample when the DP can afford it
             B = max(1, min(B, -(-n // MAX_GRID)))
     else:

@@ -237,6 +237,28 @@ def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
         assert a.gains.tolist() == b.gains.tolist()
 
 
+def test_a_large_batch_shares_the_automatic_grids_blocks(monkeypatch):
+    import pandas as pd
+    import xarray as xr
+
+    sigs = [datasets.piecewise_constant(4_000, 3, jump=3.0, seed=s) for s in range(3)]
+    da_ = xr.DataArray(
+        np.stack([s.x for s in sigs], axis=1),
+        dims=("time", "sensor"),
+        coords={"time": pd.RangeIndex(4_000), "sensor": ["a", "b", "c"]},
+    )
+    monkeypatch.setattr(kcpstream.api, "DENSE_MAX_VALUES", 0)  # the block grid
+    alone = [kcpstream.segment(da_.sel(sensor=s), n_bkps=3) for s in "abc"]
+    assert {r.diagnostics.block_size for r in alone} == {64}  # 4000 / 64 blocks each
+    monkeypatch.setattr(kcpstream.api, "TARGET_BATCH_BLOCKS", 60)  # 20 blocks per series
+    batch = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
+    assert [r.diagnostics.block_size for _, r in batch] == [200, 200, 200]
+    for a, (_, b) in zip(alone, batch, strict=True):
+        assert a.changepoints.tolist() == b.changepoints.tolist()
+        assert a.gains.tolist() == b.gains.tolist()
+    assert kcpstream.api.auto_block_size(10**9, series=10**9) == kcpstream.api.MAX_BLOCK
+
+
 @pytest.mark.parametrize("first", [{"block_size": 64}, {}])  # the block grid, in memory
 def test_a_checkpoint_of_either_search_serves_the_other(tmp_path, first):
     # both searches of a small series share the checkpoint's key (its block size)
