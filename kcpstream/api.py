@@ -80,8 +80,8 @@ def auto_block_size(n: int, series: int = 1) -> int:
     call would hold more than :data:`TARGET_BATCH_BLOCKS` together.
 
     Smaller blocks make the pruning bounds tighter (fewer samples read again)
-    at the price of a larger grid (``8 * (2 p + 6)`` bytes per block) and
-    longer boundary scans.
+    at the price of a larger grid (about ``8 (p + 3)`` bytes of statistics per
+    block) and longer boundary scans.
     """
     target = max(1, min(TARGET_BLOCKS, TARGET_BATCH_BLOCKS // max(1, series)))
     return int(min(MAX_BLOCK, max(MIN_AUTO_BLOCK, -(-n // target))))
