@@ -215,16 +215,21 @@ def test_the_threshold_on_samples_times_features(monkeypatch):
     assert big.changepoints.tolist() == kcpstream.segment(x, n_bkps=3).changepoints.tolist()
 
 
-def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
+def _three_sensors():
+    """Three series of 4000 samples, one per label of a ``sensor`` dimension."""
     import pandas as pd
     import xarray as xr
 
     sigs = [datasets.piecewise_constant(4_000, 3, jump=3.0, seed=s) for s in range(3)]
-    da_ = xr.DataArray(
+    return xr.DataArray(
         np.stack([s.x for s in sigs], axis=1),
         dims=("time", "sensor"),
         coords={"time": pd.RangeIndex(4_000), "sensor": ["a", "b", "c"]},
     )
+
+
+def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
+    da_ = _three_sensors()
     unlimited = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
     assert [r.diagnostics.in_memory for _, r in unlimited] == [True, True, True]
     each = 8 * 4_001 * 64  # exact prefix sums of one series
@@ -238,15 +243,7 @@ def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
 
 
 def test_a_large_batch_shares_the_automatic_grids_blocks(monkeypatch):
-    import pandas as pd
-    import xarray as xr
-
-    sigs = [datasets.piecewise_constant(4_000, 3, jump=3.0, seed=s) for s in range(3)]
-    da_ = xr.DataArray(
-        np.stack([s.x for s in sigs], axis=1),
-        dims=("time", "sensor"),
-        coords={"time": pd.RangeIndex(4_000), "sensor": ["a", "b", "c"]},
-    )
+    da_ = _three_sensors()
     monkeypatch.setattr(kcpstream.api, "DENSE_MAX_VALUES", 0)  # the block grid
     alone = [kcpstream.segment(da_.sel(sensor=s), n_bkps=3) for s in "abc"]
     assert {r.diagnostics.block_size for r in alone} == {64}  # 4000 / 64 blocks each
