@@ -91,14 +91,15 @@ def select_by_penalty(costs: np.ndarray, pen: float) -> Selection:
     return Selection("pen", int(d[int(np.argmin(crit))]), len(costs), pen=float(pen))
 
 
-def slope_heuristic(costs: np.ndarray, n: int) -> Selection:
+def slope_heuristic(costs: np.ndarray, n: int, *, fit_fraction: float = FIT_FRACTION) -> Selection:
     """Calibrate ``c1 log binom(n-1, D-1) + c2 D`` on the path and choose ``D``.
 
     ``costs[D - 1]`` is the cost of the best segmentation found with D
-    segments.  The fit uses the largest :data:`FIT_FRACTION` of the path
-    (at least 3 points); the slopes of the fit are the minimal penalty's
-    constants.  A slope of the wrong sign (the shape does not describe the
-    path there) is set to zero and the fit is redone with the other shape.
+    segments.  The fit uses the largest ``fit_fraction`` of the path
+    (:data:`FIT_FRACTION` by default; at least 3 points); the slopes of the
+    fit are the minimal penalty's constants.  A slope of the wrong sign (the
+    shape does not describe the path there) is set to zero and the fit is
+    redone with the other shape.
     """
     costs = np.asarray(costs, dtype=float)
     d_max = len(costs)
@@ -107,7 +108,9 @@ def slope_heuristic(costs: np.ndarray, n: int) -> Selection:
             f"the automatic penalty needs a path of at least 4 segmentations, got {d_max}; "
             "raise d_max or give n_bkps or pen"
         )
-    d_lo = max(1, min(d_max - 2, math.ceil((1.0 - FIT_FRACTION) * d_max)))
+    if not 0.0 < fit_fraction <= 1.0:
+        raise ValueError(f"fit_fraction must be in (0, 1], got {fit_fraction!r}")
+    d_lo = max(1, min(d_max - 2, math.ceil((1.0 - fit_fraction) * d_max)))
     d = np.arange(d_lo, d_max + 1, dtype=float)
     y = costs[d_lo - 1 :]
     shapes = np.stack([log_binomial_shape(n, d), d], axis=1)

@@ -27,6 +27,20 @@ def test_slope_heuristic_recovers_the_minimal_penalty_and_d_star(s1, s2):
     assert sel.fit_range == (60, 100)
 
 
+def test_fit_fraction_sets_the_range_the_slopes_are_fitted_on():
+    costs = _path(1000, 11, 100, 0.2, 1.0, drop=500.0)
+    upper = slope_heuristic(costs, 1000, fit_fraction=0.2)
+    assert upper.fit_range == (80, 100)
+    assert (upper.c1, upper.c2) == (pytest.approx(0.4, abs=1e-6), pytest.approx(2.0, abs=1e-6))
+    # reaching below D* = 11 the fit sees the drop and no longer finds the minimal penalty
+    whole = slope_heuristic(costs, 1000, fit_fraction=0.95)
+    assert whole.fit_range[0] < 11 and whole.fit_range[1] == 100
+    assert abs(whole.c1 - 0.4) + abs(whole.c2 - 2.0) > 0.1
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="fit_fraction must be in"):
+            slope_heuristic(costs, 1000, fit_fraction=bad)
+
+
 def test_a_wrong_sign_slope_is_dropped():
     d = np.arange(1, 51, dtype=float)
     # costs decreasing in D but increasing in the log-binomial direction once D is accounted for
