@@ -25,6 +25,7 @@ from ._kernels.blockstats import (
     accumulate_tile,
     accumulate_work,
     first_nonfinite_row,
+    largest_boundary_gain,
     merge_pieces_into_blocks,
     piece_stats,
 )
@@ -90,7 +91,6 @@ def chunk_block_stats(
     norm_bound = float(fmap.quantized_norm_bound_)
     fast = getattr(fmap, "_accumulate_tile", None)
     tile_len = (tile // B) * B if B <= tile else tile
-    buf = fmap._tile_buffer(tile_len)
     work_S, snaps = accumulate_work(max(tile_len, tile), B, p)
     pos = start
     while pos < end:
@@ -106,7 +106,7 @@ def chunk_block_stats(
         if fast is not None:  # the map accumulates its statistics without dense features
             fast(xt, pos, B, jb0, cnt, S, Q, M2, R)
         else:
-            z = buf if t_end - pos == tile_len else fmap._tile_buffer(t_end - pos)
+            z = _scratch_tile(fmap, t_end - pos)
             fmap._featurize_tile(xt, z)
             accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound, work_S, snaps)
         pos = t_end
@@ -132,13 +132,7 @@ def chunk_score(counts: np.ndarray, S: np.ndarray) -> float:
     """The largest gain of a split at a block boundary inside a chunk, from its
     blocks' sums: large when the chunk holds a change, which refinement will
     read again."""
-    x = np.cumsum(counts)[:-1].astype(np.float64)
-    if len(x) == 0:
-        return 0.0
-    n = float(counts.sum())
-    cum = np.cumsum(S, axis=0, dtype=np.float64)
-    dev = cum[:-1] - (x / n)[:, None] * cum[-1]
-    return float(np.max(n / (x * (n - x)) * np.einsum("ij,ij->i", dev, dev)))
+    return float(largest_boundary_gain(counts, S))
 
 
 #: Largest feature buffer a thread keeps for refinement scans (bytes): a
@@ -147,17 +141,42 @@ MAX_SCRATCH_BYTES = 8 * 2**20
 _SCRATCH = threading.local()
 
 
+def _thread_buffer(slot: str, size: int) -> np.ndarray | None:
+    """This thread's float32 buffer ``slot`` of at least ``size`` values (valid
+    until the thread's next call for the same slot), or ``None`` above
+    :data:`MAX_SCRATCH_BYTES`.  Reusing it matters where the allocator hands
+    large blocks back to the system at once (distributed's workers set
+    ``MALLOC_TRIM_THRESHOLD_``): every fresh buffer then costs a page fault
+    per 4 KiB written."""
+    if 4 * size > MAX_SCRATCH_BYTES:
+        return None
+    flat = getattr(_SCRATCH, slot, None)
+    if flat is None or flat.size < size:
+        grown = min(max(size, 2 * (0 if flat is None else flat.size)), MAX_SCRATCH_BYTES // 4)
+        flat = np.empty(grown, np.float32)
+        setattr(_SCRATCH, slot, flat)
+    return flat
+
+
 def _scratch_features(fmap: FeatureMap, length: int) -> np.ndarray:
     """A float32 (k, length, m) buffer: this thread's scratch when it fits in
     :data:`MAX_SCRATCH_BYTES` (valid until the thread's next call), else new."""
     k, m = fmap.tile_groups_
-    size = k * length * m
-    if 4 * size > MAX_SCRATCH_BYTES:
+    flat = _thread_buffer("features", k * length * m)
+    if flat is None:
         return fmap._tile_buffer(length)
-    flat = getattr(_SCRATCH, "z", None)
-    if flat is None or flat.size < size:
-        flat = _SCRATCH.z = np.empty(max(size, 2 * (0 if flat is None else flat.size)), np.float32)
-    return flat[:size].reshape(k, length, m)
+    return flat[: k * length * m].reshape(k, length, m)
+
+
+def _scratch_tile(fmap: FeatureMap, length: int) -> np.ndarray:
+    """A float32 (k, length, m) buffer for one tile's features, consumed before
+    the next tile is featurized: this thread's tile scratch (distinct from
+    :func:`_scratch_features`), or new when it does not fit."""
+    k, m = fmap.tile_groups_
+    flat = _thread_buffer("tile", k * length * m)
+    if flat is None:
+        return fmap._tile_buffer(length)
+    return flat[: k * length * m].reshape(k, length, m)
 
 
 def featurize_range(
@@ -173,7 +192,7 @@ def featurize_range(
         return out
     for lo in range(0, length, tile):
         hi = min(length, lo + tile)
-        z = fmap._tile_buffer(hi - lo)
+        z = _scratch_tile(fmap, hi - lo)
         fmap._featurize_tile(x[lo:hi], z)
         out[:, lo:hi] = z
     return out

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kcpstream._kernels.blockstats import (
     SNAPSHOT,
     cusum_gains,
+    largest_boundary_gain,
     merge_piece_into,
     piece_stats,
     segment_boundary_scan,
@@ -30,6 +31,20 @@ def test_split_gain_is_cost_decrease(seed, n, p):
     g = split_gain(c, n - c, q[:c].sum(axis=0), q.sum(axis=0))
     expected = _cost(q.astype(float)) - _cost(q[:c].astype(float)) - _cost(q[c:].astype(float))
     assert g == pytest.approx(expected, rel=1e-9, abs=1e-6)
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 30), st.integers(1, 6))
+def test_largest_boundary_gain_matches_numpy(seed, b, p):
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 50, size=b)
+    S = rng.integers(-(2**40), 2**40, size=(b, p))
+    x = np.cumsum(counts)[:-1].astype(np.float64)
+    n = float(counts.sum())
+    cum = np.cumsum(S, axis=0, dtype=np.float64)
+    dev = cum[:-1] - (x / n)[:, None] * cum[-1]
+    gains = n / (x * (n - x)) * (dev**2).sum(axis=1)
+    expected = float(gains.max()) if b > 1 else 0.0
+    assert largest_boundary_gain(counts, S) == pytest.approx(expected, rel=1e-9)
 
 
 def _block_stats(q: np.ndarray, block: int, bridges: bool = False) -> BlockStats:

@@ -66,3 +66,28 @@ def test_scan_batch_equals_scan_piece(
             # reassociated by the compiled kernel, so the rounding may differ
             bounds_in = [(got.Q, want.Q), (got.M2, want.M2), (got.R, want.R)]
             np.testing.assert_allclose(*zip(*bounds_in, strict=True), rtol=1e-12)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(0, 10_000),
+    lengths=st.lists(st.integers(1, 300), min_size=1, max_size=4),
+    tile=st.sampled_from([1, 7, 64, 4096]),
+    scratch=st.sampled_from([64, 2**12, 8 * 2**20]),
+)
+def test_featurize_range_into_the_thread_scratch_equals_one_tile(
+    monkeypatch, seed, lengths, tile, scratch
+):
+    # the per-tile buffer and the features buffer are both this thread's scratch,
+    # reused call after call: each range must still equal its features computed at once
+    monkeypatch.setattr(passes, "MAX_SCRATCH_BYTES", scratch)
+    rng = np.random.default_rng(seed)
+    fmap = RFF(16, bandwidth=1.0, seed=seed).fit(rng.standard_normal((50, 2)))
+    for length in lengths:
+        x = rng.standard_normal((length, 2))
+        whole = fmap._tile_buffer(length)
+        fmap._featurize_tile(x, whole)
+        got = passes.featurize_range(fmap, x, tile, passes._scratch_features(fmap, length))
+        np.testing.assert_array_equal(got, whole)

@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "largest_boundary_gain",
     "piece_stats",
     "accumulate_tile",
     "accumulate_work",
@@ -265,6 +266,39 @@ def accumulate_work(tile_len: int, block_size: int, p: int) -> tuple[np.ndarray,
     """The work arrays :func:`accumulate_tile` needs for tiles of ``tile_len`` samples."""
     pieces = tile_len // block_size + 2
     return np.empty((pieces, p), np.int64), np.empty((tile_len // SNAPSHOT + 1, p))
+
+
+@njit(nogil=True, cache=True)
+def largest_boundary_gain(counts, S):
+    """``max_i N / (x_i (N - x_i)) ||c_i - (x_i / N) T||^2`` over the inner
+    boundaries ``i`` of consecutive blocks (``counts`` (b,), ``S`` (b, p)):
+    ``x_i`` samples and ``c_i`` feature sums before boundary ``i``, ``N`` and
+    ``T`` the totals.  The largest gain of a split at a block boundary, in
+    one pass with no array of the blocks' size; ``0.0`` for one block."""
+    b, p = S.shape
+    if b < 2:
+        return 0.0
+    total = np.zeros(p)
+    n = 0.0
+    for i in range(b):
+        n += float(counts[i])
+        for j in range(p):
+            total[j] += float(S[i, j])
+    run = np.zeros(p)
+    x = 0.0
+    best = -np.inf
+    for i in range(b - 1):
+        x += float(counts[i])
+        f = x / n
+        acc = 0.0
+        for j in range(p):
+            run[j] += float(S[i, j])
+            dev = run[j] - f * total[j]
+            acc += dev * dev
+        gain = n / (x * (n - x)) * acc
+        if gain > best:
+            best = gain
+    return best
 
 
 @njit(nogil=True, cache=True)
