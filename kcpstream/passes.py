@@ -92,6 +92,7 @@ def chunk_block_stats(
     fast = getattr(fmap, "_accumulate_tile", None)
     tile_len = (tile // B) * B if B <= tile else tile
     work_S, snaps = accumulate_work(max(tile_len, tile), B, p)
+    buf = _scratch_features(fmap, tile_len, "tile")
     pos = start
     while pos < end:
         if B <= tile:
@@ -106,7 +107,7 @@ def chunk_block_stats(
         if fast is not None:  # the map accumulates its statistics without dense features
             fast(xt, pos, B, jb0, cnt, S, Q, M2, R)
         else:
-            z = _scratch_tile(fmap, t_end - pos)
+            z = buf if t_end - pos == tile_len else _scratch_features(fmap, t_end - pos, "tile")
             fmap._featurize_tile(xt, z)
             accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound, work_S, snaps)
         pos = t_end
@@ -158,22 +159,13 @@ def _thread_buffer(slot: str, size: int) -> np.ndarray | None:
     return flat
 
 
-def _scratch_features(fmap: FeatureMap, length: int) -> np.ndarray:
-    """A float32 (k, length, m) buffer: this thread's scratch when it fits in
-    :data:`MAX_SCRATCH_BYTES` (valid until the thread's next call), else new."""
+def _scratch_features(fmap: FeatureMap, length: int, slot: str = "features") -> np.ndarray:
+    """A float32 (k, length, m) buffer: this thread's scratch ``slot`` when it
+    fits in :data:`MAX_SCRATCH_BYTES` (valid until the thread's next call for
+    that slot), else new.  ``"features"`` holds a range's features,
+    ``"tile"`` one tile's, consumed before the next tile is featurized."""
     k, m = fmap.tile_groups_
-    flat = _thread_buffer("features", k * length * m)
-    if flat is None:
-        return fmap._tile_buffer(length)
-    return flat[: k * length * m].reshape(k, length, m)
-
-
-def _scratch_tile(fmap: FeatureMap, length: int) -> np.ndarray:
-    """A float32 (k, length, m) buffer for one tile's features, consumed before
-    the next tile is featurized: this thread's tile scratch (distinct from
-    :func:`_scratch_features`), or new when it does not fit."""
-    k, m = fmap.tile_groups_
-    flat = _thread_buffer("tile", k * length * m)
+    flat = _thread_buffer(slot, k * length * m)
     if flat is None:
         return fmap._tile_buffer(length)
     return flat[: k * length * m].reshape(k, length, m)
@@ -190,9 +182,10 @@ def featurize_range(
     if length <= tile:
         fmap._featurize_tile(x, out)
         return out
+    buf = _scratch_features(fmap, tile, "tile")
     for lo in range(0, length, tile):
         hi = min(length, lo + tile)
-        z = _scratch_tile(fmap, hi - lo)
+        z = buf if hi - lo == tile else _scratch_features(fmap, hi - lo, "tile")
         fmap._featurize_tile(x[lo:hi], z)
         out[:, lo:hi] = z
     return out
