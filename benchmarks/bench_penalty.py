@@ -73,6 +73,12 @@ def _signal(rep: int, n: int, k: int, min_gap: int | None, feat: str, scale: flo
     return x, kcpstream.RFF(64, bandwidth=sigma, seed=rep)
 
 
+def alpha_hits(costs: np.ndarray, calibrated: np.ndarray, target: int) -> np.ndarray:
+    """For each alpha of ``ALPHAS``, whether ``C(D) + alpha / 2 * calibrated(D)``
+    is smallest at ``D = target`` (``calibrated`` is ``pen="auto"``'s penalty)."""
+    return np.array([int(np.argmin(costs + a / 2 * calibrated)) + 1 == target for a in ALPHAS])
+
+
 def some_constants_select(costs: np.ndarray, n: int, target: int) -> bool:
     """Whether some ``c1, c2 >= 0`` make ``costs[D-1] + c1 L(D) + c2 D`` smallest
     at ``D = target`` alone: maximise the margin ``m`` of the linear
@@ -114,11 +120,9 @@ def run(reps: int, n: int = 1000, k: int = 10, min_gap: int | None = None) -> di
         for rep in range(reps):
             x, fmap = _signal(rep, n, k, min_gap, feat, scale)
             res = kcpstream.segment(x, features=fmap, method=method)
-            sel, costs = res.selection, np.asarray(res.path_costs, dtype=float)
-            d = np.arange(1, len(costs) + 1)
-            calibrated = sel.c1 * log_binomial_shape(n, d) + sel.c2 * d  # alpha = 2
-            for i, alpha in enumerate(ALPHAS):
-                hits[i] += d[int(np.argmin(costs + alpha / 2 * calibrated))] == k + 1
+            costs = np.asarray(res.path_costs, dtype=float)
+            calibrated = res.selection.penalty(n, np.arange(1, len(costs) + 1))  # alpha = 2
+            hits += alpha_hits(costs, calibrated, k + 1)
             reachable += some_constants_select(costs, n, k + 1)
             paths.append(costs)
         rates = hits / reps
@@ -154,9 +158,7 @@ def variants(reps: int, n: int = 1000, k: int = 10, min_gap: int | None = None) 
                 d = np.arange(1, len(costs) + 1)
                 for f, fraction in enumerate(FIT_FRACTIONS):
                     sel = slope_heuristic(costs, n, fit_fraction=fraction)
-                    calibrated = sel.penalty(n, d)
-                    for i, alpha in enumerate(ALPHAS):
-                        hits[f, i] += d[int(np.argmin(costs + alpha / 2 * calibrated))] == k + 1
+                    hits[f] += alpha_hits(costs, sel.penalty(n, d), k + 1)
             for f, fraction in enumerate(FIT_FRACTIONS):
                 rates = hits[f] / reps
                 rows.append({

@@ -142,33 +142,24 @@ MAX_SCRATCH_BYTES = 8 * 2**20
 _SCRATCH = threading.local()
 
 
-def _thread_buffer(slot: str, size: int) -> np.ndarray | None:
-    """This thread's float32 buffer ``slot`` of at least ``size`` values (valid
-    until the thread's next call for the same slot), or ``None`` above
-    :data:`MAX_SCRATCH_BYTES`.  Reusing it matters where the allocator hands
-    large blocks back to the system at once (distributed's workers set
-    ``MALLOC_TRIM_THRESHOLD_``): every fresh buffer then costs a page fault
-    per 4 KiB written."""
+def _scratch_features(fmap: FeatureMap, length: int, slot: str = "features") -> np.ndarray:
+    """A float32 (k, length, m) buffer: this thread's scratch ``slot`` when it
+    fits in :data:`MAX_SCRATCH_BYTES` (valid until the thread's next call for
+    that slot), else new.  ``"features"`` holds a range's features,
+    ``"tile"`` one tile's, consumed before the next tile is featurized.
+    Reuse matters where the allocator hands large blocks back to the system
+    at once (distributed's workers set ``MALLOC_TRIM_THRESHOLD_``): every
+    fresh buffer then costs a page fault per 4 KiB written."""
+    k, m = fmap.tile_groups_
+    size = k * length * m
     if 4 * size > MAX_SCRATCH_BYTES:
-        return None
+        return fmap._tile_buffer(length)
     flat = getattr(_SCRATCH, slot, None)
     if flat is None or flat.size < size:
         grown = min(max(size, 2 * (0 if flat is None else flat.size)), MAX_SCRATCH_BYTES // 4)
         flat = np.empty(grown, np.float32)
         setattr(_SCRATCH, slot, flat)
-    return flat
-
-
-def _scratch_features(fmap: FeatureMap, length: int, slot: str = "features") -> np.ndarray:
-    """A float32 (k, length, m) buffer: this thread's scratch ``slot`` when it
-    fits in :data:`MAX_SCRATCH_BYTES` (valid until the thread's next call for
-    that slot), else new.  ``"features"`` holds a range's features,
-    ``"tile"`` one tile's, consumed before the next tile is featurized."""
-    k, m = fmap.tile_groups_
-    flat = _thread_buffer(slot, k * length * m)
-    if flat is None:
-        return fmap._tile_buffer(length)
-    return flat[: k * length * m].reshape(k, length, m)
+    return flat[:size].reshape(k, length, m)
 
 
 def featurize_range(
