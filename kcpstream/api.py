@@ -36,11 +36,20 @@ from .search import (
     drive_many,
     scans_from_prefix,
 )
-from .select import Selection, select_by_penalty, slope_heuristic
+from .select import Selection, select_by_penalty, select_by_test, slope_heuristic
 from .signal import InputError, Signal, as_signal, check_finite_index, window_signal
+from .significance import (
+    DEFAULT_ALPHA,
+    LongRunNoise,
+    local_batch,
+    local_noise,
+    long_run_noise,
+    robust_cov,
+    split_pvalue,
+)
 from .stats import BlockStats
 
-__all__ = ["segment", "auto_block_size"]
+__all__ = ["segment", "auto_block_size", "default_min_size"]
 
 #: Blocks the automatic grid aims at: enough for tight pruning bounds, few enough
 #: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
@@ -50,6 +59,10 @@ TARGET_BLOCKS = 2**15
 #: shares them (the statistics take about ``8 (p + 3)`` bytes per block, 17 MiB
 #: per series at 2**15 blocks and p = 64), so they stay within about 0.5 GiB.
 TARGET_BATCH_BLOCKS = 2**20
+#: The default ``min_size`` is this share of the series (at least 2 samples): on a
+#: long signal a segment of a few samples is below any plot's resolution and
+#: its gain is dominated by the few samples' own noise, not by a change.
+MIN_SEGMENT_SHARE = 1e-4
 #: Default largest number of segments on the path (pen="auto"; bounds the n_bkps default).
 DEFAULT_D_MAX = 100
 #: Smallest automatic block size: below it the per-block work (statistics, and
@@ -101,7 +114,8 @@ def segment(
     pen: float | str | None = None,
     method: str = "binseg",
     d_max: int | None = None,
-    min_size: int = 2,
+    min_size: int | None = None,
+    alpha: float = DEFAULT_ALPHA,
     block_size: int | None = None,
     variable: str | None = None,
     variables: list[str] | None = None,
@@ -255,7 +269,14 @@ def segment(
     array([500])
     """
     t0 = time.perf_counter()
-    min_size = _check_positive_int("min_size", min_size)
+    if min_size is not None:
+        min_size = _check_positive_int("min_size", min_size)
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, int | float | np.number)
+        or not (0.0 < float(alpha) < 1.0)
+    ):
+        raise InputError(f"alpha must be a number in (0, 1), got {alpha!r}")
     tile = _check_positive_int("tile", tile)
     cache_bytes = _check_positive_int("cache_bytes", cache_bytes, 0)
     sample_size = _check_positive_int("sample_size", sample_size, 2)
@@ -264,14 +285,14 @@ def segment(
     if n_bkps is not None:
         n_bkps = _check_positive_int("n_bkps", n_bkps, 0)
         rule = "n_bkps"
-    elif pen is None or (isinstance(pen, str) and pen == "auto"):
-        rule, pen = "auto", None
+    elif pen is None or (isinstance(pen, str) and pen in ("auto", "slope")):
+        rule, pen = pen or "auto", None
     else:
         if isinstance(pen, bool) or not isinstance(pen, int | float | np.number):
-            raise InputError(f"pen must be a number >= 0 or 'auto', got {pen!r}")
+            raise InputError(f"pen must be a number >= 0, 'auto' or 'slope', got {pen!r}")
         pen = float(pen)
         if not (math.isfinite(pen) and pen >= 0):
-            raise InputError(f"pen must be a finite number >= 0 or 'auto', got {pen!r}")
+            raise InputError(f"pen must be a finite number >= 0, 'auto' or 'slope', got {pen!r}")
         rule = "pen"
     if method not in ("binseg", "dynp"):
         raise InputError(f"method must be 'binseg' or 'dynp', got {method!r}")
@@ -280,6 +301,7 @@ def segment(
     settings = _Settings(
         rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
         cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),
+        alpha=float(alpha),
     )  # fmt: skip
 
     if batch_dims:
@@ -307,7 +329,7 @@ class _Settings:
     pen: float | None
     method: str
     d_max: int | None
-    min_size: int
+    min_size: int | None  # None: default_min_size(n)
     block_size: int | None
     seed: int | None
     sample_size: int
@@ -316,6 +338,7 @@ class _Settings:
     checkpoint: str | None
     progress: bool
     n_series: int = 1  # segmented in this call (a batch shares the automatic grid's blocks)
+    alpha: float = DEFAULT_ALPHA
 
 
 @dataclass
@@ -327,6 +350,8 @@ class _Job:
     block_size: int
     d_max: int
     cache: SampleCache
+    min_size: int = 2
+    noise: LongRunNoise | None = None  # the features' long-run covariance
     log: SearchLog = field(default_factory=SearchLog)
     stats: BlockStats | None = None
     window: int = 1  # samples per feature vector
@@ -350,30 +375,31 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     if window > 1:  # a window map segments the sequence of windows
         signal = window_signal(signal, window)
     n = signal.n
-    if n < 2 * st.min_size:
+    min_size = default_min_size(n) if st.min_size is None else st.min_size
+    if n < 2 * min_size:
         raise InputError(
-            f"{signal.description} has {n} samples, fewer than 2*min_size={2 * st.min_size}: "
+            f"{signal.description} has {n} samples, fewer than 2*min_size={2 * min_size}: "
             "no split can leave min_size samples on both sides; use a smaller min_size "
             "or a longer signal"
         )
-    if st.n_bkps is not None and st.n_bkps > n // st.min_size - 1:
+    if st.n_bkps is not None and st.n_bkps > n // min_size - 1:
         raise InputError(
             f"n_bkps={st.n_bkps} change-points cannot fit in {n} samples with "
-            f"min_size={st.min_size} (at most {n // st.min_size - 1}); ask for fewer or lower "
+            f"min_size={min_size} (at most {n // min_size - 1}); ask for fewer or lower "
             "min_size"
         )
     if st.n_bkps is not None and st.d_max is None:
         # binary segmentation proposes twice as many candidates as change-points
         # asked for (within the default path), among which the best are chosen
-        d_max = max(st.n_bkps + 1, min(2 * st.n_bkps + 1, DEFAULT_D_MAX, n // st.min_size))
+        d_max = max(st.n_bkps + 1, min(2 * st.n_bkps + 1, DEFAULT_D_MAX, n // min_size))
     elif st.n_bkps is not None:
         d_max = max(st.d_max, st.n_bkps + 1)
     else:
-        d_max = min(st.d_max or DEFAULT_D_MAX, n // st.min_size)
-    if st.rule == "auto" and d_max < 4:
+        d_max = min(st.d_max or DEFAULT_D_MAX, n // min_size)
+    if st.rule == "slope" and d_max < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
-            f"(n={n}, min_size={st.min_size}); give n_bkps or pen, or a larger d_max"
+            f"(n={n}, min_size={min_size}); give n_bkps or pen, or a larger d_max"
         )
     if st.block_size is None:
         B = auto_block_size(n, st.n_series)
@@ -399,7 +425,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"the fitted feature map expects d={fmap.n_features_in_} channels but "
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
-    job = _Job(signal, fmap, B, d_max, cache, window=window, original=original)
+    job = _Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
     job.in_memory = _searched_in_memory(n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
         if sample is None:  # the content sample of the fingerprint
@@ -454,10 +480,11 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
         job.stats = stats
     for job in jobs:
         _check_statistics(job.stats, job.signal)
+        job.noise = _noise(job.stats)
     seconds_pass = time.perf_counter() - t_pass
 
     def steps(job: _Job):
-        kw = {"min_size": st.min_size, "log": job.log}
+        kw = {"min_size": job.min_size, "log": job.log}
         search = dense_binseg_steps if job.in_memory else binseg_steps
         if not job.in_memory:
             kw["known"] = job.known
@@ -468,25 +495,14 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
     def refinement(job: _Job, chosen: dict):
         if job.in_memory:  # every position is a grid point: no data read, no round
             steps = refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=SearchLog())
-            return scans_from_prefix(steps, job.stats, st.min_size)
+            return scans_from_prefix(steps, job.stats, job.min_size)
         return refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=job.log)
 
-    orders = drive_many([(steps(j), j.signal, j.fmap, j.cache) for j in jobs], st.min_size, st.tile)
+    orders = _drive(jobs, steps, st.tile)
     chosen = [_choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
     if st.method == "dynp":
-        refined = drive_many(
-            [
-                (
-                    refinement(j, c),
-                    j.signal,
-                    j.fmap,
-                    j.cache,
-                )
-                for j, c in zip(jobs, chosen, strict=True)
-            ],  # fmt: skip
-            st.min_size,
-            st.tile,
-        )
+        of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
+        refined = _drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile)
         for job, c, cps in zip(jobs, chosen, refined, strict=True):
             c["changepoints"] = cps
             c["gains"] = _local_gains(job.stats, cps)
@@ -509,7 +525,7 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
             c["costs"],
             c["selection"],
             st.method,
-            st.min_size,
+            j.min_size,
             t0,
             seconds_pass,
             "" if st.checkpoint is None else state[j.loaded],
@@ -541,10 +557,10 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
         # order went wrong, and the path the slope heuristic is fitted on (the
         # greedy path's costs fall too slowly)
         if st.rule == "n_bkps":
-            check_enough_splits(len(path), st.n_bkps, st.min_size, allow_fewer=False)
+            check_enough_splits(len(path), st.n_bkps, job.min_size, allow_fewer=False)
         grid = np.array([0, *sorted(path), n])
-        costs, partitions = optimal_partitions(stats, grid, job.d_max, st.min_size)
-        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max)
+        costs, partitions = optimal_partitions(stats, grid, job.d_max, job.min_size)
+        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max, job, order, st)
         changepoints = partitions[selection.n_segments - 1]
         rank = {c: i for i, c in enumerate(path)}
         return {
@@ -556,13 +572,13 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
         }
     grid = dp_grid(stats, path)
     d_dp = st.n_bkps + 1 if st.rule == "n_bkps" else job.d_max  # the DP's largest D
-    costs, partitions = optimal_partitions(stats, grid, d_dp, st.min_size)
-    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max)
+    costs, partitions = optimal_partitions(stats, grid, d_dp, job.min_size)
+    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max, job, order, st)
     chosen = partitions[selection.n_segments - 1]
     if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
         raise NotEnoughSplitsError(
             f"no segmentation into {selection.n_segments} segments of at least "
-            f"{st.min_size} samples exists on the grid; lower n_bkps or min_size"
+            f"{job.min_size} samples exists on the grid; lower n_bkps or min_size"
         )
     return {"costs": costs, "selection": selection, "changepoints": chosen, "grid": grid}
 
@@ -576,18 +592,106 @@ def _binseg_path_costs(stats, order) -> np.ndarray:
     return np.asarray(costs)
 
 
-def _select(rule, costs, n, n_bkps, pen, d_max) -> Selection:
+def _select(rule, costs, n, n_bkps, pen, d_max, job=None, order=(), st=None) -> Selection:
     finite = costs[np.isfinite(costs)] if rule != "n_bkps" else costs
     if rule == "n_bkps":
         return Selection("n_bkps", n_bkps + 1, len(costs))
     if rule == "pen":
         return select_by_penalty(finite, pen)
+    if rule == "auto":
+        if job.noise is None:
+            raise InputError(
+                f"{job.signal.description} is too short to estimate its noise (the test "
+                "needs 17 samples or block boundaries); give n_bkps or pen"
+            )
+        splits = [
+            (seg.start, seg.end, seg.split,
+             _pvalue(job, seg.gain, seg.start, seg.end))
+            for seg in order
+        ]  # fmt: skip
+        return select_by_test(splits, job.stats.n, st.alpha, len(costs), job.noise.to_dict())
     if len(finite) < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations, but only "
             f"{len(finite)} exist for this signal with min_size; give n_bkps or pen"
         )
     return slope_heuristic(finite, n)
+
+
+def _pvalue(job: _Job, gain_q: float, start: int, end: int) -> float:
+    """p-value of a split of ``[start, end)`` with gain ``gain_q`` (quantized units).
+
+    A gain within the float rounding of exact integer sums is no gain: a split
+    of a constant stretch is never a change-point, even when the noise is 0."""
+    stats = job.stats
+    rounding = (end - start) * stats.n_features * max(stats.global_max_norm2, 1.0) * 2.0**-44
+    if not gain_q > rounding:
+        return 1.0
+    noise = local_noise(_local_diffs(stats, start, end), noise_batch(stats), job.noise)
+    return split_pvalue(gain_q * stats.unit, end - start, job.min_size, noise)
+
+
+def noise_batch(stats: BlockStats) -> int:
+    return local_batch(stats.n, stats.block_size)
+
+
+def _local_diffs(stats: BlockStats, start: int, end: int) -> np.ndarray:
+    """Consecutive differences of the batch sums (feature units) of the batches of
+    :func:`noise_batch` samples that lie inside ``[start, end)``."""
+    ell = noise_batch(stats)
+    steps = ell // stats.block_size
+    j0 = -(-start // ell) * steps
+    j1 = (end // ell) * steps
+    if j1 - j0 < 3 * steps:
+        return np.zeros((stats.n_features, 0))
+    cols = stats.prefix[:, j0 : j1 + 1 : steps].astype(np.float64)
+    return np.diff(cols, n=2, axis=1) * math.ldexp(1.0, -stats.quantum_exponent)
+
+
+def _local_pvalues(job: _Job, changepoints: np.ndarray) -> np.ndarray:
+    """p-value of each change-point's split between its two neighbours."""
+    if job.noise is None:
+        return np.full(len(changepoints), np.nan)
+    stats = job.stats
+    gains = _local_gains(stats, changepoints) / stats.unit
+    bounds = [0, *map(int, changepoints), stats.n]
+    return np.array(
+        [_pvalue(job, g, a, e) for g, a, e in zip(gains, bounds[:-2], bounds[2:], strict=True)],
+        dtype=np.float64,
+    )
+
+
+def default_min_size(n: int) -> int:
+    """``min_size`` when none is given: :data:`MIN_SEGMENT_SHARE` of the series, at
+    least 2 samples (or windows)."""
+    return max(2, int(n * MIN_SEGMENT_SHARE))
+
+
+def _noise(stats: BlockStats) -> LongRunNoise | None:
+    """The features' long-run covariance from the prefix sums at full blocks."""
+    full = stats.n // stats.block_size
+    prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
+        1.0, -stats.quantum_exponent
+    )
+    noise = long_run_noise(prefix, stats.block_size)
+    if noise is None:
+        return None
+    whole = _local_diffs(stats, 0, stats.block_size * full)
+    if whole.shape[1] == 0:
+        return noise
+    level = float(np.trace(robust_cov(whole, noise_batch(stats))))
+    return dataclasses.replace(noise, local=level)
+
+
+def _drive(jobs: list[_Job], make_steps, tile: int) -> list:
+    """:func:`drive_many` over every job, the jobs of one ``min_size`` in lockstep."""
+    outcomes: list = [None] * len(jobs)
+    for size in sorted({j.min_size for j in jobs}):
+        ids = [i for i, j in enumerate(jobs) if j.min_size == size]
+        runs = [(make_steps(jobs[i]), jobs[i].signal, jobs[i].fmap, jobs[i].cache) for i in ids]
+        for i, out in zip(ids, drive_many(runs, size, tile), strict=True):
+            outcomes[i] = out
+    return outcomes
 
 
 def _local_gains(stats, changepoints) -> np.ndarray:
@@ -681,4 +785,5 @@ def _build_result(
         segment_costs=segment_costs,
         times=times,
         params={"source": signal.source},
+        pvalues=_local_pvalues(job, np.asarray(changepoints, dtype=np.int64) // w),
     )

@@ -116,7 +116,15 @@ class Segmentation:
         of any array.
     diagnostics : Diagnostics
     params : dict
-        The selection parameters (``n_bkps``, ``pen``, ...).
+        Where the series came from (``source``).
+    pvalues : numpy.ndarray of float64
+        How sure each change-point is: the p-value of its split between its
+        two neighbours under the dependence-aware test of
+        :mod:`kcpstream.significance` (the chance of so large a gain in a
+        stretch without change, with serial dependence accounted for; small
+        is sure).  ``pen="auto"`` keeps splits at ``p <= alpha`` top down, so
+        thresholding these values needs no new run.  NaN where the noise
+        could not be estimated.
     """
 
     changepoints: np.ndarray
@@ -133,6 +141,7 @@ class Segmentation:
     segment_costs: np.ndarray = field(default_factory=lambda: np.zeros(0))
     times: dict[str, Any] | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    pvalues: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def n_changepoints(self) -> int:
@@ -196,7 +205,7 @@ class Segmentation:
         """The change-points as an ``xarray.Dataset`` along a ``changepoint`` dimension.
 
         Coordinates: ``index`` (position) and the time coordinate (named after the
-        input's time dimension); variable: ``gain``.  Attributes describe the
+        input's time dimension); variables: ``gain`` and ``p_value``.  Attributes describe the
         selection and the feature map.
         """
         import xarray as xr
@@ -205,7 +214,7 @@ class Segmentation:
         if self.times is not None:
             coords[self.time_dim] = ("changepoint", self.changepoint_times)
         return xr.Dataset(
-            {"gain": ("changepoint", self.gains)},
+            {"gain": ("changepoint", self.gains), "p_value": ("changepoint", self._pvalues())},
             coords=coords,
             attrs={
                 "n_samples": self.n_samples,
@@ -219,9 +228,11 @@ class Segmentation:
     def to_dataframe(self):
         """The segment table as a ``pandas.DataFrame``, one row per segment.
 
-        Columns: ``start``/``end`` (index, end exclusive), ``length``, ``cost``
-        and, for labelled input, ``start_<dim>``/``end_<dim>`` (coordinate of the
-        first and of the last sample).
+        Columns: ``start``/``end`` (index, end exclusive), ``length``, ``cost``,
+        ``gain`` and ``p_value`` of the change-point the segment starts with
+        (NaN for the first segment) and, for labelled input,
+        ``start_<dim>``/``end_<dim>`` (coordinate of the first and of the last
+        sample).
         """
         import pandas as pd
 
@@ -231,16 +242,24 @@ class Segmentation:
             "end": bounds[1:],
             "length": np.diff(bounds),
             "cost": self.segment_costs,
+            "gain": np.r_[np.nan, self.gains],
+            "p_value": np.r_[np.nan, self._pvalues()],
         }
         if self.times is not None:
             table[f"start_{self.time_dim}"] = self.times["start"]
             table[f"end_{self.time_dim}"] = self.times["end"]
         return pd.DataFrame(table, index=pd.RangeIndex(len(bounds) - 1, name="segment"))
 
+    def _pvalues(self) -> np.ndarray:
+        if self.pvalues.shape[0] == self.changepoints.shape[0]:
+            return self.pvalues
+        return np.full(self.changepoints.shape[0], np.nan)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible dictionary of the whole result."""
         return {
             "changepoints": self.changepoints.tolist(),
+            "pvalues": [None if np.isnan(v) else float(v) for v in self._pvalues()],
             "gains": self.gains.tolist(),
             "order": self.order.tolist(),
             "path_costs": self.path_costs.tolist(),
@@ -289,6 +308,9 @@ class Segmentation:
                 "end": decode_times(data["times"]["end"]),
             },
             params=dict(data.get("params", {})),
+            pvalues=np.array(
+                [np.nan if v is None else v for v in data.get("pvalues", [])], dtype=np.float64
+            ),
         )
 
     @classmethod

@@ -21,7 +21,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["Selection", "log_binomial_shape", "select_by_penalty", "slope_heuristic"]
+__all__ = [
+    "Selection",
+    "log_binomial_shape",
+    "select_by_penalty",
+    "select_by_test",
+    "slope_heuristic",
+]
 
 #: Share of the largest numbers of segments the slope heuristic fits on.
 FIT_FRACTION = 0.4
@@ -53,11 +59,13 @@ class Selection:
     c1: float | None = None
     c2: float | None = None
     fit_range: tuple[int, int] | None = None
+    alpha: float | None = None
+    noise: dict | None = None
 
     def penalty(self, n: int, d: np.ndarray | int) -> np.ndarray:
         """The penalty this rule adds to the cost of a segmentation with ``d`` segments."""
         d = np.asarray(d, dtype=float)
-        if self.rule == "auto":
+        if self.rule == "slope":
             return self.c1 * log_binomial_shape(n, d) + self.c2 * d
         if self.rule == "pen":
             return self.pen * (d - 1)
@@ -119,13 +127,39 @@ def slope_heuristic(costs: np.ndarray, n: int, *, fit_fraction: float = FIT_FRAC
     all_d = np.arange(1, d_max + 1)
     crit = costs + c1 * log_binomial_shape(n, all_d) + c2 * all_d
     return Selection(
-        "auto",
+        "slope",
         int(all_d[int(np.argmin(crit))]),
         d_max,
         c1=float(c1),
         c2=float(c2),
         fit_range=(int(d_lo), int(d_max)),
     )
+
+
+def select_by_test(
+    splits: list[tuple[int, int, int, float]],
+    n: int,
+    alpha: float,
+    d_max: int,
+    noise: dict | None = None,
+) -> Selection:
+    """Binary segmentation's splits that are significant, top down.
+
+    ``splits`` are ``(start, end, split, p_value)`` in the order the splits
+    were made (a parent before its children).  A split counts when its
+    p-value is at most ``alpha`` and the segment it splits came from a split
+    that counts (or is the whole series): the test of a segment is only made
+    once the change above it was accepted, so a series without change gets
+    a change-point with probability about ``alpha`` (the root's test).
+    ``D`` is one more than the number of splits that count.
+    """
+    open_segments = {(0, int(n))}
+    accepted = 0
+    for start, end, split, p_value in splits:
+        if (start, end) in open_segments and p_value <= alpha:
+            accepted += 1
+            open_segments.update({(start, split), (split, end)})
+    return Selection("auto", min(accepted + 1, d_max), d_max, alpha=float(alpha), noise=noise)
 
 
 def _fit_decreasing(shapes: np.ndarray, y: np.ndarray) -> np.ndarray:

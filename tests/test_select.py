@@ -8,6 +8,7 @@ import pytest
 import kcpstream
 from kcpstream import datasets
 from kcpstream.select import Selection, log_binomial_shape, select_by_penalty, slope_heuristic
+from kcpstream.significance import DEFAULT_ALPHA
 
 
 def _path(n: int, d_star: int, d_max: int, s1: float, s2: float, drop: float) -> np.ndarray:
@@ -21,7 +22,7 @@ def _path(n: int, d_star: int, d_max: int, s1: float, s2: float, drop: float) ->
 def test_slope_heuristic_recovers_the_minimal_penalty_and_d_star(s1, s2):
     costs = _path(1000, 11, 100, s1, s2, drop=500.0)
     sel = slope_heuristic(costs, 1000)
-    assert sel.rule == "auto" and sel.n_segments == 11 and sel.d_max == 100
+    assert sel.rule == "slope" and sel.n_segments == 11 and sel.d_max == 100
     assert sel.c1 == pytest.approx(2 * s1, abs=1e-6)
     assert sel.c2 == pytest.approx(2 * s2, abs=1e-6)
     assert sel.fit_range == (60, 100)
@@ -69,14 +70,36 @@ def test_selection_penalty_and_json():
 
 @pytest.mark.parametrize("method", ["binseg", "dynp"])
 def test_default_is_auto_and_shows_its_work(method):
-    sig = datasets.piecewise_constant(3_000, 4, jump=3.0, seed=2)
+    sig = datasets.piecewise_constant(3_000, 4, jump=3.0, seed=0)
     res = kcpstream.segment(sig.x, method=method)
-    assert res.selection.rule == "auto"
+    assert res.selection.rule == "auto" and res.selection.alpha == DEFAULT_ALPHA
     assert res.n_changepoints == res.selection.n_segments - 1
     assert len(res.path_costs) == res.selection.d_max >= 60
     assert res.changepoints.tolist() == pytest.approx(sig.changepoints.tolist(), abs=15)
+    assert np.all(res.pvalues <= DEFAULT_ALPHA)
+    noise = res.selection.noise
+    assert noise["trace"] > 0 and noise["dof"] >= 1 and noise["batch"] >= 1
     back = kcpstream.Segmentation.from_json(res.to_json())
     assert back.selection == res.selection and back.method == method
+    np.testing.assert_array_equal(back.pvalues, res.pvalues)
+
+
+def test_the_test_finds_the_true_count_of_mean_shifts_most_of_the_time():
+    # 4 changes of 3 noise standard deviations: the root and the 4 segments
+    # after the last true split are each tested at alpha, so a few draws get
+    # an extra change-point; none may lose a true one
+    counts = [
+        kcpstream.segment(datasets.piecewise_constant(3_000, 4, jump=3.0, seed=s).x).n_changepoints
+        for s in range(30)
+    ]
+    assert min(counts) == 4
+    assert np.mean(np.array(counts) == 4) >= 0.8
+
+
+def test_the_slope_heuristic_stays_available():
+    sig = datasets.piecewise_constant(3_000, 4, jump=3.0, seed=0)
+    res = kcpstream.segment(sig.x, pen="slope")
+    assert res.selection.rule == "slope" and res.selection.c1 is not None
 
 
 def test_linear_penalty_with_dynp():

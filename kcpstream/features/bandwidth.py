@@ -64,6 +64,20 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
     return float(0.5 * ((below if count >= half else upper) + upper))
 
 
+def _median_nonzero_distance(sample: np.ndarray, metric: str) -> float:
+    """Median of the non-zero pairwise distances of (a thinned) sample, 0 if none."""
+    x = np.asarray(sample, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.shape[0] > MAX_MEDIAN_POINTS:
+        x = x[np.linspace(0, x.shape[0] - 1, MAX_MEDIAN_POINTS).round().astype(np.int64)]
+    i, j = np.triu_indices(x.shape[0], 1)
+    diff = x[i] - x[j]
+    dist = np.sqrt((diff**2).sum(axis=1)) if metric == "euclidean" else np.abs(diff).sum(axis=1)
+    dist = dist[dist > 0]
+    return float(np.median(dist)) if dist.size else 0.0
+
+
 #: ``bandwidth="auto"`` is this fraction of the median heuristic's distance.
 #: ``benchmarks/bandwidth_results.md`` measures it: over seven signal families
 #: at two sizes, half the median distance finds the true change-points best on
@@ -80,7 +94,9 @@ def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -
     """A positive bandwidth from a number, ``"auto"`` or ``"median"``, or a clear error.
 
     ``"median"`` is the median pairwise distance of ``sample`` (the median
-    heuristic); ``"auto"`` is :data:`AUTO_FRACTION` of it.
+    heuristic); ``"auto"`` is :data:`AUTO_FRACTION` of it.  When more than
+    half of the pairs are equal (discrete values: counts, flags, codes) the
+    median of the distances between *different* values stands in for it.
     """
     if isinstance(bandwidth, str):
         if bandwidth not in BANDWIDTH_RULES:
@@ -89,6 +105,10 @@ def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -
                 f"between samples) or 'median' (the median distance), got {bandwidth!r}"
             )
         value = median_distance(sample, metric)
+        if not value > 0:
+            # discrete values (counts, flags, codes): most pairs are equal, and the
+            # typical distance between *different* values is the scale that matters
+            value = _median_nonzero_distance(sample, metric)
         if not value > 0:
             raise ValueError(
                 "the median heuristic gave bandwidth 0: more than half of the sampled pairs of "

@@ -1,0 +1,307 @@
+"""How sure a change-point is: a test for a split that holds under serial dependence.
+
+The kernel cost's gain for splitting a segment of ``N`` samples at ``t`` is
+
+``G(t) = N / (t (N - t)) * || S(t) - (t / N) S(N) ||^2``
+
+with ``S`` the cumulative sum of the features.  Under the null hypothesis
+of no change in the segment -- a stationary, weakly dependent feature
+sequence -- ``S`` behaves like ``Sigma^{1/2} W`` for a Brownian motion ``W``,
+with ``Sigma`` the *long-run* covariance of the features (the sum of their
+autocovariances at every lag, not their covariance: serial dependence
+inflates ``G`` by the long-run to short-run ratio, which is why a penalty
+calibrated for independent samples puts change-points in any AR(1)).  Then
+``G(t)`` is a weighted sum of squared standardised Brownian bridges.
+
+Two approximations make that a p-value:
+
+* **Satterthwaite**: ``G ~ c chi2_nu`` with ``c = tr(Sigma^2) / tr(Sigma)``
+  and ``nu = tr(Sigma)^2 / tr(Sigma^2)`` (the same mean and variance);
+* **James, James & Siegmund (1987)**: for the maximum over
+  ``t / N in [t0, 1 - t0]`` of a standardised squared bridge in ``nu``
+  dimensions,
+  ``P(max > b^2) ~ b^nu e^{-b^2/2} / (2^{nu/2} Gamma(nu/2)) *
+  ((1 - nu / b^2) log((1 - t0)^2 / t0^2) + 4 / b^2)``.
+  It is the continuous-time tail, which over-states the tail of the
+  maximum over a discrete grid: the p-values are conservative.
+
+``Sigma`` is estimated from the block statistics of the data pass (no extra
+pass): batch sums over batches of ``ell`` samples, their consecutive
+differences (a mean change affects one difference, not all of them; one
+that is implausibly large under the estimated noise is left out), and the
+smallest ``ell`` on a doubling grid whose batch sums are nearly
+uncorrelated, with the AR(1) correction ``(1 + rho) / (1 - rho)`` for what
+correlation is left.  Deterministic cycles shorter than the chosen batch
+count as noise, not as change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+__all__ = [
+    "LongRunNoise",
+    "long_run_noise",
+    "split_pvalue",
+    "split_pvalues",
+    "DEFAULT_ALPHA",
+]
+
+#: Default level of each split's test (the chance that a series without any
+#: change gets a change-point, up to the approximations' error).
+DEFAULT_ALPHA = 0.01
+#: Fewest batches a long-run covariance is estimated from.
+MIN_BATCHES = 16
+#: Batch sums whose lag-one correlation is at most this are taken as nearly
+#: independent: the AR(1) correction is then at most a factor 3.
+RHO_ACCEPT = 0.5
+#: Largest lag-one correlation of batch sums corrected for (factor 19).
+RHO_MAX = 0.9
+#: A batch difference larger than this quantile of its null law is a change, not noise.
+OUTLIER_QUANTILE = 0.999
+
+
+@dataclass(frozen=True)
+class LongRunNoise:
+    """The long-run covariance of the features, as the tests use it.
+
+    Attributes
+    ----------
+    trace : float
+        ``tr(Sigma)``: the expected gain of a split at a fixed position
+        without change (feature units).
+    scale : float
+        ``c = tr(Sigma^2) / tr(Sigma)``.
+    dof : float
+        ``nu = tr(Sigma)^2 / tr(Sigma^2)``, the effective degrees of freedom.
+    batch : int
+        Samples per batch the estimate comes from.
+    rho : float
+        Lag-one correlation of the batch sums corrected for.
+    n_batches : int
+        Batch differences used (after leaving out the outliers).
+    local : float
+        The trace of the whole series' short-range covariance at
+        :func:`local_batch`'s length, which a segment's own is compared with
+        (:func:`local_noise`).
+    """
+
+    trace: float
+    scale: float
+    dof: float
+    batch: int
+    rho: float
+    n_batches: int
+    local: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LongRunNoise:
+        return cls(**data)
+
+
+def _chi2_ratio(dof: float, q: float) -> float:
+    """``q``-quantile of ``chi2_dof`` divided by its median (Wilson-Hilferty)."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(q)
+
+    def quantile(zz: float) -> float:
+        a = 2.0 / (9.0 * dof)
+        return dof * max(1.0 - a + zz * math.sqrt(a), 1e-6) ** 3
+
+    return quantile(z) / quantile(0.0)
+
+
+def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int):
+    """Covariance estimate from batches of ``per_batch`` grid steps (``ell`` samples):
+    ``(Sigma, rho, used)``, or None with too few batches."""
+    k = (prefix.shape[1] - 1) // per_batch
+    if k < MIN_BATCHES:
+        return None
+    idx = np.arange(0, (k + 1) * per_batch, per_batch)
+    sums = np.diff(prefix[:, idx], axis=1)  # (p, k) batch sums
+    diffs = np.diff(sums, axis=1)  # (p, k - 1)
+    ss = (diffs**2).sum(axis=0)
+    keep = np.ones(ss.shape[0], dtype=bool)
+    for _ in range(2):  # the dof from all differences, then from the kept ones
+        sigma = diffs[:, keep] @ diffs[:, keep].T
+        tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
+        if not tr > 0:  # no variation between batches but at the outliers: noise-free
+            break
+        dof = max(tr * tr / tr2, 1.0)
+        cut = float(np.median(ss)) * _chi2_ratio(dof, OUTLIER_QUANTILE)
+        keep = ss <= cut
+    used = int(keep.sum())
+    if used < MIN_BATCHES // 2:
+        return None
+    sigma = diffs[:, keep] @ diffs[:, keep].T / (2.0 * ell * used)
+    pair = keep[:-1] & keep[1:]
+    den = float(ss[:-1][pair].sum())
+    num = float((diffs[:, :-1][:, pair] * diffs[:, 1:][:, pair]).sum())
+    # differences of independent batches have lag-one correlation -1/2; of an
+    # AR(1) with correlation rho, -(1 - rho) / 2
+    rho = 1.0 + 2.0 * num / den if den > 0 else 0.0
+    return sigma, min(max(rho, 0.0), RHO_MAX), used
+
+
+def long_run_noise(prefix: np.ndarray, block_size: int) -> LongRunNoise | None:
+    """Estimate the features' long-run covariance from prefix sums on a block grid.
+
+    Batch-means estimates ``T(ell)`` at batch lengths ``ell = block_size * 2^j``
+    (at least :data:`MIN_BATCHES` batches) fall short of the long-run
+    covariance by about ``a / ell`` for a short-memory series, so each is
+    also extrapolated, ``2 T(ell) - T(ell / 2)`` (Richardson).  The estimate
+    kept is the one with the largest trace: the conservative side, since an
+    under-estimate makes every split look significant, while dependence or a
+    cycle at any scale up to ``n / MIN_BATCHES`` counts as noise.
+
+    Parameters
+    ----------
+    prefix : numpy.ndarray, shape (p, m + 1)
+        Sums of the features (feature units) over ``[0, j * block_size)``
+        for ``j = 0 .. m`` (full blocks only).
+    block_size : int
+        Samples per grid step.
+
+    Returns
+    -------
+    LongRunNoise or None
+        None when there are fewer than :data:`MIN_BATCHES` batches; a
+        ``trace`` of 0 when the batch sums do not vary (a noise-free signal).
+    """
+    prefix = np.asarray(prefix, dtype=np.float64)
+    best = None
+    previous = None
+    per_batch = 1
+    while True:
+        ell = per_batch * block_size
+        est = _batch_estimate(prefix, per_batch, ell)
+        if est is None:
+            break
+        sigma, rho, used = est
+        candidates = [sigma]
+        if previous is not None:
+            candidates.append(2.0 * sigma - previous)
+        for cand in candidates:
+            tr = float(np.trace(cand))
+            if best is None or tr > best[0]:
+                best = (tr, cand, ell, rho, used)
+        previous = sigma
+        per_batch *= 2
+    if best is None:
+        return None
+    tr, sigma, ell, rho, used = best
+    tr2 = float((sigma * sigma).sum())
+    if not tr > 0 or not tr2 > 0:  # noise-free: any change is certain, no change is none
+        return LongRunNoise(0.0, 0.0, 0.0, int(ell), float(rho), used)
+    return LongRunNoise(
+        trace=tr, scale=tr2 / tr, dof=tr * tr / tr2, batch=int(ell), rho=float(rho), n_batches=used
+    )
+
+
+#: Batches the local noise level of a segment is measured on, at most, in the whole series.
+LOCAL_BATCHES = 4096
+#: Fewest batches inside a segment for its own noise level to count.
+MIN_LOCAL_BATCHES = 8
+
+
+def local_batch(n: int, block_size: int) -> int:
+    """Batch length (a multiple of ``block_size``) of the local noise levels."""
+    steps = max(1, -(-n // (LOCAL_BATCHES * block_size)))
+    return steps * block_size
+
+
+def robust_cov(diffs: np.ndarray, batch: int) -> np.ndarray:
+    """``sum D D^T / (2 batch k)`` over the batch differences ``D`` (p, k) that are
+    not implausibly large under the others' spread (a change, not noise)."""
+    ss = (diffs**2).sum(axis=0)
+    sigma = diffs @ diffs.T
+    tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
+    if tr > 0:
+        cut = float(np.median(ss)) * _chi2_ratio(max(tr * tr / tr2, 1.0), OUTLIER_QUANTILE)
+        keep = ss <= cut
+        sigma = diffs[:, keep] @ diffs[:, keep].T
+        return sigma / (2.0 * batch * max(int(keep.sum()), 1))
+    return sigma
+
+
+def local_noise(diffs: np.ndarray, batch: int, noise: LongRunNoise) -> LongRunNoise:
+    """The noise a segment is tested against: the series' long-run covariance, or
+    the segment's own where it is larger.
+
+    A kernel's features vary more, and in other directions, in some regimes
+    than in others, so the covariance pooled over the whole series can
+    understate one segment's: its spread ``c`` and degrees of freedom set
+    the test's tail.  With :data:`MIN_LOCAL_BATCHES` batches inside the
+    segment, its short-range covariance (at :func:`local_batch`'s length),
+    inflated by the series' long-run to short-range ratio, is computed, and
+    the larger trace and the larger ``c`` are kept: a local estimate from few
+    batches may fall short by chance, which must not make the test liberal.
+
+    ``diffs`` is ``(p, k)``: consecutive differences of the segment's batch sums.
+    """
+    if diffs.shape[1] < MIN_LOCAL_BATCHES or not noise.local > 0:
+        return noise
+    sigma = robust_cov(diffs, batch)
+    tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
+    if not tr > 0:
+        return noise
+    inflation = max(1.0, noise.trace / noise.local)
+    trace = max(noise.trace, tr * inflation)
+    scale = max(noise.scale, tr2 / tr * inflation)
+    if trace == noise.trace and scale == noise.scale:
+        return noise
+    return replace(noise, trace=trace, scale=scale, dof=max(trace / scale, 1e-9))
+
+
+def split_pvalue(gain: float, length: int, trim: int, noise: LongRunNoise) -> float:
+    """p-value of the best split of a segment of ``length`` samples.
+
+    Parameters
+    ----------
+    gain : float
+        The largest gain over the admissible splits (feature units).
+    length : int
+        Samples in the segment.
+    trim : int
+        Fewest samples on each side of an admissible split (``min_size``).
+    noise : LongRunNoise
+        The long-run covariance of the features.
+
+    Returns
+    -------
+    float
+        An upper bound, approximately, on the chance of a gain at least this
+        large in a segment without change, in [0, 1].
+    """
+    if not gain > 0:
+        return 1.0
+    if not noise.trace > 0:
+        return 0.0
+    b2 = gain / noise.scale
+    nu = noise.dof
+    if b2 <= nu:  # below the mean of the maximum's law
+        return 1.0
+    t0 = min(max(trim, 1) / max(length, 2), 0.5)
+    span = 2.0 * math.log((1.0 - t0) / t0) if t0 < 0.5 else 0.0
+    log_head = 0.5 * nu * math.log(b2) - 0.5 * b2 - 0.5 * nu * math.log(2.0) - math.lgamma(0.5 * nu)
+    body = (1.0 - nu / b2) * span + 4.0 / b2
+    if body <= 0:
+        return 1.0
+    return float(min(1.0, math.exp(log_head + math.log(body))))
+
+
+def split_pvalues(
+    gains: np.ndarray, lengths: np.ndarray, trim: int, noise: LongRunNoise
+) -> np.ndarray:
+    """:func:`split_pvalue` for many splits."""
+    return np.array(
+        [split_pvalue(float(g), int(n), trim, noise) for g, n in zip(gains, lengths, strict=True)],
+        dtype=np.float64,
+    )
