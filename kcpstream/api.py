@@ -17,7 +17,7 @@ from . import checkpoint
 from ._kernels.blockstats import split_gain
 from ._version import __version__
 from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
-from .features import FeatureMap, make_feature_map
+from .features import DEFAULT_FEATURES, FeatureMap, InvariantWindow, make_feature_map
 from .features.base import DEFAULT_TILE
 from .passes import (
     SampleCache,
@@ -63,6 +63,8 @@ TARGET_BATCH_BLOCKS = 2**20
 #: long signal a segment of a few samples is below any plot's resolution and
 #: its gain is dominated by the few samples' own noise, not by a change.
 MIN_SEGMENT_SHARE = 1e-4
+#: Rounds of noise estimation without the changes accepted so far (``pen="auto"``).
+MAX_NOISE_ROUNDS = 8
 #: Default largest number of segments on the path (pen="auto"; bounds the n_bkps default).
 DEFAULT_D_MAX = 100
 #: Smallest automatic block size: below it the per-block work (statistics, and
@@ -116,6 +118,7 @@ def segment(
     d_max: int | None = None,
     min_size: int | None = None,
     alpha: float = DEFAULT_ALPHA,
+    window: int | None = None,
     block_size: int | None = None,
     variable: str | None = None,
     variables: list[str] | None = None,
@@ -161,13 +164,19 @@ def segment(
         cost) among the first ``d_max - 1`` splits of binary segmentation's
         path, by an exact DP over them (default: twice ``n_bkps`` candidates;
         ``d_max=n_bkps + 1`` returns binary segmentation's own first splits).
-    pen : float or "auto", default "auto"
+    pen : float, "auto" or "slope", default "auto"
         How to choose the number of change-points when ``n_bkps`` is not
-        given.  ``"auto"`` (the default): the penalty
-        ``c1 log binom(n-1, D-1) + c2 D`` of Arlot, Celisse & Harchaoui,
-        calibrated on the path of segmentations by the slope heuristic (see
-        :mod:`kcpstream.select`) and applied to the best segmentation for each
-        number of segments among the path's change-points.  A number: a
+        given.  ``"auto"`` (the default): binary segmentation's splits are
+        tested top down, each against the features' long-run covariance
+        estimated from the block statistics (serial dependence, heavy tails
+        and cycles shorter than the series' sixteenth count as noise, not as
+        change; :mod:`kcpstream.significance`); a split counts when its
+        p-value is at most ``alpha`` and the split above it counted, and the
+        best segmentation with that many change-points among the path's is
+        returned, with a p-value per change-point (``pvalues``).
+        ``"slope"``: the penalty ``c1 log binom(n-1, D-1) + c2 D`` of Arlot,
+        Celisse & Harchaoui, calibrated on the path by the slope heuristic
+        (:mod:`kcpstream.select`), which assumes independent samples.  A number: a
         linear penalty per change-point (feature units: gains are decreases
         of ``sum ||phi(x_i) - mean||^2``); binary segmentation splits while
         the best gain exceeds it (ruptures' ``Binseg`` with ``pen``), dynamic
@@ -187,8 +196,21 @@ def segment(
         100 (at most ``n // min_size``) for ``pen="auto"``; with ``n_bkps``,
         ``2 * n_bkps + 1`` within that (at least ``n_bkps + 1``).  Unused
         with a numeric ``pen``.
-    min_size : int, default 2
-        Every segment keeps at least ``min_size`` samples.
+    min_size : int, optional
+        Every segment keeps at least ``min_size`` samples (windows, for a
+        window map).  Default: ``max(2, n // 10_000)``
+        (:data:`MIN_SEGMENT_SHARE` of the series): on a long signal no
+        segment of a few samples, whose gain is the few samples' own noise.
+    alpha : float, default 0.01
+        Level of the test of each split (``pen="auto"``): a series without
+        change gets a change-point with probability about ``alpha``, serial
+        dependence accounted for (see :mod:`kcpstream.significance`).
+    window : int, optional
+        A hint, in samples, of the length of the temporal patterns (a period,
+        a waveform): the signal is segmented as a sequence of windows of
+        ``window`` samples with :class:`~kcpstream.features.InvariantWindow`
+        features, which see changes of shape and frequency that a pointwise
+        kernel does not; change-points then have window resolution.
     block_size : int, optional
         Samples per block of the statistics grid (default: one per sample for
         a series searched in memory; otherwise about 2**15 blocks, at least
@@ -265,7 +287,7 @@ def segment(
     >>> x = np.concatenate([rng.normal(0, 1, 500), rng.normal(0, 3, 500)])
     >>> kcpstream.segment(x, n_bkps=1).changepoints
     array([500])
-    >>> kcpstream.segment(x).changepoints  # the number chosen by the slope heuristic
+    >>> kcpstream.segment(x).changepoints  # the number chosen by the test
     array([500])
     """
     t0 = time.perf_counter()
@@ -282,6 +304,14 @@ def segment(
     sample_size = _check_positive_int("sample_size", sample_size, 2)
     if n_bkps is not None and pen is not None:
         raise InputError("give n_bkps or pen, not both")
+    if window is not None:
+        window = _check_positive_int("window", window, 2)
+        if not (isinstance(features, str) and features.strip().lower() == "auto"):
+            raise InputError(
+                "window= chooses the window feature map; give window or features, not both "
+                "(a window map takes its own window: features=InvariantWindow(window=...))"
+            )
+        features = InvariantWindow(DEFAULT_FEATURES, window=window)
     if n_bkps is not None:
         n_bkps = _check_positive_int("n_bkps", n_bkps, 0)
         rule = "n_bkps"
@@ -604,12 +634,25 @@ def _select(rule, costs, n, n_bkps, pen, d_max, job=None, order=(), st=None) -> 
                 f"{job.signal.description} is too short to estimate its noise (the test "
                 "needs 17 samples or block boundaries); give n_bkps or pen"
             )
-        splits = [
-            (seg.start, seg.end, seg.split,
-             _pvalue(job, seg.gain, seg.start, seg.end))
-            for seg in order
-        ]  # fmt: skip
-        return select_by_test(splits, job.stats.n, st.alpha, len(costs), job.noise.to_dict())
+        # the noise is estimated without the changes accepted so far, until the
+        # accepted set no longer grows: with no change found (every series
+        # without change, but for alpha) the whole series is the noise
+        accepted: list[int] = []
+        for _ in range(MAX_NOISE_ROUNDS):
+            splits = [
+                (seg.start, seg.end, seg.split,
+                 _pvalue(job, seg.gain, seg.start, seg.end))
+                for seg in order
+            ]  # fmt: skip
+            selection = select_by_test(splits, job.stats.n, st.alpha, len(costs))
+            found = sorted(c for c in selection.accepted)
+            if found == accepted:
+                break
+            noise = _noise(job.stats, np.asarray(found, dtype=np.int64))
+            if noise is None:
+                break
+            accepted, job.noise = found, noise
+        return dataclasses.replace(selection, accepted=(), noise=job.noise.to_dict())
     if len(finite) < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations, but only "
@@ -667,13 +710,14 @@ def default_min_size(n: int) -> int:
     return max(2, int(n * MIN_SEGMENT_SHARE))
 
 
-def _noise(stats: BlockStats) -> LongRunNoise | None:
-    """The features' long-run covariance from the prefix sums at full blocks."""
+def _noise(stats: BlockStats, exclude: np.ndarray | None = None) -> LongRunNoise | None:
+    """The features' long-run covariance from the prefix sums at full blocks,
+    without the batches around the change-points ``exclude``."""
     full = stats.n // stats.block_size
     prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
         1.0, -stats.quantum_exponent
     )
-    noise = long_run_noise(prefix, stats.block_size)
+    noise = long_run_noise(prefix, stats.block_size, exclude)
     if noise is None:
         return None
     whole = _local_diffs(stats, 0, stats.block_size * full)

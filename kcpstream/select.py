@@ -61,6 +61,7 @@ class Selection:
     fit_range: tuple[int, int] | None = None
     alpha: float | None = None
     noise: dict | None = None
+    accepted: tuple[int, ...] = ()
 
     def penalty(self, n: int, d: np.ndarray | int) -> np.ndarray:
         """The penalty this rule adds to the cost of a segmentation with ``d`` segments."""
@@ -73,6 +74,7 @@ class Selection:
 
     def to_dict(self) -> dict:
         out = asdict(self)
+        out.pop("accepted")
         if out["fit_range"] is not None:
             out["fit_range"] = list(out["fit_range"])
         return out
@@ -154,12 +156,19 @@ def select_by_test(
     ``D`` is one more than the number of splits that count.
     """
     open_segments = {(0, int(n))}
-    accepted = 0
+    accepted: list[int] = []
     for start, end, split, p_value in splits:
         if (start, end) in open_segments and p_value <= alpha:
-            accepted += 1
+            accepted.append(int(split))
             open_segments.update({(start, split), (split, end)})
-    return Selection("auto", min(accepted + 1, d_max), d_max, alpha=float(alpha), noise=noise)
+    return Selection(
+        "auto",
+        min(len(accepted) + 1, d_max),
+        d_max,
+        alpha=float(alpha),
+        noise=noise,
+        accepted=tuple(accepted),
+    )
 
 
 def _fit_decreasing(shapes: np.ndarray, y: np.ndarray) -> np.ndarray:

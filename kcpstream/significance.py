@@ -118,15 +118,25 @@ def _chi2_ratio(dof: float, q: float) -> float:
     return quantile(z) / quantile(0.0)
 
 
-def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int):
+def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int, exclude: np.ndarray):
     """Covariance estimate from batches of ``per_batch`` grid steps (``ell`` samples):
-    ``(Sigma, rho, used)``, or None with too few batches."""
+    ``(Sigma, rho, used)``, or None with too few batches.  Differences of two
+    batches that hold a position of ``exclude`` (in grid steps) are left out."""
     k = (prefix.shape[1] - 1) // per_batch
     if k < MIN_BATCHES:
         return None
     idx = np.arange(0, (k + 1) * per_batch, per_batch)
     sums = np.diff(prefix[:, idx], axis=1)  # (p, k) batch sums
     diffs = np.diff(sums, axis=1)  # (p, k - 1)
+    if exclude.size:
+        # a change at c: the batch holding c (and, on a boundary, the one before)
+        hit = np.zeros(k + 1, dtype=bool)
+        hit[np.minimum(exclude // per_batch, k)] = True
+        hit[np.maximum((exclude - 1) // per_batch, 0)] = True
+        clean = ~(hit[:-2] | hit[1:-1] | hit[2:]) if k > 1 else np.zeros(0, bool)
+        diffs = diffs[:, clean[: diffs.shape[1]]]
+        if diffs.shape[1] < MIN_BATCHES // 2:
+            return None
     ss = (diffs**2).sum(axis=0)
     keep = np.ones(ss.shape[0], dtype=bool)
     for _ in range(2):  # the dof from all differences, then from the kept ones
@@ -150,16 +160,33 @@ def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int):
     return sigma, min(max(rho, 0.0), RHO_MAX), used
 
 
-def long_run_noise(prefix: np.ndarray, block_size: int) -> LongRunNoise | None:
+def _grew(previous: tuple[np.ndarray, int], sigma: np.ndarray, used: int) -> bool:
+    """Whether the trace grew from ``previous`` to ``sigma`` by more than twice the
+    standard error of a trace estimated from ``used`` differences (relative
+    ``sqrt(2 / (used nu))`` for ``nu`` effective degrees of freedom)."""
+    before, _ = previous
+    tr0, tr = float(np.trace(before)), float(np.trace(sigma))
+    if not tr0 > 0:
+        return tr > 0
+    tr2 = float((sigma * sigma).sum())
+    dof = tr * tr / tr2 if tr2 > 0 else 1.0
+    return tr > tr0 * (1.0 + 2.0 * math.sqrt(2.0 / (max(used, 1) * max(dof, 1.0))))
+
+
+def long_run_noise(
+    prefix: np.ndarray, block_size: int, exclude: np.ndarray | None = None
+) -> LongRunNoise | None:
     """Estimate the features' long-run covariance from prefix sums on a block grid.
 
     Batch-means estimates ``T(ell)`` at batch lengths ``ell = block_size * 2^j``
     (at least :data:`MIN_BATCHES` batches) fall short of the long-run
     covariance by about ``a / ell`` for a short-memory series, so each is
-    also extrapolated, ``2 T(ell) - T(ell / 2)`` (Richardson).  The estimate
-    kept is the one with the largest trace: the conservative side, since an
-    under-estimate makes every split look significant, while dependence or a
-    cycle at any scale up to ``n / MIN_BATCHES`` counts as noise.
+    also extrapolated, ``2 T(ell) - T(ell / 2)`` (Richardson).  ``ell``
+    doubles while the trace grows by more than twice its standard error
+    (dependence still being uncovered); past that plateau longer batches
+    would mostly add the spread of the changes between them.  Of the
+    estimates seen, the one with the largest trace is kept: the conservative
+    side, since an under-estimate makes every split look significant.
 
     Parameters
     ----------
@@ -168,6 +195,10 @@ def long_run_noise(prefix: np.ndarray, block_size: int) -> LongRunNoise | None:
         for ``j = 0 .. m`` (full blocks only).
     block_size : int
         Samples per grid step.
+    exclude : numpy.ndarray, optional
+        Change-points (samples) already accepted: the batch differences
+        around them are left out, so that the changes themselves are not
+        taken for noise.
 
     Returns
     -------
@@ -176,23 +207,28 @@ def long_run_noise(prefix: np.ndarray, block_size: int) -> LongRunNoise | None:
         ``trace`` of 0 when the batch sums do not vary (a noise-free signal).
     """
     prefix = np.asarray(prefix, dtype=np.float64)
+    steps = (
+        np.zeros(0, np.int64) if exclude is None else np.asarray(exclude, np.int64) // block_size
+    )
     best = None
     previous = None
     per_batch = 1
     while True:
         ell = per_batch * block_size
-        est = _batch_estimate(prefix, per_batch, ell)
+        est = _batch_estimate(prefix, per_batch, ell, steps)
         if est is None:
             break
         sigma, rho, used = est
         candidates = [sigma]
         if previous is not None:
-            candidates.append(2.0 * sigma - previous)
+            candidates.append(2.0 * sigma - previous[0])
         for cand in candidates:
             tr = float(np.trace(cand))
             if best is None or tr > best[0]:
                 best = (tr, cand, ell, rho, used)
-        previous = sigma
+        if previous is not None and not _grew(previous, sigma, used):
+            break  # the plateau: longer batches would only add the changes' own spread
+        previous = (sigma, used)
         per_batch *= 2
     if best is None:
         return None

@@ -1,0 +1,228 @@
+"""Trust on real signals: TSSB covering, false alarms on stationary noise, the thesis scenarios.
+
+Three parts, every call with kcpstream's defaults (``segment(x)``) unless said:
+
+* ``tssb``: the Time Series Segmentation Benchmark (75 annotated real series,
+  ``--tssb DIR`` with ``desc.txt``, the series and ``published_covering.csv``):
+  mean covering of the defaults, of ``window=`` the benchmark's hint, and of a
+  detector that always answers "no change-point", beside the published
+  columns (ClaSP, PELT, BinSeg, ...), per series and on average.
+* ``null``: stationary series without change -- iid normal, AR(1) with
+  phi = 0.5, 0.9, 0.95, ARMA(2, 1), Student t with 3 degrees of freedom, and a
+  fixed seasonal cycle (20 periods, random phase) plus noise -- at
+  n = 10^2 ... 10^6: the share of series given any change-point (target 5 %).
+* ``scenarios``: the thesis's scenarios 1 and 2 (n = 1000, 10 changes, 40
+  draws): F1 with a margin of 1 % of n and how often the count is right; and
+  scenario 1 at n = 10^4, how often exactly the true count is found.
+
+Prints JSON and writes a markdown table (``--markdown``).
+
+Usage: python benchmarks/bench_real.py --tssb ../shared/data/tssb
+       [--parts tssb,null,scenarios] [--reps 40] [--max-n 1000000]
+       [--out real.json] [--markdown results/real.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import time
+
+import numpy as np
+from _report import report
+from scipy.signal import lfilter
+
+import kcpstream
+from kcpstream import datasets, metrics
+
+# -- TSSB ------------------------------------------------------------------
+
+
+def _tssb_rows(root: str) -> list[tuple[str, int, list[int]]]:
+    rows = []
+    with open(os.path.join(root, "desc.txt")) as fh:
+        for line in fh:
+            parts = line.strip().split(",")
+            if len(parts) >= 2:
+                rows.append((parts[0], int(parts[1]), [int(c) for c in parts[2:]]))
+    return rows
+
+
+def _published(root: str) -> dict[str, dict[str, float]]:
+    path = os.path.join(root, "published_covering.csv")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as fh:
+        return {r["dataset"]: {k: float(v) for k, v in r.items() if k != "dataset"}
+                for r in csv.DictReader(fh)}  # fmt: skip
+
+
+def run_tssb(root: str) -> dict:
+    published = _published(root)
+    series = []
+    t0 = time.perf_counter()
+    for name, window, true in _tssb_rows(root):
+        x = np.loadtxt(os.path.join(root, f"{name}.txt"))
+        n = len(x)
+        row = {"name": name, "n": n, "true": len(true), "window": window}
+        for label, kw in (("default", {}), ("window", {"window": max(2, window)})):
+            res = kcpstream.segment(x, **kw)
+            row[label] = metrics.covering(true, res.changepoints, n)
+            row[f"{label}_found"] = int(res.n_changepoints)
+        row["none"] = metrics.covering(true, [], n)
+        row["published"] = published.get(name, {})
+        series.append(row)
+    columns = sorted({k for r in series for k in r["published"]})
+    mean = {k: float(np.mean([r[k] for r in series])) for k in ("default", "window", "none")}
+    for k in columns:
+        mean[k] = float(np.mean([r["published"][k] for r in series if k in r["published"]]))
+    return {"series": series, "mean": mean, "seconds": time.perf_counter() - t0}
+
+
+# -- null families ---------------------------------------------------------
+
+
+def _ar(phi, theta=()):
+    def draw(n, rng):
+        e = rng.standard_normal(n + 1000)
+        return lfilter([1.0, *theta], [1.0, *(-np.asarray(phi))], e)[1000:]
+
+    return draw
+
+
+NULLS = {
+    "iid normal": lambda n, rng: rng.standard_normal(n),
+    "AR(1) 0.5": _ar([0.5]),
+    "AR(1) 0.9": _ar([0.9]),
+    "AR(1) 0.95": _ar([0.95]),
+    "ARMA(2,1)": _ar([1.2, -0.4], [0.5]),
+    "t3": lambda n, rng: rng.standard_t(3, n),
+    "seasonal": lambda n, rng: (
+        np.sin(2 * np.pi * 20 * np.arange(n) / n + rng.uniform(0, 2 * np.pi))
+        + 0.5 * rng.standard_normal(n)
+    ),
+}
+
+
+def run_null(reps: int, max_n: int) -> dict:
+    sizes = [n for n in (100, 1_000, 10_000, 100_000, 1_000_000) if n <= max_n]
+    out = {}
+    for family, draw in NULLS.items():
+        for n in sizes:
+            r = reps if n <= 10_000 else max(5, reps // 4) if n <= 100_000 else max(5, reps // 8)
+            counts = [
+                kcpstream.segment(draw(n, np.random.default_rng(seed))).n_changepoints
+                for seed in range(r)
+            ]
+            out[f"{family} | {n}"] = {
+                "family": family,
+                "n": n,
+                "draws": r,
+                "any": float(np.mean(np.array(counts) > 0)),
+                "mean_count": float(np.mean(counts)),
+            }
+    return out
+
+
+# -- thesis scenarios --------------------------------------------------------
+
+
+def run_scenarios(reps: int) -> dict:
+    out = {}
+    for name, gen in (("scenario 1", datasets.scenario1), ("scenario 2", datasets.scenario2)):
+        f1, exact = [], []
+        for seed in range(reps):
+            sig = gen(1000, 10, seed=seed)
+            res = kcpstream.segment(sig.x)
+            f1.append(metrics.f1_score(sig.changepoints, res.changepoints, margin=10))
+            exact.append(res.n_changepoints == 10)
+        out[f"{name} | 1000"] = {"f1": float(np.mean(f1)), "exact_count": float(np.mean(exact))}
+    exact, f1 = [], []
+    for seed in range(reps):
+        sig = datasets.scenario1(10_000, 10, seed=seed)
+        res = kcpstream.segment(sig.x)
+        exact.append(res.n_changepoints == 10)
+        f1.append(metrics.f1_score(sig.changepoints, res.changepoints, margin=100))
+    out["scenario 1 | 10000"] = {"f1": float(np.mean(f1)), "exact_count": float(np.mean(exact))}
+    return out
+
+
+# -- report ------------------------------------------------------------------
+
+
+def markdown(result: dict) -> str:
+    lines = ["# Real signals: TSSB, stationary noise, the thesis scenarios", ""]
+    lines.append(f"`python benchmarks/bench_real.py {result['args']}`; defaults only.")
+    lines.append("")
+    if "tssb" in result:
+        t = result["tssb"]
+        lines += [
+            "## TSSB: mean covering (75 series)",
+            "",
+            "| method | mean covering |",
+            "|---|---|",
+        ]
+        for k, v in sorted(t["mean"].items(), key=lambda kv: -kv[1]):
+            label = {"default": "**kcpstream, defaults**", "window": "kcpstream, `window=` hint",
+                     "none": "no change-point"}.get(k, k)  # fmt: skip
+            lines.append(f"| {label} | {v:.3f} |")
+        lines += ["", "| series | n | true | found | covering | window= found | covering "
+                  "| ClaSP | BinSeg |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for r in t["series"]:
+            pub = r["published"]
+            lines.append(
+                f"| {r['name']} | {r['n']} | {r['true']} | {r['default_found']} | "
+                f"{r['default']:.3f} | {r['window_found']} | {r['window']:.3f} | "
+                f"{pub.get('ClaSP', float('nan')):.3f} | {pub.get('BinSeg', float('nan')):.3f} |"
+            )
+        lines.append("")
+    if "null" in result:
+        lines += ["## Stationary series: share given any change-point (target 5 %)", ""]
+        rows = result["null"].values()
+        sizes = sorted({r["n"] for r in rows})
+        lines.append("| family | " + " | ".join(f"n = {n}" for n in sizes) + " |")
+        lines.append("|---|" + "---|" * len(sizes))
+        for family in NULLS:
+            cells = [
+                f"{r['any']:.2f} ({r['draws']})"
+                for n in sizes
+                for r in rows
+                if r["family"] == family and r["n"] == n
+            ]
+            lines.append(f"| {family} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if "scenarios" in result:
+        lines += ["## Thesis scenarios, automatic count", "", "| scenario, n | F1 (1 % margin) "
+                  "| exact count |", "|---|---|---|"]  # fmt: skip
+        for k, v in result["scenarios"].items():
+            lines.append(f"| {k} | {v['f1']:.3f} | {v['exact_count']:.2f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tssb", default=None, help="TSSB folder (desc.txt and the series)")
+    ap.add_argument("--parts", default="tssb,null,scenarios")
+    ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--max-n", type=int, default=1_000_000)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--markdown", default=None)
+    args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    shown = {k: v for k, v in vars(args).items() if v is not None and k not in ("out", "markdown")}
+    result: dict = {"args": " ".join(f"--{k.replace('_', '-')} {v}" for k, v in shown.items())}
+    if "tssb" in parts:
+        if args.tssb is None:
+            ap.error("the tssb part needs --tssb DIR")
+        result["tssb"] = run_tssb(args.tssb)
+    if "null" in parts:
+        result["null"] = run_null(args.reps, args.max_n)
+    if "scenarios" in parts:
+        result["scenarios"] = run_scenarios(args.reps)
+    report(result, args.out, args.markdown, markdown)
+
+
+if __name__ == "__main__":
+    main()

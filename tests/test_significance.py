@@ -1,0 +1,139 @@
+"""The dependence-aware test behind pen="auto": its p-values, its noise estimate, its defaults."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.signal import lfilter
+
+import kcpstream
+from kcpstream.significance import LongRunNoise, long_run_noise, split_pvalue
+
+
+def _ar1(n: int, phi: float, seed: int) -> np.ndarray:
+    e = np.random.default_rng(seed).standard_normal(n + 500)
+    return lfilter([1.0], [1.0, -phi], e)[500:]
+
+
+NOISE = LongRunNoise(trace=2.0, scale=0.5, dof=4.0, batch=1, rho=0.0, n_batches=100)
+
+
+def test_pvalues_are_probabilities_that_fall_with_the_gain():
+    gains = np.linspace(0.0, 40.0, 81)
+    p = np.array([split_pvalue(g, 1000, 2, NOISE) for g in gains])
+    assert np.all((p >= 0) & (p <= 1))
+    assert p[0] == 1.0 and p[-1] < 1e-3
+    assert np.all(np.diff(p) <= 0)
+    # a longer segment has more places for a chance maximum: never a smaller p-value
+    assert split_pvalue(10.0, 10**6, 2, NOISE) >= split_pvalue(10.0, 10**3, 2, NOISE)
+
+
+def test_pvalue_is_conservative_for_the_maximum_of_independent_gaussian_cusums():
+    # the exact law of the largest standardised CUSUM^2 of iid N(0, 1) in one
+    # dimension, by simulation: its 95 % quantile must get a p-value >= 0.05
+    rng = np.random.default_rng(0)
+    n, reps = 1000, 400
+    t = np.arange(1, n)
+    maxima = []
+    for _ in range(reps):
+        s = np.cumsum(rng.standard_normal(n))
+        dev = s[:-1] - t / n * s[-1]
+        maxima.append(float((dev**2 * n / (t * (n - t))).max()))
+    q95 = float(np.quantile(maxima, 0.95))
+    unit = LongRunNoise(trace=1.0, scale=1.0, dof=1.0, batch=1, rho=0.0, n_batches=n)
+    assert split_pvalue(q95, n, 1, unit) >= 0.05
+
+
+def test_noise_free_signals_have_certain_changes_and_no_others():
+    noise = LongRunNoise(0.0, 0.0, 0.0, 1, 0.0, 10)
+    assert split_pvalue(1e-3, 100, 2, noise) == 0.0
+    assert split_pvalue(0.0, 100, 2, noise) == 1.0
+
+
+def test_the_long_run_variance_of_an_ar1_is_found():
+    # features = the values themselves: the long-run variance of an AR(1) with unit
+    # innovations is 1 / (1 - phi)^2, 100 for phi = 0.9, while their variance is 5.3
+    x = _ar1(200_000, 0.9, seed=1)
+    prefix = np.concatenate([[0.0], np.cumsum(x)])[None, :]
+    noise = long_run_noise(prefix, 1)
+    assert 80 < noise.trace < 125
+    assert noise.dof == pytest.approx(1.0)
+
+
+def test_too_few_batches_give_no_estimate():
+    assert long_run_noise(np.arange(10, dtype=float)[None, :], 1) is None
+
+
+@pytest.mark.parametrize("phi", [0.5, 0.9, 0.95])
+def test_stationary_dependent_noise_gets_no_change_point(phi):
+    found = [kcpstream.segment(_ar1(5000, phi, seed)).n_changepoints for seed in range(20)]
+    # alpha = 0.01 per series; the estimate of the long-run covariance adds its error
+    assert sum(k > 0 for k in found) <= 2, found
+
+
+def test_heavy_tails_get_no_change_point():
+    rng = np.random.default_rng(3)
+    found = [kcpstream.segment(rng.standard_t(3, 5000)).n_changepoints for _ in range(10)]
+    assert sum(found) == 0
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+def test_noise_free_steps_get_exactly_their_change_points(n):
+    step = np.r_[np.zeros(n // 2), np.ones(n - n // 2)]
+    assert kcpstream.segment(step).changepoints.tolist() == [n // 2]
+    third = n // 3
+    levels = np.r_[np.zeros(third), np.ones(third), 2 * np.ones(n - 2 * third)]
+    assert kcpstream.segment(levels).changepoints.tolist() == [third, 2 * third]
+
+
+def test_counts_and_flags_are_segmented_without_a_bandwidth():
+    rng = np.random.default_rng(0)
+    counts = np.r_[rng.poisson(0.2, 5000), rng.poisson(0.5, 5000)].astype(float)
+    flags = np.r_[rng.random(5000) < 0.1, rng.random(5000) < 0.3].astype(float)
+    for x in (counts, flags):
+        res = kcpstream.segment(x)
+        assert res.n_changepoints == 1 and abs(int(res.changepoints[0]) - 5000) < 100
+    codes = rng.integers(0, 5, 10_000).astype(float)  # no change
+    assert kcpstream.segment(codes).n_changepoints == 0
+
+
+def test_default_min_size_is_a_share_of_the_series():
+    x = np.random.default_rng(0).standard_normal(50_000)
+    assert kcpstream.segment(x, n_bkps=1).min_size == 5
+    assert kcpstream.segment(x[:1000], n_bkps=1).min_size == 2
+    assert kcpstream.segment(x, n_bkps=1, min_size=30).min_size == 30
+
+
+def test_a_window_hint_sees_a_change_of_frequency():
+    rng = np.random.default_rng(0)
+    t = np.arange(3000)
+    x = np.r_[np.sin(t * 2 * np.pi / 20), np.sin(t * 2 * np.pi / 35)] + 0.2 * rng.standard_normal(
+        6000
+    )
+    res = kcpstream.segment(x, window=40)
+    assert res.changepoints.tolist() == [3000]
+    with pytest.raises(kcpstream.InputError, match="give window or features"):
+        kcpstream.segment(x, window=40, features="rff")
+
+
+@settings(max_examples=6, deadline=None)
+@given(chunk=st.integers(min_value=700, max_value=30_000))
+def test_the_selection_does_not_depend_on_the_chunking(chunk):
+    x = _ar1(40_000, 0.7, seed=5)
+    x[25_000:] += 1.5
+    ref = kcpstream.segment(x, block_size=64)
+    res = kcpstream.segment(da.from_array(x, chunks=chunk), block_size=64)
+    assert res.changepoints.tolist() == ref.changepoints.tolist()
+    assert res.selection == ref.selection
+    np.testing.assert_array_equal(res.pvalues, ref.pvalues)
+
+
+def test_the_selection_is_deterministic():
+    x = _ar1(20_000, 0.8, seed=2)
+    x[7_000:] *= 2.0
+    a, b = kcpstream.segment(x), kcpstream.segment(x)
+    assert a.changepoints.tolist() == b.changepoints.tolist() and a.selection == b.selection
+    np.testing.assert_array_equal(a.pvalues, b.pvalues)
