@@ -133,14 +133,24 @@ def main() -> None:
     "--batch-dim", "batch_dims", multiple=True, help="Dimension of independent series (repeatable)."
 )
 @click.option("--n-bkps", type=int, default=None, help="Number of change-points.")
-@click.option("--pen", default=None, help="Penalty per change-point, or 'auto' (default).")
+@click.option(
+    "--pen", default=None, help="Penalty per change-point, 'auto' (default: the test) or 'slope'."
+)
+@click.option(
+    "--alpha", type=float, default=0.01, show_default=True, help="Level of each split's test."
+)
+@click.option(
+    "--window", type=int, default=None, help="Length of the temporal patterns, in samples (hint)."
+)
 @click.option(
     "--method", type=click.Choice(["binseg", "dynp"]), default="binseg", show_default=True
 )
 @click.option(
     "--features", default="auto", show_default=True, help="Feature map, e.g. rff:64 or brownian:32."
 )
-@click.option("--min-size", type=int, default=2, show_default=True)
+@click.option(
+    "--min-size", type=int, default=None, help="Shortest segment (default: n / 10^4, at least 2)."
+)
 @click.option("--seed", type=int, default=None, help="Seed of the feature map.")
 @click.option(
     "--checkpoint", type=click.Path(file_okay=False), default=None, help="Checkpoint directory."
@@ -160,24 +170,26 @@ def main() -> None:
     default=None,
     help="Progress bar on stderr (default: on a terminal).",
 )
-def segment(store, variable, dim, batch_dims, n_bkps, pen, method, features, min_size, seed,
-            checkpoint, out, scheduler, as_json, progress) -> None:  # fmt: skip
+def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method, features,
+            min_size, seed, checkpoint, out, scheduler, as_json, progress) -> None:  # fmt: skip
     """Segment the signal in a zarr STORE."""
     from . import segment as run_segment
 
-    if pen is not None and pen != "auto":
+    if pen is not None and pen not in ("auto", "slope"):
         try:
             pen = float(pen)
         except ValueError:
-            raise click.BadParameter(f"--pen must be a number or 'auto', got {pen!r}") from None
+            raise click.BadParameter(
+                f"--pen must be a number, 'auto' or 'slope', got {pen!r}"
+            ) from None
     show = sys.stderr.isatty() if progress is None else progress
     try:
         data, var = open_store(store, variable, dim)
         with scheduler_context(scheduler):
             res = run_segment(
                 data, variable=var, dim=dim, batch_dims=list(batch_dims) or None, n_bkps=n_bkps,
-                pen=pen, method=method, features=features, min_size=min_size, seed=seed,
-                checkpoint=checkpoint, progress=show,
+                pen=pen, alpha=alpha, window=window, method=method, features=features,
+                min_size=min_size, seed=seed, checkpoint=checkpoint, progress=show,
             )  # fmt: skip
     except USER_ERRORS as exc:
         raise click.ClickException(str(exc).strip().splitlines()[0]) from None

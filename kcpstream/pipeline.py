@@ -39,8 +39,8 @@ class JobError(ValueError):
 
 _SECTIONS = {
     "input": {"store", "variable", "variables", "dim", "batch_dims"},
-    "features": {"map", "n_features", "seed", "bandwidth", "kernel"},
-    "selection": {"method", "n_bkps", "pen", "min_size", "d_max"},
+    "features": {"map", "n_features", "seed", "bandwidth", "kernel", "window", "n_bins"},
+    "selection": {"method", "n_bkps", "pen", "alpha", "min_size", "d_max"},
     "output": {"store", "checkpoint", "group_size"},
     "cluster": {"scheduler", "slurm"},
 }
