@@ -122,7 +122,7 @@ def plot_path(res: Segmentation, *, ax: Any = None):
     finite = np.isfinite(costs)
     ax.plot(d[finite], costs[finite], "o-", ms=3, label="cost")
     sel = res.selection
-    if sel.rule in ("auto", "pen"):
+    if sel.rule in ("slope", "pen"):  # the rules that add a penalty to the cost
         crit = costs + sel.penalty(res.n_samples, d)
         ax.plot(d[finite], crit[finite], "-", label="cost + penalty")
     if sel.fit_range is not None:

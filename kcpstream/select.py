@@ -1,12 +1,14 @@
 """Choosing the number of segments from a path of segmentations.
 
 A search yields, for every number of segments ``D = 1 .. D_max``, a
-segmentation and its cost ``C(D)`` (the sum of segment costs).  Three rules
+segmentation and its cost ``C(D)`` (the sum of segment costs).  Four rules
 pick ``D``:
 
 * ``n_bkps=K``: ``D = K + 1``;
 * ``pen=beta``: minimise ``C(D) + beta (D - 1)``;
-* ``pen="auto"``: the penalty of Arlot, Celisse & Harchaoui,
+* ``pen="auto"``: binary segmentation's splits tested top down
+  (:func:`select_by_test`, with the p-values of :mod:`kcpstream.significance`);
+* ``pen="slope"``: the penalty of Arlot, Celisse & Harchaoui,
   ``pen(D) = c1 log binom(n - 1, D - 1) + c2 D``, with ``c1, c2`` calibrated
   by the slope heuristic: over the largest ``D`` the cost of the best
   segmentations falls like the minimal penalty, so a least-squares fit of
@@ -39,7 +41,7 @@ class Selection:
 
     Attributes
     ----------
-    rule : {"n_bkps", "pen", "auto"}
+    rule : {"n_bkps", "pen", "auto", "slope"}
     n_segments : int
         The chosen D.
     d_max : int
@@ -47,9 +49,14 @@ class Selection:
     pen : float or None
         The linear penalty (rule "pen").
     c1, c2 : float or None
-        The calibrated constants of ``c1 log binom(n-1, D-1) + c2 D`` (rule "auto").
+        The calibrated constants of ``c1 log binom(n-1, D-1) + c2 D`` (rule "slope").
     fit_range : tuple of int or None
         The ``[D_lo, D_hi]`` the slope heuristic was fitted on.
+    alpha : float or None
+        The level of each split's test (rule "auto").
+    noise : dict or None
+        The long-run noise the splits were tested against (rule "auto"; see
+        :class:`kcpstream.significance.LongRunNoise`).
     """
 
     rule: str
