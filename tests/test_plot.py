@@ -37,3 +37,11 @@ def test_plots_draw_with_times():
     assert len(ax.lines) >= 2 * res.n_changepoints  # found and true change-points
     assert res.plot_path().get_xlabel() == "number of segments D"
     assert res.plot_gain(arr, 0).lines
+
+
+@pytest.mark.parametrize("pen, curves", [("auto", ["cost"]), ("slope", ["cost", "cost + penalty"])])
+def test_the_path_plot_draws_a_penalty_only_for_the_rules_that_have_one(pen, curves):
+    sig = datasets.piecewise_constant(3_000, 3, jump=3.0, seed=0)
+    ax = kcpstream.segment(sig.x, pen=pen).plot_path()
+    drawn = [line.get_label() for line in ax.lines if not line.get_label().startswith("chosen")]
+    assert drawn == curves
