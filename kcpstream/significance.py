@@ -26,19 +26,19 @@ Two approximations make that a p-value:
   maximum over a discrete grid: the p-values are conservative.
 
 ``Sigma`` is estimated from the block statistics of the data pass (no extra
-pass): batch sums over batches of ``ell`` samples, their consecutive
+pass): sums over batches of ``ell`` samples and their consecutive
 differences (a mean change affects one difference, not all of them; one
-that is implausibly large under the estimated noise is left out), and the
-smallest ``ell`` on a doubling grid whose batch sums are nearly
-uncorrelated, with the AR(1) correction ``(1 + rho) / (1 - rho)`` for what
-correlation is left.  Deterministic cycles shorter than the chosen batch
-count as noise, not as change.
+that is implausibly large under the others' spread is left out), at batch
+lengths doubling until the estimate stops growing, each also extrapolated
+for the bias of short batches (:func:`long_run_noise`).  Dependence and
+cycles at the scale the batches reach count as noise, not as change.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from statistics import NormalDist
 
 import numpy as np
 
@@ -46,7 +46,6 @@ __all__ = [
     "LongRunNoise",
     "long_run_noise",
     "split_pvalue",
-    "split_pvalues",
     "DEFAULT_ALPHA",
 ]
 
@@ -55,11 +54,6 @@ __all__ = [
 DEFAULT_ALPHA = 0.01
 #: Fewest batches a long-run covariance is estimated from.
 MIN_BATCHES = 16
-#: Batch sums whose lag-one correlation is at most this are taken as nearly
-#: independent: the AR(1) correction is then at most a factor 3.
-RHO_ACCEPT = 0.5
-#: Largest lag-one correlation of batch sums corrected for (factor 19).
-RHO_MAX = 0.9
 #: A batch difference larger than this quantile of its null law is a change, not noise.
 OUTLIER_QUANTILE = 0.999
 
@@ -79,8 +73,6 @@ class LongRunNoise:
         ``nu = tr(Sigma)^2 / tr(Sigma^2)``, the effective degrees of freedom.
     batch : int
         Samples per batch the estimate comes from.
-    rho : float
-        Lag-one correlation of the batch sums corrected for.
     n_batches : int
         Batch differences used (after leaving out the outliers).
     local : float
@@ -93,7 +85,6 @@ class LongRunNoise:
     scale: float
     dof: float
     batch: int
-    rho: float
     n_batches: int
     local: float = 0.0
 
@@ -107,8 +98,6 @@ class LongRunNoise:
 
 def _chi2_ratio(dof: float, q: float) -> float:
     """``q``-quantile of ``chi2_dof`` divided by its median (Wilson-Hilferty)."""
-    from statistics import NormalDist
-
     z = NormalDist().inv_cdf(q)
 
     def quantile(zz: float) -> float:
@@ -118,9 +107,27 @@ def _chi2_ratio(dof: float, q: float) -> float:
     return quantile(z) / quantile(0.0)
 
 
+def _kept(diffs: np.ndarray, ss: np.ndarray, rounds: int) -> np.ndarray:
+    """Mask of the batch differences ``diffs`` (p, k), with squared norms ``ss``,
+    that are not implausibly large under the spread of the others: beyond the
+    :data:`OUTLIER_QUANTILE` of their null law (a chi2 with the covariance's
+    effective degrees of freedom, scaled to the median) a difference is a
+    change, not noise.  Each round takes the degrees of freedom from the
+    differences the previous one kept."""
+    keep = np.ones(ss.shape[0], dtype=bool)
+    for _ in range(rounds):
+        sigma = diffs[:, keep] @ diffs[:, keep].T
+        tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
+        if not tr > 0:  # no variation between batches but at the outliers: noise-free
+            break
+        cut = float(np.median(ss)) * _chi2_ratio(max(tr * tr / tr2, 1.0), OUTLIER_QUANTILE)
+        keep = ss <= cut
+    return keep
+
+
 def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int, exclude: np.ndarray):
     """Covariance estimate from batches of ``per_batch`` grid steps (``ell`` samples):
-    ``(Sigma, rho, used)``, or None with too few batches.  Differences of two
+    ``(Sigma, used)``, or None with too few batches.  Differences of two
     batches that hold a position of ``exclude`` (in grid steps) are left out."""
     k = (prefix.shape[1] - 1) // per_batch
     if k < MIN_BATCHES:
@@ -137,34 +144,17 @@ def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int, exclude: np.nd
         diffs = diffs[:, clean[: diffs.shape[1]]]
         if diffs.shape[1] < MIN_BATCHES // 2:
             return None
-    ss = (diffs**2).sum(axis=0)
-    keep = np.ones(ss.shape[0], dtype=bool)
-    for _ in range(2):  # the dof from all differences, then from the kept ones
-        sigma = diffs[:, keep] @ diffs[:, keep].T
-        tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
-        if not tr > 0:  # no variation between batches but at the outliers: noise-free
-            break
-        dof = max(tr * tr / tr2, 1.0)
-        cut = float(np.median(ss)) * _chi2_ratio(dof, OUTLIER_QUANTILE)
-        keep = ss <= cut
+    keep = _kept(diffs, (diffs**2).sum(axis=0), rounds=2)
     used = int(keep.sum())
     if used < MIN_BATCHES // 2:
         return None
-    sigma = diffs[:, keep] @ diffs[:, keep].T / (2.0 * ell * used)
-    pair = keep[:-1] & keep[1:]
-    den = float(ss[:-1][pair].sum())
-    num = float((diffs[:, :-1][:, pair] * diffs[:, 1:][:, pair]).sum())
-    # differences of independent batches have lag-one correlation -1/2; of an
-    # AR(1) with correlation rho, -(1 - rho) / 2
-    rho = 1.0 + 2.0 * num / den if den > 0 else 0.0
-    return sigma, min(max(rho, 0.0), RHO_MAX), used
+    return diffs[:, keep] @ diffs[:, keep].T / (2.0 * ell * used), used
 
 
-def _grew(previous: tuple[np.ndarray, int], sigma: np.ndarray, used: int) -> bool:
-    """Whether the trace grew from ``previous`` to ``sigma`` by more than twice the
+def _grew(before: np.ndarray, sigma: np.ndarray, used: int) -> bool:
+    """Whether the trace grew from ``before`` to ``sigma`` by more than twice the
     standard error of a trace estimated from ``used`` differences (relative
     ``sqrt(2 / (used nu))`` for ``nu`` effective degrees of freedom)."""
-    before, _ = previous
     tr0, tr = float(np.trace(before)), float(np.trace(sigma))
     if not tr0 > 0:
         return tr > 0
@@ -218,27 +208,25 @@ def long_run_noise(
         est = _batch_estimate(prefix, per_batch, ell, steps)
         if est is None:
             break
-        sigma, rho, used = est
+        sigma, used = est
         candidates = [sigma]
         if previous is not None:
-            candidates.append(2.0 * sigma - previous[0])
+            candidates.append(2.0 * sigma - previous)
         for cand in candidates:
             tr = float(np.trace(cand))
             if best is None or tr > best[0]:
-                best = (tr, cand, ell, rho, used)
+                best = (tr, cand, ell, used)
         if previous is not None and not _grew(previous, sigma, used):
             break  # the plateau: longer batches would only add the changes' own spread
-        previous = (sigma, used)
+        previous = sigma
         per_batch *= 2
     if best is None:
         return None
-    tr, sigma, ell, rho, used = best
+    tr, sigma, ell, used = best
     tr2 = float((sigma * sigma).sum())
     if not tr > 0 or not tr2 > 0:  # noise-free: any change is certain, no change is none
-        return LongRunNoise(0.0, 0.0, 0.0, int(ell), float(rho), used)
-    return LongRunNoise(
-        trace=tr, scale=tr2 / tr, dof=tr * tr / tr2, batch=int(ell), rho=float(rho), n_batches=used
-    )
+        return LongRunNoise(0.0, 0.0, 0.0, int(ell), used)
+    return LongRunNoise(trace=tr, scale=tr2 / tr, dof=tr * tr / tr2, batch=int(ell), n_batches=used)
 
 
 #: Batches the local noise level of a segment is measured on, at most, in the whole series.
@@ -254,17 +242,10 @@ def local_batch(n: int, block_size: int) -> int:
 
 
 def robust_cov(diffs: np.ndarray, batch: int) -> np.ndarray:
-    """``sum D D^T / (2 batch k)`` over the batch differences ``D`` (p, k) that are
-    not implausibly large under the others' spread (a change, not noise)."""
-    ss = (diffs**2).sum(axis=0)
-    sigma = diffs @ diffs.T
-    tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
-    if tr > 0:
-        cut = float(np.median(ss)) * _chi2_ratio(max(tr * tr / tr2, 1.0), OUTLIER_QUANTILE)
-        keep = ss <= cut
-        sigma = diffs[:, keep] @ diffs[:, keep].T
-        return sigma / (2.0 * batch * max(int(keep.sum()), 1))
-    return sigma
+    """``sum D D^T / (2 batch k)`` over the ``k`` batch differences ``D`` (p, k)
+    that :func:`_kept` keeps (one round)."""
+    keep = _kept(diffs, (diffs**2).sum(axis=0), rounds=1)
+    return diffs[:, keep] @ diffs[:, keep].T / (2.0 * batch * max(int(keep.sum()), 1))
 
 
 def local_noise(diffs: np.ndarray, batch: int, noise: LongRunNoise) -> LongRunNoise:
@@ -331,13 +312,3 @@ def split_pvalue(gain: float, length: int, trim: int, noise: LongRunNoise) -> fl
     if body <= 0:
         return 1.0
     return float(min(1.0, math.exp(log_head + math.log(body))))
-
-
-def split_pvalues(
-    gains: np.ndarray, lengths: np.ndarray, trim: int, noise: LongRunNoise
-) -> np.ndarray:
-    """:func:`split_pvalue` for many splits."""
-    return np.array(
-        [split_pvalue(float(g), int(n), trim, noise) for g, n in zip(gains, lengths, strict=True)],
-        dtype=np.float64,
-    )

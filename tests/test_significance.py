@@ -18,7 +18,7 @@ def _ar1(n: int, phi: float, seed: int) -> np.ndarray:
     return lfilter([1.0], [1.0, -phi], e)[500:]
 
 
-NOISE = LongRunNoise(trace=2.0, scale=0.5, dof=4.0, batch=1, rho=0.0, n_batches=100)
+NOISE = LongRunNoise(trace=2.0, scale=0.5, dof=4.0, batch=1, n_batches=100)
 
 
 def test_pvalues_are_probabilities_that_fall_with_the_gain():
@@ -43,12 +43,12 @@ def test_pvalue_is_conservative_for_the_maximum_of_independent_gaussian_cusums()
         dev = s[:-1] - t / n * s[-1]
         maxima.append(float((dev**2 * n / (t * (n - t))).max()))
     q95 = float(np.quantile(maxima, 0.95))
-    unit = LongRunNoise(trace=1.0, scale=1.0, dof=1.0, batch=1, rho=0.0, n_batches=n)
+    unit = LongRunNoise(trace=1.0, scale=1.0, dof=1.0, batch=1, n_batches=n)
     assert split_pvalue(q95, n, 1, unit) >= 0.05
 
 
 def test_noise_free_signals_have_certain_changes_and_no_others():
-    noise = LongRunNoise(0.0, 0.0, 0.0, 1, 0.0, 10)
+    noise = LongRunNoise(0.0, 0.0, 0.0, 1, 10)
     assert split_pvalue(1e-3, 100, 2, noise) == 0.0
     assert split_pvalue(0.0, 100, 2, noise) == 1.0
 
