@@ -36,10 +36,11 @@ from .search import (
     drive_many,
     scans_from_prefix,
 )
-from .select import Selection, select_by_penalty, select_by_test, slope_heuristic
+from .select import Selection, select_by_penalty, significant_splits, slope_heuristic
 from .signal import InputError, Signal, as_signal, check_finite_index, window_signal
 from .significance import (
     DEFAULT_ALPHA,
+    MIN_BATCHES,
     LongRunNoise,
     local_batch,
     local_noise,
@@ -510,8 +511,9 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
         job.stats = stats
     for job in jobs:
         _check_statistics(job.stats, job.signal)
-        job.noise = _noise(job.stats)
     seconds_pass = time.perf_counter() - t_pass
+    for job in jobs:
+        job.noise = _noise(job.stats)
 
     def steps(job: _Job):
         kw = {"min_size": job.min_size, "log": job.log}
@@ -570,7 +572,7 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
     path = [seg.split for seg in order]
     if st.method == "binseg" and st.rule == "pen":
         costs = _binseg_path_costs(stats, order)
-        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max)
+        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, st.alpha)
         changepoints = np.array(sorted(path[: selection.n_segments - 1]), dtype=np.int64)
         gain_of = {seg.split: seg.gain * stats.unit for seg in order}
         return {
@@ -590,7 +592,7 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
             check_enough_splits(len(path), st.n_bkps, job.min_size, allow_fewer=False)
         grid = np.array([0, *sorted(path), n])
         costs, partitions = optimal_partitions(stats, grid, job.d_max, job.min_size)
-        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max, job, order, st)
+        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, st.alpha)
         changepoints = partitions[selection.n_segments - 1]
         rank = {c: i for i, c in enumerate(path)}
         return {
@@ -603,7 +605,7 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
     grid = dp_grid(stats, path)
     d_dp = st.n_bkps + 1 if st.rule == "n_bkps" else job.d_max  # the DP's largest D
     costs, partitions = optimal_partitions(stats, grid, d_dp, job.min_size)
-    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job.d_max, job, order, st)
+    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, st.alpha)
     chosen = partitions[selection.n_segments - 1]
     if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
         raise NotEnoughSplitsError(
@@ -622,43 +624,51 @@ def _binseg_path_costs(stats, order) -> np.ndarray:
     return np.asarray(costs)
 
 
-def _select(rule, costs, n, n_bkps, pen, d_max, job=None, order=(), st=None) -> Selection:
+def _select(rule, costs, n, n_bkps, pen, job, order, alpha) -> Selection:
     finite = costs[np.isfinite(costs)] if rule != "n_bkps" else costs
     if rule == "n_bkps":
         return Selection("n_bkps", n_bkps + 1, len(costs))
     if rule == "pen":
         return select_by_penalty(finite, pen)
     if rule == "auto":
-        if job.noise is None:
-            raise InputError(
-                f"{job.signal.description} is too short to estimate its noise (the test "
-                "needs 17 samples or block boundaries); give n_bkps or pen"
-            )
-        # the noise is estimated without the changes accepted so far, until the
-        # accepted set no longer grows: with no change found (every series
-        # without change, but for alpha) the whole series is the noise
-        accepted: list[int] = []
-        for _ in range(MAX_NOISE_ROUNDS):
-            splits = [
-                (seg.start, seg.end, seg.split,
-                 _pvalue(job, seg.gain, seg.start, seg.end))
-                for seg in order
-            ]  # fmt: skip
-            selection = select_by_test(splits, job.stats.n, st.alpha, len(costs))
-            found = sorted(c for c in selection.accepted)
-            if found == accepted:
-                break
-            noise = _noise(job.stats, np.asarray(found, dtype=np.int64))
-            if noise is None:
-                break
-            accepted, job.noise = found, noise
-        return dataclasses.replace(selection, accepted=(), noise=job.noise.to_dict())
+        return _select_by_test(job, order, alpha, len(costs))
     if len(finite) < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations, but only "
             f"{len(finite)} exist for this signal with min_size; give n_bkps or pen"
         )
     return slope_heuristic(finite, n)
+
+
+def _select_by_test(job: _Job, order, alpha: float, d_max: int) -> Selection:
+    """The number of binary segmentation's splits that are significant top down.
+
+    The noise is estimated again without the changes accepted so far, until
+    the accepted set no longer changes: with no change found (every series
+    without change, but for ``alpha``) the whole series is the noise.
+    ``job.noise`` ends as the estimate the splits were last tested against.
+    """
+    if job.noise is None:
+        raise InputError(
+            f"{job.signal.description} is too short to estimate its noise (the test "
+            f"needs {MIN_BATCHES} blocks of samples); give n_bkps or pen"
+        )
+    accepted: list[int] = []
+    for _ in range(MAX_NOISE_ROUNDS):
+        splits = [
+            (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.end))
+            for seg in order
+        ]
+        found = sorted(significant_splits(splits, job.stats.n, alpha))
+        if found == accepted:
+            break
+        noise = _noise(job.stats, np.asarray(found, dtype=np.int64), local=job.noise.local)
+        if noise is None:
+            break
+        accepted, job.noise = found, noise
+    return Selection(
+        "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=job.noise.to_dict()
+    )
 
 
 def _pvalue(job: _Job, gain_q: float, start: int, end: int) -> float:
@@ -670,18 +680,19 @@ def _pvalue(job: _Job, gain_q: float, start: int, end: int) -> float:
     rounding = (end - start) * stats.n_features * max(stats.global_max_norm2, 1.0) * 2.0**-44
     if not gain_q > rounding:
         return 1.0
-    noise = local_noise(_local_diffs(stats, start, end), noise_batch(stats), job.noise)
+    noise = local_noise(_local_diffs(stats, start, end), _noise_batch(stats), job.noise)
     return split_pvalue(gain_q * stats.unit, end - start, job.min_size, noise)
 
 
-def noise_batch(stats: BlockStats) -> int:
+def _noise_batch(stats: BlockStats) -> int:
+    """Samples per batch of the local noise levels (:func:`local_batch`)."""
     return local_batch(stats.n, stats.block_size)
 
 
 def _local_diffs(stats: BlockStats, start: int, end: int) -> np.ndarray:
     """Consecutive differences of the batch sums (feature units) of the batches of
-    :func:`noise_batch` samples that lie inside ``[start, end)``."""
-    ell = noise_batch(stats)
+    :func:`_noise_batch` samples that lie inside ``[start, end)``."""
+    ell = _noise_batch(stats)
     steps = ell // stats.block_size
     j0 = -(-start // ell) * steps
     j1 = (end // ell) * steps
@@ -710,9 +721,13 @@ def default_min_size(n: int) -> int:
     return max(2, int(n * MIN_SEGMENT_SHARE))
 
 
-def _noise(stats: BlockStats, exclude: np.ndarray | None = None) -> LongRunNoise | None:
+def _noise(
+    stats: BlockStats, exclude: np.ndarray | None = None, local: float | None = None
+) -> LongRunNoise | None:
     """The features' long-run covariance from the prefix sums at full blocks,
-    without the batches around the change-points ``exclude``."""
+    without the batches around the change-points ``exclude``, and the whole
+    series' short-range level ``local`` (computed when not given: it does not
+    depend on ``exclude``)."""
     full = stats.n // stats.block_size
     prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
         1.0, -stats.quantum_exponent
@@ -720,11 +735,12 @@ def _noise(stats: BlockStats, exclude: np.ndarray | None = None) -> LongRunNoise
     noise = long_run_noise(prefix, stats.block_size, exclude)
     if noise is None:
         return None
-    whole = _local_diffs(stats, 0, stats.block_size * full)
-    if whole.shape[1] == 0:
-        return noise
-    level = float(np.trace(robust_cov(whole, noise_batch(stats))))
-    return dataclasses.replace(noise, local=level)
+    if local is None:
+        whole = _local_diffs(stats, 0, stats.block_size * full)
+        if whole.shape[1] == 0:
+            return noise
+        local = float(np.trace(robust_cov(whole, _noise_batch(stats))))
+    return dataclasses.replace(noise, local=local)
 
 
 def _drive(jobs: list[_Job], make_steps, tile: int) -> list:

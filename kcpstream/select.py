@@ -7,7 +7,7 @@ pick ``D``:
 * ``n_bkps=K``: ``D = K + 1``;
 * ``pen=beta``: minimise ``C(D) + beta (D - 1)``;
 * ``pen="auto"``: binary segmentation's splits tested top down
-  (:func:`select_by_test`, with the p-values of :mod:`kcpstream.significance`);
+  (:func:`significant_splits`, with the p-values of :mod:`kcpstream.significance`);
 * ``pen="slope"``: the penalty of Arlot, Celisse & Harchaoui,
   ``pen(D) = c1 log binom(n - 1, D - 1) + c2 D``, with ``c1, c2`` calibrated
   by the slope heuristic: over the largest ``D`` the cost of the best
@@ -27,7 +27,7 @@ __all__ = [
     "Selection",
     "log_binomial_shape",
     "select_by_penalty",
-    "select_by_test",
+    "significant_splits",
     "slope_heuristic",
 ]
 
@@ -68,7 +68,6 @@ class Selection:
     fit_range: tuple[int, int] | None = None
     alpha: float | None = None
     noise: dict | None = None
-    accepted: tuple[int, ...] = ()
 
     def penalty(self, n: int, d: np.ndarray | int) -> np.ndarray:
         """The penalty this rule adds to the cost of a segmentation with ``d`` segments."""
@@ -81,7 +80,6 @@ class Selection:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        out.pop("accepted")
         if out["fit_range"] is not None:
             out["fit_range"] = list(out["fit_range"])
         return out
@@ -145,22 +143,18 @@ def slope_heuristic(costs: np.ndarray, n: int, *, fit_fraction: float = FIT_FRAC
     )
 
 
-def select_by_test(
-    splits: list[tuple[int, int, int, float]],
-    n: int,
-    alpha: float,
-    d_max: int,
-    noise: dict | None = None,
-) -> Selection:
+def significant_splits(
+    splits: list[tuple[int, int, int, float]], n: int, alpha: float
+) -> list[int]:
     """Binary segmentation's splits that are significant, top down.
 
     ``splits`` are ``(start, end, split, p_value)`` in the order the splits
     were made (a parent before its children).  A split counts when its
     p-value is at most ``alpha`` and the segment it splits came from a split
-    that counts (or is the whole series): the test of a segment is only made
-    once the change above it was accepted, so a series without change gets
-    a change-point with probability about ``alpha`` (the root's test).
-    ``D`` is one more than the number of splits that count.
+    that counts (or is the whole series ``[0, n)``): the test of a segment is
+    only made once the change above it was accepted, so a series without
+    change gets a change-point with probability about ``alpha`` (the root's
+    test).  Returns the positions of the splits that count, in order.
     """
     open_segments = {(0, int(n))}
     accepted: list[int] = []
@@ -168,14 +162,7 @@ def select_by_test(
         if (start, end) in open_segments and p_value <= alpha:
             accepted.append(int(split))
             open_segments.update({(start, split), (split, end)})
-    return Selection(
-        "auto",
-        min(len(accepted) + 1, d_max),
-        d_max,
-        alpha=float(alpha),
-        noise=noise,
-        accepted=tuple(accepted),
-    )
+    return accepted
 
 
 def _fit_decreasing(shapes: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -137,3 +137,12 @@ def test_the_selection_is_deterministic():
     a, b = kcpstream.segment(x), kcpstream.segment(x)
     assert a.changepoints.tolist() == b.changepoints.tolist() and a.selection == b.selection
     np.testing.assert_array_equal(a.pvalues, b.pvalues)
+
+
+def test_a_series_too_short_for_the_noise_estimate_is_a_clear_error():
+    x = np.random.default_rng(0).standard_normal(12)
+    with pytest.raises(
+        kcpstream.InputError, match="too short to estimate its noise.*n_bkps or pen"
+    ):
+        kcpstream.segment(x)
+    assert kcpstream.segment(x, n_bkps=1).n_changepoints == 1
