@@ -18,6 +18,17 @@ __all__ = ["AUTO_FRACTION", "median_distance", "resolve_bandwidth"]
 MAX_MEDIAN_POINTS = 1024
 
 
+def _thinned_rows(sample: np.ndarray) -> np.ndarray:
+    """The sample as float64 rows (m, d), thinned to an evenly strided subset of
+    at most :data:`MAX_MEDIAN_POINTS` (every part of it stays represented)."""
+    x = np.asarray(sample, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.shape[0] > MAX_MEDIAN_POINTS:
+        x = x[np.linspace(0, x.shape[0] - 1, MAX_MEDIAN_POINTS).round().astype(np.int64)]
+    return x
+
+
 def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
     """Median of the pairwise distances ``||x_i - x_j||`` (i < j) of a sample.
 
@@ -29,11 +40,7 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
     channel the distances are not formed: the median is found by bisection
     over the sorted sample (``O(m log m)``).
     """
-    x = np.asarray(sample, dtype=np.float64)
-    if x.ndim == 1:
-        x = x[:, None]
-    if x.shape[0] > MAX_MEDIAN_POINTS:
-        x = x[np.linspace(0, x.shape[0] - 1, MAX_MEDIAN_POINTS).round().astype(np.int64)]
+    x = _thinned_rows(sample)
     m = x.shape[0]
     if m < 2:
         raise ValueError("the median heuristic needs at least 2 sample points")
@@ -66,11 +73,7 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
 
 def _median_nonzero_distance(sample: np.ndarray, metric: str) -> float:
     """Median of the non-zero pairwise distances of (a thinned) sample, 0 if none."""
-    x = np.asarray(sample, dtype=np.float64)
-    if x.ndim == 1:
-        x = x[:, None]
-    if x.shape[0] > MAX_MEDIAN_POINTS:
-        x = x[np.linspace(0, x.shape[0] - 1, MAX_MEDIAN_POINTS).round().astype(np.int64)]
+    x = _thinned_rows(sample)
     i, j = np.triu_indices(x.shape[0], 1)
     diff = x[i] - x[j]
     dist = np.sqrt((diff**2).sum(axis=1)) if metric == "euclidean" else np.abs(diff).sum(axis=1)
