@@ -46,6 +46,7 @@ from .significance import (
     local_noise,
     long_run_noise,
     robust_cov,
+    segment_spread,
     split_pvalue,
 )
 from .stats import BlockStats
@@ -383,6 +384,7 @@ class _Job:
     cache: SampleCache
     min_size: int = 2
     noise: LongRunNoise | None = None  # the features' long-run covariance
+    spreads: dict = field(default_factory=dict)  # each tested segment's own short-range spread
     log: SearchLog = field(default_factory=SearchLog)
     stats: BlockStats | None = None
     window: int = 1  # samples per feature vector
@@ -680,7 +682,11 @@ def _pvalue(job: _Job, gain_q: float, start: int, end: int) -> float:
     rounding = (end - start) * stats.n_features * max(stats.global_max_norm2, 1.0) * 2.0**-44
     if not gain_q > rounding:
         return 1.0
-    noise = local_noise(_local_diffs(stats, start, end), _noise_batch(stats), job.noise)
+    if (start, end) not in job.spreads:
+        job.spreads[(start, end)] = segment_spread(
+            _local_diffs(stats, start, end), _noise_batch(stats)
+        )
+    noise = local_noise(job.spreads[(start, end)], job.noise)
     return split_pvalue(gain_q * stats.unit, end - start, job.min_size, noise)
 
 

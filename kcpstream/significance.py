@@ -248,7 +248,20 @@ def robust_cov(diffs: np.ndarray, batch: int) -> np.ndarray:
     return diffs[:, keep] @ diffs[:, keep].T / (2.0 * batch * max(int(keep.sum()), 1))
 
 
-def local_noise(diffs: np.ndarray, batch: int, noise: LongRunNoise) -> LongRunNoise:
+def segment_spread(diffs: np.ndarray, batch: int) -> tuple[float, float] | None:
+    """``(tr(Sigma), tr(Sigma^2))`` of a segment's short-range covariance
+    :func:`robust_cov`, from ``diffs`` (p, k), the consecutive differences of
+    its batch sums; None with fewer than :data:`MIN_LOCAL_BATCHES` of them or
+    none varying.  It does not depend on the series' noise, so a search that
+    tests a segment again against a new estimate of it reuses this."""
+    if diffs.shape[1] < MIN_LOCAL_BATCHES:
+        return None
+    sigma = robust_cov(diffs, batch)
+    tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
+    return (tr, tr2) if tr > 0 else None
+
+
+def local_noise(spread: tuple[float, float] | None, noise: LongRunNoise) -> LongRunNoise:
     """The noise a segment is tested against: the series' long-run covariance, or
     the segment's own where it is larger.
 
@@ -256,19 +269,15 @@ def local_noise(diffs: np.ndarray, batch: int, noise: LongRunNoise) -> LongRunNo
     than in others, so the covariance pooled over the whole series can
     understate one segment's: its spread ``c`` and degrees of freedom set
     the test's tail.  With :data:`MIN_LOCAL_BATCHES` batches inside the
-    segment, its short-range covariance (at :func:`local_batch`'s length),
-    inflated by the series' long-run to short-range ratio, is computed, and
-    the larger trace and the larger ``c`` are kept: a local estimate from few
-    batches may fall short by chance, which must not make the test liberal.
-
-    ``diffs`` is ``(p, k)``: consecutive differences of the segment's batch sums.
+    segment, its short-range covariance (at :func:`local_batch`'s length,
+    ``spread`` from :func:`segment_spread`), inflated by the series'
+    long-run to short-range ratio, is compared, and the larger trace and
+    the larger ``c`` are kept: a local estimate from few batches may fall
+    short by chance, which must not make the test liberal.
     """
-    if diffs.shape[1] < MIN_LOCAL_BATCHES or not noise.local > 0:
+    if spread is None or not noise.local > 0:
         return noise
-    sigma = robust_cov(diffs, batch)
-    tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
-    if not tr > 0:
-        return noise
+    tr, tr2 = spread
     inflation = max(1.0, noise.trace / noise.local)
     trace = max(noise.trace, tr * inflation)
     scale = max(noise.scale, tr2 / tr * inflation)
