@@ -679,8 +679,7 @@ def _pvalue(job: _Job, gain_q: float, start: int, end: int) -> float:
     A gain within the float rounding of exact integer sums is no gain: a split
     of a constant stretch is never a change-point, even when the noise is 0."""
     stats = job.stats
-    rounding = (end - start) * stats.n_features * max(stats.global_max_norm2, 1.0) * 2.0**-44
-    if not gain_q > rounding:
+    if not gain_q > stats.gain_rounding(end - start):
         return 1.0
     if (start, end) not in job.spreads:
         job.spreads[(start, end)] = segment_spread(

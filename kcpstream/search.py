@@ -132,7 +132,7 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
         bridge_head, bridge_tail, min_size, math.sqrt(qmax2), eps_norm,
     )  # fmt: skip
     seg.gain, seg.split = float(best_gain), int(best_pos)
-    slack = bounds * (1 + _REL_SLACK) + n_seg * p * qmax2 * 2.0**-44
+    slack = bounds * (1 + _REL_SLACK) + stats.gain_rounding(n_seg)
     if best_pos >= 0:
         chosen = np.flatnonzero((bounds >= 0) & (slack >= best_gain))
     else:

@@ -134,6 +134,11 @@ class BlockStats:
     def global_max_norm2(self) -> float:
         return float(self.max_norm2.max()) if self.n_blocks else 0.0
 
+    def gain_rounding(self, length: int) -> float:
+        """Float rounding, in quantized units, of a gain computed from the exact
+        sums over a segment of ``length`` samples: gains this close are equal."""
+        return length * self.n_features * max(self.global_max_norm2, 1.0) * 2.0**-44
+
     # -- positions --------------------------------------------------------
     def is_grid_point(self, pos: int) -> bool:
         return pos % self.block_size == 0 or pos == self.n
