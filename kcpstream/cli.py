@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import click
 
 from ._io import write_atomic
+from .significance import DEFAULT_ALPHA
 
 __all__ = ["main", "scheduler_context", "open_store"]
 
@@ -137,7 +138,11 @@ def main() -> None:
     "--pen", default=None, help="Penalty per change-point, 'auto' (default: the test) or 'slope'."
 )
 @click.option(
-    "--alpha", type=float, default=0.01, show_default=True, help="Level of each split's test."
+    "--alpha",
+    type=float,
+    default=DEFAULT_ALPHA,
+    show_default=True,
+    help="Level of each split's test.",
 )
 @click.option(
     "--window", type=int, default=None, help="Length of the temporal patterns, in samples (hint)."

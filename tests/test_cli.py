@@ -84,6 +84,13 @@ def test_segment_command_errors_are_one_line(tmp_path):
         (["segment", str(store), "--pen", "lots"], 2, "--pen must be a number"),
         (["segment", str(store), "--method", "magic"], 2, "Invalid value for '--method'"),
         (["segment", str(store), "--n-bkps", "100000"], 1, "cannot fit"),
+        (["segment", str(store), "--alpha", "2"], 1, "alpha must be a number in (0, 1)"),
+        (["segment", str(store), "--window", "1"], 1, "window must be an integer >= 2"),
+        (
+            ["segment", str(store), "--window", "8", "--features", "rff"],
+            1,
+            "give window or features, not both",
+        ),
     ]
     for args, code, message in cases:
         res = subprocess.run([_kcpstream(), *args], capture_output=True, text=True, timeout=300)
