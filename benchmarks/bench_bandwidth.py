@@ -10,7 +10,7 @@ seeded by the draw for several) and binary segmentation:
 
 * given the true number K of change-points: F1 (margin 1 % of n) and the
   Hausdorff distance to the truth;
-* with ``pen="auto"``: the share of draws in which the chosen number of
+* with ``pen="slope"``: the share of draws in which the chosen number of
   change-points is exactly K.
 
 Signals (``kcpstream.datasets``), K change-points each:
@@ -100,7 +100,7 @@ def run(
                     found = kcpstream.segment(x, n_bkps=k, features=fmap).changepoints
                     f1[i, rep] = metrics.f1_score(true, found, max(1, n // 100))
                     haus[i, rep] = metrics.hausdorff(true, found)
-                    auto = kcpstream.segment(x, features=fmap)
+                    auto = kcpstream.segment(x, features=fmap, pen="slope")
                     hit[i, rep] = auto.n_changepoints == k
             for i, scale in enumerate(SCALES):
                 rows.append(
@@ -134,7 +134,7 @@ def markdown(result: dict) -> str:
         f"{result['reps']} draws per cell, K = {result['k']} change-points, "
         f"{FEATURES[result['features']]}, binary segmentation. Columns: sigma / median distance. "
         "Each cell: F1 given K (margin 1 % of n) / share of draws where "
-        '`pen="auto"` chose exactly K. Best F1 of a row in bold.',
+        '`pen="slope"` chose exactly K. Best F1 of a row in bold.',
         "",
         f"| signal | n | {head} |",
         "|---|---|" + "---|" * len(scales),
@@ -156,7 +156,7 @@ def markdown(result: dict) -> str:
     lines.append("")
     lines.append(f"| | {head} |")
     lines.append("|---|" + "---|" * len(scales))
-    for key, label in (("f1", "F1 given K"), ("auto_exact_k", 'pen="auto": exactly K')):
+    for key, label in (("f1", "F1 given K"), ("auto_exact_k", 'pen="slope": exactly K')):
         means = [np.mean([r[key] for r in result["rows"] if r["scale"] == s]) for s in scales]
         lines.append(f"| {label} | " + " | ".join(f"{m:.3f}" for m in means) + " |")
     return "\n".join(lines) + "\n"

@@ -1,13 +1,13 @@
 """How often could any multiple of the calibrated penalty find the true number of changes?
 
-``pen="auto"`` picks D minimising ``C(D) + pen(D)`` with ``pen`` twice the
+``pen="slope"`` picks D minimising ``C(D) + pen(D)`` with ``pen`` twice the
 minimal penalty the slope heuristic fits on the path.  This benchmark asks
 whether the share of runs with the exact number of change-points is limited
 by that constant or by the data: on the thesis's scenario 1 (n = 1000, K = 10,
 ``--reps`` runs), for each configuration it segments once with
-``pen="auto"`` and then re-selects D on the same path with ``alpha / 2``
+``pen="slope"`` and then re-selects D on the same path with ``alpha / 2``
 times the calibrated penalty, for every alpha in ``ALPHAS`` (alpha = 2 is
-``pen="auto"`` itself).  The best alpha is an oracle: no rule that scales the
+``pen="slope"`` itself).  The best alpha is an oracle: no rule that scales the
 penalty can beat it.
 
 Configurations: the exact Gaussian kernel (Nyström with every sample, DP)
@@ -75,7 +75,7 @@ def _signal(rep: int, n: int, k: int, min_gap: int | None, feat: str, scale: flo
 
 def alpha_hits(costs: np.ndarray, calibrated: np.ndarray, target: int) -> np.ndarray:
     """For each alpha of ``ALPHAS``, whether ``C(D) + alpha / 2 * calibrated(D)``
-    is smallest at ``D = target`` (``calibrated`` is ``pen="auto"``'s penalty)."""
+    is smallest at ``D = target`` (``calibrated`` is ``pen="slope"``'s penalty)."""
     return np.array([int(np.argmin(costs + a / 2 * calibrated)) + 1 == target for a in ALPHAS])
 
 
@@ -119,7 +119,7 @@ def run(reps: int, n: int = 1000, k: int = 10, min_gap: int | None = None) -> di
         paths = []
         for rep in range(reps):
             x, fmap = _signal(rep, n, k, min_gap, feat, scale)
-            res = kcpstream.segment(x, features=fmap, method=method)
+            res = kcpstream.segment(x, features=fmap, method=method, pen="slope")
             costs = np.asarray(res.path_costs, dtype=float)
             calibrated = res.selection.penalty(n, np.arange(1, len(costs) + 1))  # alpha = 2
             hits += alpha_hits(costs, calibrated, k + 1)
@@ -153,7 +153,7 @@ def variants(reps: int, n: int = 1000, k: int = 10, min_gap: int | None = None) 
             hits = np.zeros((len(FIT_FRACTIONS), len(ALPHAS)))
             for rep in range(reps):
                 x, fmap = _signal(rep, n, k, min_gap, feat, 0.5)
-                res = kcpstream.segment(x, features=fmap, method=method, d_max=d_max)
+                res = kcpstream.segment(x, features=fmap, method=method, d_max=d_max, pen="slope")
                 costs = np.asarray(res.path_costs, dtype=float)
                 d = np.arange(1, len(costs) + 1)
                 for f, fraction in enumerate(FIT_FRACTIONS):
