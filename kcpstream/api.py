@@ -464,7 +464,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
         if sample is None:  # the content sample of the fingerprint
             sample = signal.sample(max_points=st.sample_size, cache=cache)
         job.key = checkpoint.fingerprint(signal.source, sample, fmap.to_json(), B)
-        found = checkpoint.load(st.checkpoint, job.key)
+        found = checkpoint.load(st.checkpoint, job.key, job.min_size)
         if found is not None:
             job.stats, job.known = found
             job.loaded = True
@@ -547,6 +547,7 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
                 "kcpstream": __version__,
                 "features": job.fmap.to_json(),
                 "source": json.dumps(job.signal.source, default=str),
+                "min_size": job.min_size,
             }
             checkpoint.save(st.checkpoint, job.key, job.stats, job.known, attrs)
     state = {True: "loaded", False: "written"}

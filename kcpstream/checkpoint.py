@@ -70,9 +70,14 @@ def _local_dir(path: str | os.PathLike) -> str:
 
 
 def load(
-    path: str | os.PathLike, key: str
+    path: str | os.PathLike, key: str, min_size: int
 ) -> tuple[BlockStats, dict[tuple[int, int], SegmentSplit]] | None:
-    """The statistics and exact segments stored under ``key``, or None."""
+    """The statistics and exact segments stored under ``key``, or None.
+
+    A segment's best split depends on ``min_size`` (the splits it admits),
+    which the key does not hold: the segments are returned only when they
+    were stored for the same ``min_size`` (none otherwise; the statistics
+    hold for every ``min_size``)."""
     import zarr
 
     where = os.path.join(_local_dir(path), key)
@@ -84,6 +89,8 @@ def load(
     arrays = {name: np.asarray(group[name][...]) for name in group.array_keys()}
     stats = BlockStats.from_arrays({k: v for k, v in arrays.items() if not k.startswith("seg_")})
     known: dict[tuple[int, int], SegmentSplit] = {}
+    if group.attrs.get("min_size") != min_size:
+        return stats, known
     for row, piece in zip(arrays["seg_bounds"], arrays["seg_piece"], strict=True):
         start, end, split = (int(v) for v in row[:3])
         seg = SegmentSplit(start, end, split=split)
@@ -103,7 +110,8 @@ def save(
     known: dict[tuple[int, int], SegmentSplit],
     attrs: dict[str, Any],
 ) -> None:
-    """Write the statistics and the exact segments under ``key``, atomically."""
+    """Write the statistics and the exact segments under ``key``, atomically
+    (``attrs["min_size"]``: the ``min_size`` the segments were found with)."""
     import zarr
 
     root = _local_dir(path)

@@ -99,3 +99,18 @@ def test_a_killed_write_leaves_the_previous_checkpoint(store, tmp_path, monkeypa
 def test_checkpoint_must_be_local(store):
     with pytest.raises(ValueError, match="local directory"):
         checkpoint.save("s3://bucket/ck", "k", None, {}, {})
+
+
+@pytest.mark.parametrize("first, second", [(2, 15_000), (15_000, 2)])
+def test_another_min_size_reuses_the_statistics_not_the_segments(tmp_path, first, second):
+    # a segment's best split depends on min_size, which the fingerprint does not hold
+    x = datasets.scenario1(200_000, 10, seed=3).x
+    ck = tmp_path / "ck"
+    kcpstream.segment(x, n_bkps=5, min_size=first, checkpoint=ck)
+    again = kcpstream.segment(x, n_bkps=5, min_size=second, checkpoint=ck)
+    fresh = kcpstream.segment(x, n_bkps=5, min_size=second)
+    assert again.diagnostics.checkpoint == "loaded"
+    assert again.diagnostics.samples_featurized_pass == 0  # the statistics were reused
+    assert again.changepoints.tolist() == fresh.changepoints.tolist()
+    assert again.gains.tolist() == fresh.gains.tolist()
+    assert np.diff([0, *again.changepoints, len(x)]).min() >= second
