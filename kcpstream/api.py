@@ -170,9 +170,10 @@ def segment(
         How to choose the number of change-points when ``n_bkps`` is not
         given.  ``"auto"`` (the default): binary segmentation's splits are
         tested top down, each against the features' long-run covariance
-        estimated from the block statistics (serial dependence, heavy tails
-        and cycles shorter than the series' sixteenth count as noise, not as
-        change; :mod:`kcpstream.significance`); a split counts when its
+        estimated from the block statistics (serial dependence and heavy
+        tails count as noise, not as change; a cycle only where the batch
+        means reach its scale, see the README's measured limits and
+        :mod:`kcpstream.significance`); a split counts when its
         p-value is at most ``alpha`` and the split above it counted, and the
         best segmentation with that many change-points among the path's is
         returned, with a p-value per change-point (``pvalues``).
