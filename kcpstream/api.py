@@ -127,6 +127,7 @@ def segment(
     dim: str | None = None,
     batch_dims: str | list[str] | None = None,
     chunks: int | None = None,
+    missing: str = "error",
     seed: int | None = None,
     sample_size: int = 2048,
     tile: int = DEFAULT_TILE,
@@ -259,13 +260,17 @@ def segment(
         samples read a second time.
     checkpoint : str or path, optional
         A local directory where the block statistics and the segments
-        evaluated are kept, keyed by a fingerprint of the source (path,
-        shape, dtype and the fit sample's content), the fitted feature map
-        and the block size.  A later call on the same series loads them (no
-        data pass) and reads only what it has not read before; another
-        fingerprint is computed afresh.  Writes are atomic.  An archive
-        rewritten in place outside the sampled windows keeps its fingerprint:
-        delete the checkpoint then (see :mod:`kcpstream.checkpoint`).
+        evaluated are kept, keyed by the identity of the input, the fitted
+        feature map and the block size.  The identity of a zarr store is its
+        array's metadata and the version of every chunk (size and
+        modification time on a file system, the ETag on an object store), so
+        a chunk rewritten in place, an append or a changed codec gives
+        another key; an in-memory array's identity is a hash of its bytes.
+        A later call on the same data loads them (no data pass) and reads
+        only what it has not read before.  Writes are atomic; a damaged or
+        partial checkpoint is recomputed, never used (see
+        :mod:`kcpstream.checkpoint`).  An input whose origin cannot be
+        followed (a dask array computed from other arrays) is refused.
     progress : bool, default False
         Show the data pass's progress bar on stderr (dask's, or distributed's
         under a client).
@@ -346,12 +351,19 @@ def segment(
             raise InputError("batch_dims applies to xarray input (a DataArray or a Dataset)")
         batch_dims = [batch_dims] if isinstance(batch_dims, str) else list(batch_dims)
         parts = split_batches(data, batch_dims)
-        signals = [as_signal(sub, variables=variables, dim=dim, chunks=chunks) for _, sub in parts]
+        listed: dict = {}  # each store is listed once for the whole batch
+        signals = [
+            as_signal(sub, variables=variables, dim=dim, chunks=chunks, missing=missing,
+                      listed=listed)
+            for _, sub in parts
+        ]  # fmt: skip
         settings = dataclasses.replace(settings, n_series=len(signals))
         jobs = [_prepare(sig, features, settings) for sig in signals]
         results = _run(jobs, settings, t0)
         return BatchSegmentation(batch_dims, [labels for labels, _ in parts], results)
-    signal = as_signal(data, variable=variable, variables=variables, dim=dim, chunks=chunks)
+    signal = as_signal(
+        data, variable=variable, variables=variables, dim=dim, chunks=chunks, missing=missing
+    )
     return _run([_prepare(signal, features, settings)], settings, t0)[0]
 
 
@@ -393,6 +405,7 @@ class _Job:
     key: str | None = None  # checkpoint fingerprint
     known: dict = field(default_factory=dict)  # segments evaluated exactly
     loaded: bool = False
+    damaged: bool = False  # a checkpoint was found damaged: recomputed, written again
     in_memory: bool = False  # one block per sample, searched without reading data again
 
 
@@ -462,11 +475,19 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     job = _Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
     job.in_memory = _searched_in_memory(n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
-        if sample is None:  # the content sample of the fingerprint
-            sample = signal.sample(max_points=st.sample_size, cache=cache)
-        job.key = checkpoint.fingerprint(signal.source, sample, fmap.to_json(), B)
-        found = checkpoint.load(st.checkpoint, job.key, job.min_size)
-        if found is not None:
+        identity = signal.identity
+        if identity is None:
+            raise InputError(
+                f"checkpoint= cannot tell whether {signal.description} changed since a "
+                "checkpoint was written (its samples do not come straight from a zarr store "
+                "on a file system or object store, or from a numpy array); pass the store or "
+                "the array itself, or omit checkpoint"
+            )
+        job.key = checkpoint.fingerprint(identity, signal.source, fmap.to_json(), B)
+        found = checkpoint.load(st.checkpoint, job.key, job.min_size, n, B)
+        if found == "damaged":
+            job.damaged = True
+        elif found is not None:
             job.stats, job.known = found
             job.loaded = True
             # the key holds for both searches: search as the stored statistics allow
@@ -551,7 +572,7 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
                 "min_size": job.min_size,
             }
             checkpoint.save(st.checkpoint, job.key, job.stats, job.known, attrs)
-    state = {True: "loaded", False: "written"}
+    state = {(True, False): "loaded", (False, False): "written", (False, True): "recomputed"}
     return [
         _build_result(
             j,
@@ -564,7 +585,7 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
             j.min_size,
             t0,
             seconds_pass,
-            "" if st.checkpoint is None else state[j.loaded],
+            "" if st.checkpoint is None else state[j.loaded, j.damaged],
         )  # fmt: skip
         for j, c in zip(jobs, chosen, strict=True)
     ]

@@ -2,8 +2,9 @@
 
 A checkpoint directory holds one zarr group per *fingerprint* of
 
-* the input: its kind, path and variable, shape and dtype, and a hash of the
-  samples of the fit sample's windows (a content sample);
+* the input's identity (:mod:`kcpstream.provenance`: the array's metadata
+  and the version of every chunk of a zarr store, a hash of an in-memory
+  array's bytes) and its kind, shape and dtype;
 * the fitted feature map (its JSON);
 * the block size.
 
@@ -11,14 +12,17 @@ The chunking is deliberately not part of it: the statistics are exact
 integer sums, bit-identical for every chunking.  A second run on the same
 input with another ``pen``, ``n_bkps`` or ``method`` loads the statistics
 (no data pass) and the segments already evaluated exactly (no refinement
-read it has made before).  A changed input or parameter gives another
-fingerprint: a stale checkpoint is never used.  A change of the data outside
-the sampled windows, with the same shape, is not detected; delete the
-checkpoint after rewriting an archive in place.
+read it has made before).  A changed input (a chunk rewritten in place, an
+append, another codec) or parameter gives another fingerprint: a stale
+checkpoint is never used.
 
-Writes are atomic: the group is written under a temporary name in the same
-directory and then renamed, so a killed run leaves the previous checkpoint
-(or none), never half of one.
+Every array is stored with a SHA-256 of its dtype, shape and bytes, checked
+on load; a group that is missing a piece, fails its checksums or does not fit
+the series is a cache miss (recomputed and written again), never data.
+Writes are atomic: the group is written and flushed to disk under a temporary
+name in the same directory and then renamed, so a killed run leaves the
+previous checkpoint (or none), never half of one; the next save removes the
+temporary folders that killed runs left.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
+import time
 import uuid
 from typing import Any
 
@@ -38,25 +45,31 @@ from .stats import BlockStats
 __all__ = ["fingerprint", "load", "save", "FORMAT"]
 
 #: Bumped whenever the stored layout changes (older checkpoints are then not used).
-FORMAT = 1
+FORMAT = 2
+
+#: Temporary folders of another machine's runs older than this are removed.
+STALE_SECONDS = 24 * 3600
 
 
-def fingerprint(source: dict[str, Any], sample: np.ndarray, fmap_json: str, block_size: int) -> str:
+def fingerprint(identity: str, source: dict[str, Any], fmap_json: str, block_size: int) -> str:
     """A stable hash of what the statistics depend on."""
-    ident = {
-        k: v
-        for k, v in source.items()
-        if k in ("kind", "path", "variable", "name", "shape", "dtype")
-    }
+    ident = {k: v for k, v in source.items() if k in ("kind", "shape", "dtype", "window")}
     h = hashlib.sha256()
     h.update(
         json.dumps(
-            {"format": FORMAT, "source": ident, "block_size": block_size}, sort_keys=True
+            {"format": FORMAT, "source": ident, "block_size": block_size, "identity": identity},
+            sort_keys=True,
         ).encode()
     )
-    h.update(np.ascontiguousarray(sample, dtype=np.float64).tobytes())
     h.update(fmap_json.encode())
     return h.hexdigest()[:32]
+
+
+def _checksum(value: np.ndarray) -> str:
+    value = np.ascontiguousarray(value)
+    h = hashlib.sha256(json.dumps([value.dtype.str, list(value.shape)]).encode())
+    h.update(memoryview(value).cast("B") if value.size else b"")
+    return h.hexdigest()
 
 
 def _local_dir(path: str | os.PathLike) -> str:
@@ -70,26 +83,52 @@ def _local_dir(path: str | os.PathLike) -> str:
 
 
 def load(
-    path: str | os.PathLike, key: str, min_size: int
-) -> tuple[BlockStats, dict[tuple[int, int], SegmentSplit]] | None:
-    """The statistics and exact segments stored under ``key``, or None.
+    path: str | os.PathLike, key: str, min_size: int, n: int, block_size: int
+) -> tuple[BlockStats, dict[tuple[int, int], SegmentSplit]] | str | None:
+    """The statistics and exact segments stored under ``key``; None when there
+    are none; ``"damaged"`` when the group is there but incomplete, fails its
+    checksums or does not fit a series of ``n`` samples in blocks of
+    ``block_size`` (or of one sample: an in-memory search's; the caller
+    recomputes and writes it again).
 
     A segment's best split depends on ``min_size`` (the splits it admits),
     which the key does not hold: the segments are returned only when they
     were stored for the same ``min_size`` (none otherwise; the statistics
     hold for every ``min_size``)."""
-    import zarr
-
     where = os.path.join(_local_dir(path), key)
     if not os.path.isdir(where):
         return None
+    try:
+        return _read(where, key, min_size, n, block_size)
+    except Exception:  # a missing file, a codec error, a mismatch: all the same miss
+        return "damaged"
+
+
+class _Damaged(Exception):
+    pass
+
+
+def _read(where: str, key: str, min_size: int, n: int, block_size: int):
+    import zarr
+
     group = zarr.open_group(where, mode="r")
-    if group.attrs.get("format") != FORMAT or group.attrs.get("fingerprint") != key:
-        return None
-    arrays = {name: np.asarray(group[name][...]) for name in group.array_keys()}
+    attrs = dict(group.attrs)
+    if attrs.get("format") != FORMAT or attrs.get("fingerprint") != key:
+        raise _Damaged("format")
+    sums = attrs["checksums"]
+    arrays = {name: np.asarray(group[name][...]) for name in sums}
+    for name, value in arrays.items():
+        if _checksum(value) != sums[name]:
+            raise _Damaged(name)
     stats = BlockStats.from_arrays({k: v for k, v in arrays.items() if not k.startswith("seg_")})
+    # an in-memory search stores one block per sample under the same key
+    if stats.n != n or stats.block_size not in (1, block_size):
+        raise _Damaged("size")
+    blocks = -(-n // stats.block_size)
+    if stats.prefix.shape[1] != blocks + 1 or len(stats.prefix_q) != blocks + 1:
+        raise _Damaged("shape")
     known: dict[tuple[int, int], SegmentSplit] = {}
-    if group.attrs.get("min_size") != min_size:
+    if attrs.get("min_size") != min_size:
         return stats, known
     for row, piece in zip(arrays["seg_bounds"], arrays["seg_piece"], strict=True):
         start, end, split = (int(v) for v in row[:3])
@@ -101,6 +140,75 @@ def load(
             seg.right = stats._pieces.get((split, seg.piece[1]))
         known[(start, end)] = seg
     return stats, known
+
+
+def _fsync_tree(folder: str) -> None:
+    """Flush every file and folder under ``folder`` to disk (before the rename
+    that publishes it: a crash then leaves the old checkpoint or the new one)."""
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(dirpath)
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _temp_name(root: str, key: str, kind: str) -> str:
+    return os.path.join(
+        root, f".{key}.{kind}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex}"
+    )
+
+
+_LEFTOVER = re.compile(r"^\.[0-9a-f]+\.(tmp|old)-(?P<host>.*)-(?P<pid>\d+)-[0-9a-f]{32}$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _clean_leftovers(root: str) -> None:
+    """Remove the temporary folders of runs that were killed: this machine's
+    whose process is gone, other machines' after :data:`STALE_SECONDS`."""
+    host = socket.gethostname()
+    now = time.time()
+    for entry in os.scandir(root):
+        if not entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+            continue
+        match = _LEFTOVER.match(entry.name)
+        if match is None:
+            continue
+        owner, pid = match["host"], match["pid"]
+        try:
+            dead = (
+                not _alive(int(pid))
+                if owner == host
+                else now - entry.stat().st_mtime > STALE_SECONDS
+            )
+        except (ValueError, OSError):
+            continue
+        if dead:
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def save(
@@ -116,8 +224,9 @@ def save(
 
     root = _local_dir(path)
     os.makedirs(root, exist_ok=True)
+    _clean_leftovers(root)
     final = os.path.join(root, key)
-    tmp = os.path.join(root, f".{key}.tmp-{uuid.uuid4().hex}")
+    tmp = _temp_name(root, key, "tmp")
     exact = [seg for seg in known.values() if seg.exact]
     arrays = stats.to_arrays()
     arrays["seg_bounds"] = np.array([(s.start, s.end, s.split) for s in exact], np.int64).reshape(
@@ -127,18 +236,28 @@ def save(
     arrays["seg_piece"] = np.array(
         [s.piece if s.piece is not None else (-1, -1) for s in exact], np.int64
     ).reshape(-1, 2)
+    arrays = {name: np.ascontiguousarray(value) for name, value in arrays.items()}
     try:
         group = zarr.open_group(tmp, mode="w")
         for name, value in arrays.items():
-            group.create_array(name, data=np.ascontiguousarray(value))
-        group.attrs.update({**attrs, "format": FORMAT, "fingerprint": key})
+            group.create_array(name, data=value)
+        group.attrs.update(
+            {
+                **attrs,
+                "format": FORMAT,
+                "fingerprint": key,
+                "checksums": {name: _checksum(value) for name, value in arrays.items()},
+            }
+        )
+        _fsync_tree(tmp)
         if os.path.isdir(final):
-            old = f"{final}.old-{uuid.uuid4().hex}"
+            old = _temp_name(root, key, "old")
             os.replace(final, old)
             os.replace(tmp, final)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
+        _fsync_dir(root)
     finally:
         if os.path.isdir(tmp):
             shutil.rmtree(tmp, ignore_errors=True)

@@ -158,6 +158,14 @@ def main() -> None:
 )
 @click.option("--seed", type=int, default=None, help="Seed of the feature map.")
 @click.option(
+    "--missing",
+    type=click.Choice(["error", "fill"]),
+    default="error",
+    show_default=True,
+    help="An absent chunk of the store: an error, or the fill value (stores that leave out "
+    "chunks of fill values).",
+)
+@click.option(
     "--checkpoint", type=click.Path(file_okay=False), default=None, help="Checkpoint directory."
 )
 @click.option(
@@ -176,7 +184,8 @@ def main() -> None:
     help="Progress bar on stderr (default: on a terminal).",
 )
 def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method, features,
-            min_size, seed, checkpoint, out, scheduler, as_json, progress) -> None:  # fmt: skip
+            min_size, seed, missing, checkpoint, out, scheduler, as_json,
+            progress) -> None:  # fmt: skip
     """Segment the signal in a zarr STORE."""
     from . import segment as run_segment
 
@@ -194,7 +203,8 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
             res = run_segment(
                 data, variable=var, dim=dim, batch_dims=list(batch_dims) or None, n_bkps=n_bkps,
                 pen=pen, alpha=alpha, window=window, method=method, features=features,
-                min_size=min_size, seed=seed, checkpoint=checkpoint, progress=show,
+                min_size=min_size, seed=seed, missing=missing, checkpoint=checkpoint,
+                progress=show,
             )  # fmt: skip
     except USER_ERRORS as exc:
         raise click.ClickException(str(exc).strip().splitlines()[0]) from None

@@ -38,7 +38,7 @@ class JobError(ValueError):
 
 
 _SECTIONS = {
-    "input": {"store", "variable", "variables", "dim", "batch_dims"},
+    "input": {"store", "variable", "variables", "dim", "batch_dims", "missing"},
     "features": {"map", "n_features", "seed", "bandwidth", "kernel", "window", "n_bins"},
     "selection": {"method", "n_bkps", "pen", "alpha", "min_size", "d_max"},
     "output": {"store", "checkpoint", "group_size"},
@@ -88,6 +88,8 @@ def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
     sel = dict(job.get("selection", {}))
     out = job.get("output", {})
     kwargs = {"features": fmap, **sel}
+    if "missing" in job.get("input", {}):
+        kwargs["missing"] = job["input"]["missing"]
     if out.get("checkpoint"):
         kwargs["checkpoint"] = out["checkpoint"]
     return kwargs

@@ -41,7 +41,8 @@ class Diagnostics:
         Samples featurized by the data pass (0 when a checkpoint was loaded).
     checkpoint : str
         ``"loaded"`` (statistics read from a checkpoint, no data pass),
-        ``"written"`` (computed and stored) or ``""`` (no checkpoint).
+        ``"written"`` (computed and stored), ``"recomputed"`` (a damaged checkpoint
+        was found, recomputed and written again) or ``""`` (no checkpoint).
     samples_read_again : int
         Samples read from the source a second time because no sample cache
         (the client's, or a worker's under a distributed client) held them:

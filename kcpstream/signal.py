@@ -66,6 +66,15 @@ class Signal:
     #: sliced from it directly, one read each (all but zarr arrays only under an
     #: in-process scheduler, see ChunkReader).
     store_array: Any = field(default=None, compare=False, repr=False)
+    #: What the samples are read from (kcpstream.provenance.Origin): the
+    #: identity a checkpoint is keyed on.  None: not known.
+    origin: Any = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def identity(self) -> str | None:
+        """A hash that changes whenever the samples may have (the store's chunk
+        versions, an in-memory array's bytes), or None when it cannot be told."""
+        return None if self.origin is None else self.origin.identity()
 
     @property
     def n(self) -> int:
@@ -340,6 +349,8 @@ def as_signal(
     variables: list[str] | None = None,
     dim: str | None = None,
     chunks: int | None = None,
+    missing: str = "error",
+    listed: dict | None = None,
 ) -> Signal:
     """Normalise any supported input to a :class:`Signal`.
 
@@ -358,31 +369,54 @@ def as_signal(
     chunks : int, optional
         Chunk length along time for in-memory input (default: a few chunks per
         core, at most 2**20 samples; numpy arrays are wrapped without a copy).
+    missing : {"error", "fill"}
+        What an absent chunk of a zarr store is: an :class:`InputError` naming
+        its samples (default), or the array's fill value (for stores that leave
+        out chunks that are all fill values).
+    listed : dict, optional
+        Store listings already made (by zarr array), shared by the series of a batch.
     """
+    from . import provenance as pv
+
+    if missing not in pv.MISSING_CHOICES:
+        raise InputError(f"missing={missing!r} is not one of {', '.join(pv.MISSING_CHOICES)}")
     source: dict[str, Any]
     time = None
     store_array = None
+    stores: list = []
+    arrays: list = []
+    token = ""
     if isinstance(data, str | os.PathLike):
         arr, description = _open_zarr(data, variable)
         source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
-        x = da.from_zarr(arr)
-        store_array = arr
+        store_array = CheckedArray(arr, description)
+        x = _from_zarr(store_array)
+        stores = [pv.StoredArray(arr, 0, (0, int(arr.shape[0])))]
     elif _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
-        x = da.from_zarr(data)
-        store_array = data
+        store_array = CheckedArray(data, description)
+        x = _from_zarr(store_array)
+        stores = [pv.StoredArray(data, 0, (0, int(data.shape[0]) if data.ndim else 0))]
     elif isinstance(data, da.Array):
         description = "dask array"
         source = {"kind": "dask", "name": data.name}
         x = data
-        store_array = _direct(array_source(data))
+        store_array = _direct(array_source(data), description)
+        stores, arrays = pv.graph_sources(data)
+        token = data.name
     elif _is_labeled(data):
         from .labeled import labeled_signal
 
         x, time, description, origin = labeled_signal(data, dim, variables, chunks)
         source = {"kind": "xarray", "name": str(getattr(data, "name", "") or "")}
-        store_array = _direct(origin)
+        store_array = _direct(origin, description)
+        found = pv.stored_array(data, time.dim)
+        if found is not None:
+            stores, token = [found], f"xarray|{time.dim}"
+        else:
+            stores, arrays = pv.graph_sources(x)
+            token = x.name
     else:
         if variable is not None:
             raise InputError("variable= applies to zarr stores only; pass the array itself")
@@ -399,6 +433,7 @@ def as_signal(
         c = chunks or _default_chunk(arr.shape[0])
         x = da.from_array(arr, chunks=(c,) + arr.shape[1:])
         store_array = arr
+        arrays = [arr]
 
     if x.ndim not in (1, 2):
         raise InputError(
@@ -425,8 +460,14 @@ def as_signal(
             "split it into consecutive series"
         )
     source.update(shape=list(x.shape), dtype=str(x.dtype))
+    origin = pv.open_origin(stores, arrays, token, description, missing, listed)
     return Signal(
-        data=x, description=description, source=source, time=time, store_array=store_array
+        data=x,
+        description=description,
+        source=source,
+        time=time,
+        store_array=store_array,
+        origin=origin,
     )
 
 
@@ -448,15 +489,79 @@ def window_signal(signal: Signal, window: int) -> Signal:
     x = x.rechunk({0: max(window, typical // window * window)})
     x = x.reshape(n_windows, window * signal.d)
     source = {**signal.source, "window": window}
-    return Signal(data=x, description=f"{signal.description} in windows of {window}", source=source)
+    origin = None if signal.origin is None else signal.origin.derived(f"window={window}")
+    return Signal(
+        data=x,
+        description=f"{signal.description} in windows of {window}",
+        source=source,
+        origin=origin,
+    )
 
 
-def _direct(obj: Any) -> Any:
+def _direct(obj: Any, description: str) -> Any:
     """What a reader slices for a dask array built on ``obj``: a zarr array
-    itself, another array-like through dask's ``getter``; None for none."""
+    (whose read errors name the samples), a numpy array, another array-like
+    through dask's ``getter``; None for none."""
     if obj is None or (len(getattr(obj, "shape", ())) not in (1, 2)):
         return None
-    return obj if _is_zarr_array(obj) or isinstance(obj, np.ndarray) else _GetterRows(obj)
+    if isinstance(obj, CheckedArray):
+        return obj
+    if _is_zarr_array(obj):
+        return CheckedArray(obj, description)
+    return obj if isinstance(obj, np.ndarray) else _GetterRows(obj)
+
+
+class CheckedArray:
+    """A zarr array whose read errors are :class:`InputError` naming the
+    samples and the store: a chunk that fails to decode (truncated, corrupt)
+    is a clear error, never a traceback from a codec."""
+
+    def __init__(self, array: Any, description: str) -> None:
+        self.array = array
+        self.description = description
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+        self.chunks = array.chunks
+
+    def __getitem__(self, key) -> np.ndarray:
+        try:
+            return self.array[key]
+        except Exception as exc:  # codecs raise RuntimeError, ValueError, ...
+            raise self._error(key, exc) from exc
+
+    def _error(self, key, exc: Exception) -> InputError:
+        """The error naming the first chunk of ``key``'s rows that fails to read."""
+        rows = key[0] if isinstance(key, tuple) else key
+        start, stop = (0, self.shape[0]) if not isinstance(rows, slice) else rows.indices(
+            self.shape[0]
+        )[:2]  # fmt: skip
+        c = int(self.chunks[0])
+        for i in range(start // c, -(-stop // c)):
+            a, b = i * c, min((i + 1) * c, self.shape[0])
+            try:
+                self.array[a:b]
+            except Exception as first:  # the chunk at fault
+                coords = (i,) + (0,) * (self.ndim - 1)
+                chunk = self.array.metadata.encode_chunk_key(coords)
+                exc, start, stop = first, a, b
+                break
+        else:
+            chunk = "?"
+        where = getattr(self.array.store, "root", None) or self.array.store
+        path = f"{where}/{self.array.path}".rstrip("/")
+        return InputError(
+            f"cannot read samples [{start}, {stop}) of {self.description}: chunk {chunk} of "
+            f"{path} fails to decode ({type(exc).__name__}: {exc}); the chunk is damaged: "
+            "restore or rewrite it"
+        )
+
+
+def _from_zarr(checked: CheckedArray) -> da.Array:
+    """``da.from_zarr`` over a :class:`CheckedArray` (same chunks, reads checked)."""
+    from dask.base import tokenize
+
+    arr = checked.array
+    name = "from-zarr-" + tokenize(arr, arr.chunks)
+    return da.from_array(checked, chunks=arr.chunks, name=name)
 
 
 def array_source(x: da.Array) -> Any:
@@ -491,6 +596,8 @@ class _GetterRows:
 
 
 def _is_zarr_array(obj: Any) -> bool:
+    if isinstance(obj, CheckedArray):
+        return True
     try:
         import zarr
     except ImportError:  # pragma: no cover - zarr is a dependency

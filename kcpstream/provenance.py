@@ -1,0 +1,364 @@
+"""Where a signal's samples live, whether the store holds them all, and an
+identity that changes whenever they may have.
+
+A zarr store does not write a chunk whose samples all equal the array's fill
+value, and reads an absent chunk as fill values.  So a chunk lost from an
+archive reads as a run of zeros (or whatever the fill value is): a plausible
+signal with two change-points at its edges.  :func:`check_complete` lists the
+store (one listing, no chunk is read) and refuses absent chunks unless the
+caller says that fill values are what they mean.
+
+The same listing gives every chunk's version: size and modification time on a
+file system, the ETag (or modification time) on an object store.  With the
+array's metadata it makes :func:`zarr_identity`, which a checkpoint keys on, so
+a chunk rewritten in place, an append, a shrink or a changed codec gives
+another key: a checkpoint is never served for data that changed.  An
+in-memory array's identity is a hash of its bytes.  An input whose origin
+cannot be followed (a dask array computed from other arrays) has no identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "StoredArray",
+    "MISSING_CHOICES",
+    "stored_array",
+    "graph_sources",
+    "chunk_versions",
+    "missing_keys",
+    "missing_rows",
+    "Origin",
+    "open_origin",
+    "check_complete",
+    "zarr_identity",
+    "content_identity",
+]
+
+#: What ``missing=`` accepts: refuse absent chunks, or read them as fill values.
+MISSING_CHOICES = ("error", "fill")
+
+
+@dataclass(frozen=True)
+class StoredArray:
+    """A zarr array a signal reads, and which part of it.
+
+    Attributes
+    ----------
+    array : zarr.Array
+        The array in its store.
+    axis : int or None
+        The array's time axis (None: not known, the whole array is read).
+    rows : tuple of int
+        ``[start, end)`` along ``axis`` that the signal reads.
+    """
+
+    array: Any
+    axis: int | None
+    rows: tuple[int, int] = (0, 0)
+
+    @property
+    def where(self) -> str:
+        """The store and the array's path in it, for messages."""
+        store = self.array.store
+        root = getattr(store, "root", None) or getattr(store, "path", None) or str(store)
+        path = self.array.path
+        return f"{root}/{path}" if path else str(root)
+
+
+def _unwrap(obj: Any) -> tuple[Any, Any]:
+    """Follow xarray's indexing adapters (``.array``, ``._array``) down to a zarr
+    array: ``(zarr array or None, the LazilyIndexedArray key on the way or None)``."""
+    import zarr
+
+    key = None
+    for _ in range(12):  # the adapters xarray stacks: a handful
+        if obj is None or isinstance(obj, zarr.Array):
+            return obj, key
+        if type(obj).__name__ == "LazilyIndexedArray":
+            key = getattr(obj, "key", None)
+        obj = getattr(obj, "array", None) or getattr(obj, "_array", None)
+    return None, None
+
+
+def stored_array(obj: Any, dim: str | None = None) -> StoredArray | None:
+    """The zarr array under ``obj`` and the rows it reads, when ``obj`` is a zarr
+    array or an xarray DataArray opened lazily from a zarr store (without dask)
+    and sliced along time only; else None (see :func:`graph_sources`)."""
+    import zarr
+
+    if isinstance(obj, zarr.Array):
+        return StoredArray(obj, 0, (0, int(obj.shape[0]) if obj.ndim else 0))
+    variable = getattr(obj, "variable", None)
+    node = getattr(variable, "_data", None)
+    if node is None or hasattr(node, "dask"):
+        return None
+    node, key = _unwrap(node)
+    dims = list(variable.dims)
+    if not isinstance(node, zarr.Array) or node.ndim != len(dims):
+        return None
+    axis = dims.index(dim) if dim in dims else 0
+    rows = (0, int(node.shape[axis]))
+    if key is not None:
+        slices = getattr(key, "tuple", ())
+        if len(slices) != node.ndim or not all(isinstance(s, slice) for s in slices):
+            return None
+        start, stop, step = slices[axis].indices(int(node.shape[axis]))
+        if step != 1:
+            return None
+        rows = (start, stop)
+    return StoredArray(node, axis, rows)
+
+
+def graph_sources(x: Any) -> tuple[list[StoredArray], list[np.ndarray]]:
+    """The zarr arrays (whole) and numpy arrays a dask array's graph holds as
+    data: what ``da.from_zarr``, ``da.from_array`` and xarray's ``open_zarr``
+    put in it.  Tasks that read data by other means are not seen."""
+    import zarr
+
+    stores: dict[int, StoredArray] = {}
+    arrays: dict[int, np.ndarray] = {}
+    for layer in x.dask.layers.values():
+        if type(layer).__name__ != "MaterializedLayer":
+            continue
+        for value in layer.values():
+            value = getattr(value, "value", value)  # a DataNode holds it
+            if isinstance(value, np.ndarray):
+                arrays[id(value)] = value
+                continue
+            arr, _ = _unwrap(value)
+            if isinstance(arr, zarr.Array) and arr.ndim:
+                stores[id(arr)] = StoredArray(arr, None)
+    return list(stores.values()), list(arrays.values())
+
+
+def _grid(array: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The storage grid (shards, or chunks when unsharded): shape of one
+    stored object and the number of them along each axis."""
+    size = tuple(int(c) for c in (array.shards or array.chunks))
+    counts = tuple(-(-int(s) // c) for s, c in zip(array.shape, size, strict=True))
+    return size, counts
+
+
+def _list_local(root: str) -> dict[str, tuple]:
+    out: dict[str, tuple] = {}
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                todo.append(entry.path)
+            else:
+                st = entry.stat(follow_symlinks=False)
+                key = os.path.relpath(entry.path, root).replace(os.sep, "/")
+                out[key] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+def _list_fsspec(store: Any, prefix: str) -> dict[str, tuple] | None:
+    from zarr.core.sync import sync
+
+    fs = store.fs
+    root = f"{store.path.rstrip('/')}/{prefix}".rstrip("/")
+    if getattr(fs, "async_impl", False):
+        found = sync(fs._find(root, detail=True))
+    else:
+        found = fs.find(root, detail=True)
+    out: dict[str, tuple] = {}
+    for name, info in found.items():
+        version = next(
+            (info[k] for k in ("ETag", "etag", "mtime", "LastModified", "last_modified")
+             if info.get(k) is not None),
+            None,
+        )  # fmt: skip
+        if version is None:
+            return None  # a store without versions: sizes alone do not show rewrites
+        key = name[len(root) :].lstrip("/") if name.startswith(root) else name
+        out[key] = (info.get("size"), str(version))
+    return out
+
+
+def chunk_versions(array: Any) -> tuple[set[str], dict[str, tuple] | None]:
+    """The keys the store holds under ``array`` (relative to it) and, when the
+    store can tell, a version of each (else None): one listing, no chunk read."""
+    store = array.store
+    path = array.path
+    kind = type(store).__name__
+    if kind == "LocalStore":
+        versions = _list_local(os.path.join(str(store.root), path))
+        return set(versions), versions
+    if kind == "FsspecStore":
+        versions = _list_fsspec(store, path)
+        if versions is not None:
+            return set(versions), versions
+    from zarr.core.sync import sync
+
+    async def keys() -> list[str]:
+        return [k async for k in store.list_prefix(path)]
+
+    prefix = f"{path}/" if path else ""
+    return {k[len(prefix) :] for k in sync(keys())}, None
+
+
+def missing_keys(stored: StoredArray, present: set[str]) -> list[str]:
+    """The keys of the stored objects the signal reads that the store lacks."""
+    array = stored.array
+    size, counts = _grid(array)
+    ax = stored.axis
+    if ax is None:
+        return [
+            key
+            for key in map(array.metadata.encode_chunk_key, np.ndindex(*counts))
+            if key not in present
+        ]
+    first = stored.rows[0] // size[ax]
+    last = -(-stored.rows[1] // size[ax])
+    return [
+        array.metadata.encode_chunk_key(coords)
+        for coords in np.ndindex(*counts)
+        if first <= coords[ax] < last and array.metadata.encode_chunk_key(coords) not in present
+    ]
+
+
+def missing_rows(stored: StoredArray, present: set[str]) -> list[tuple[int, int]]:
+    """``[start, end)`` runs of the read rows (relative to the first) that lie in
+    an absent chunk (``stored.axis`` must be known)."""
+    array = stored.array
+    size, counts = _grid(array)
+    ax = stored.axis
+    first = stored.rows[0] // size[ax]
+    last = -(-stored.rows[1] // size[ax])
+    absent = []
+    for coords in np.ndindex(*counts):
+        i = coords[ax]
+        if first <= i < last and array.metadata.encode_chunk_key(coords) not in present:
+            absent.append(i)
+    runs: list[tuple[int, int]] = []
+    for i in sorted(set(absent)):
+        a = max(i * size[ax], stored.rows[0]) - stored.rows[0]
+        b = min((i + 1) * size[ax], stored.rows[1]) - stored.rows[0]
+        if runs and runs[-1][1] == a:
+            runs[-1] = (runs[-1][0], b)
+        else:
+            runs.append((a, b))
+    return runs
+
+
+def check_complete(stored: StoredArray, present: set[str], description: str) -> None:
+    """Raise :class:`~kcpstream.signal.InputError` when a chunk the signal reads
+    is absent from the store."""
+    if stored.axis is None:
+        keys = missing_keys(stored, present)
+        if not keys:
+            return
+        what = "chunk " + ", ".join(keys[:3]) + (" ..." if len(keys) > 3 else "")
+    else:
+        runs = missing_rows(stored, present)
+        if not runs:
+            return
+        shown = ", ".join(f"[{a}, {b})" for a, b in runs[:3]) + (" ..." if len(runs) > 3 else "")
+        what = f"chunk for samples {shown}"
+    from .signal import InputError
+
+    fill = stored.array.metadata.fill_value
+    raise InputError(
+        f"{description}: the store has no {what} ({stored.where}); zarr "
+        f"reads an absent chunk as the fill value ({fill}). Restore the chunk, or pass "
+        "missing='fill' if the store leaves out chunks that are all fill values"
+    )
+
+
+def zarr_identity(stored: StoredArray, versions: dict[str, tuple] | None) -> str | None:
+    """An identity of the array's metadata and of the version of every object
+    the store holds for it, or None when the store keeps no versions."""
+    if versions is None:
+        return None
+    meta = stored.array.metadata.to_dict()
+    h = hashlib.sha256()
+    h.update(json.dumps([stored.where, stored.axis, stored.rows], default=str).encode())
+    h.update(json.dumps(meta, sort_keys=True, default=str).encode())
+    for key in sorted(versions):
+        h.update(json.dumps([key, versions[key]], default=str).encode())
+    return h.hexdigest()
+
+
+def content_identity(array: np.ndarray) -> str:
+    """A hash of an in-memory array's shape, dtype and bytes."""
+    array = np.ascontiguousarray(array)
+    h = hashlib.blake2b(digest_size=32)
+    h.update(json.dumps([array.shape, array.dtype.str]).encode())
+    h.update(memoryview(array).cast("B"))
+    return h.hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class Origin:
+    """What a signal's samples are read from, for its identity.
+
+    Attributes
+    ----------
+    stores : tuple of (StoredArray, versions)
+        Zarr arrays read, each with the versions of its stored objects
+        (None: the store keeps no versions).
+    arrays : tuple of numpy.ndarray
+        In-memory arrays read.
+    token : str
+        Everything else the samples depend on (a path, a selection, the name
+        dask gives to the operations on top).
+    """
+
+    stores: tuple[tuple[StoredArray, dict[str, tuple] | None], ...] = ()
+    arrays: tuple[np.ndarray, ...] = ()
+    token: str = ""
+
+    def identity(self) -> str | None:
+        """A hash that changes whenever the samples may have, or None when that
+        cannot be told (no known source, or a store without versions)."""
+        if not self.stores and not self.arrays:
+            return None
+        parts = [self.token]
+        for stored, versions in self.stores:
+            ident = zarr_identity(stored, versions)
+            if ident is None:
+                return None
+            parts.append(ident)
+        parts += [content_identity(a) for a in self.arrays]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+    def derived(self, token: str) -> Origin:
+        """The origin of a signal computed from this one (``token`` says how)."""
+        return Origin(self.stores, self.arrays, f"{self.token}|{token}")
+
+
+def open_origin(
+    stores: list[StoredArray],
+    arrays: list[np.ndarray],
+    token: str,
+    description: str,
+    missing: str,
+    listed: dict | None = None,
+) -> Origin:
+    """List every store once (``listed``: listings already made, by array):
+    check that it holds every chunk read (unless ``missing == "fill"``) and
+    keep the versions for the identity."""
+    listed = {} if listed is None else listed
+    out = []
+    for stored in stores:
+        if id(stored.array) not in listed:
+            listed[id(stored.array)] = (stored.array, chunk_versions(stored.array))
+        present, versions = listed[id(stored.array)][1]
+        if missing != "fill":
+            check_complete(stored, present, description)
+        out.append((stored, versions))
+    return Origin(tuple(out), tuple(arrays), token)

@@ -1,0 +1,323 @@
+"""Faults in the input and in checkpoints: a clear error or the right answer,
+never another answer.
+
+Every case is a real zarr store on disk, damaged the way an archive gets
+damaged (a chunk file deleted, truncated, rewritten in place, the array
+grown), and is compared with a run from scratch on the data as it now is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kcpstream
+from kcpstream import checkpoint
+from kcpstream.cli import main
+from kcpstream.signal import InputError, as_signal
+
+N, CHUNK = 60_000, 5_000
+
+
+def _signal(seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 1, N)
+    x[20_000:35_000] *= 3
+    return x.astype(np.float32)
+
+
+def _store(path, x: np.ndarray, chunk: int = CHUNK) -> str:
+    z = zarr.create_array(store=str(path), shape=x.shape, chunks=(chunk,), dtype=x.dtype)
+    z[:] = x
+    return str(path)
+
+
+def _same(a, b) -> None:
+    np.testing.assert_array_equal(a.changepoints, b.changepoints)
+    np.testing.assert_array_equal(a.gains, b.gains)
+    np.testing.assert_array_equal(a.path_costs, b.path_costs)
+    np.testing.assert_array_equal(a.pvalues, b.pvalues)
+
+
+# -- the input ---------------------------------------------------------------
+
+
+def test_a_deleted_chunk_is_an_error_naming_its_samples(tmp_path):
+    store = _store(tmp_path / "s.zarr", _signal())
+    os.remove(os.path.join(store, "c", "4"))
+    with pytest.raises(InputError, match=r"no chunk for samples \[20000, 25000\)"):
+        kcpstream.segment(store)
+    with pytest.raises(InputError, match="missing='fill'"):
+        kcpstream.segment(zarr.open_array(store))
+
+
+def test_missing_fill_reads_the_fill_value_as_asked(tmp_path):
+    x = _signal()
+    store = _store(tmp_path / "s.zarr", x)
+    os.remove(os.path.join(store, "c", "4"))
+    zeros = x.copy()
+    zeros[20_000:25_000] = 0
+    got = kcpstream.segment(store, missing="fill", n_bkps=3)
+    _same(got, kcpstream.segment(zeros, n_bkps=3))
+
+
+def test_a_chunk_of_fill_values_zarr_left_out_needs_missing_fill(tmp_path):
+    # zarr does not write a chunk equal to the fill value: the listing cannot
+    # tell it from a lost one, so the error says how to read it as written
+    x = _signal()
+    x[10_000:15_000] = 0
+    store = _store(tmp_path / "s.zarr", x)
+    assert not os.path.exists(os.path.join(store, "c", "2"))
+    with pytest.raises(InputError, match=r"samples \[10000, 15000\).*missing='fill'"):
+        kcpstream.segment(store)
+    _same(kcpstream.segment(store, missing="fill", n_bkps=2), kcpstream.segment(x, n_bkps=2))
+
+
+def test_a_deleted_chunk_of_a_store_opened_with_xarray(tmp_path):
+    xr = pytest.importorskip("xarray")
+    ds = xr.Dataset({"v": ("time", _signal())})
+    ds.encoding = {}
+    ds.to_zarr(tmp_path / "x.zarr", encoding={"v": {"chunks": (CHUNK,), "fill_value": 0.0}})
+    os.remove(tmp_path / "x.zarr" / "v" / "c" / "3")
+    for opened in (
+        xr.open_zarr(tmp_path / "x.zarr", consolidated=False, mask_and_scale=False),
+        xr.open_zarr(tmp_path / "x.zarr", consolidated=False, mask_and_scale=False, chunks=None),
+    ):
+        with pytest.raises(InputError, match="no chunk"):
+            kcpstream.segment(opened["v"])
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_a_chunk_that_fails_to_decode_is_an_error_naming_it(tmp_path, damage):
+    store = _store(tmp_path / "s.zarr", _signal())
+    path = os.path.join(store, "c", "7")
+    with open(path, "r+b") as fh:
+        if damage == "truncate":
+            fh.truncate(os.path.getsize(path) // 3)
+        else:
+            fh.write(b"\xff" * 64)
+    with pytest.raises(InputError, match=r"cannot read samples \[35000, 40000\) .* chunk c/7 "):
+        kcpstream.segment(store)
+
+
+def test_the_cli_reports_a_deleted_or_damaged_chunk_in_one_line(tmp_path):
+    store = _store(tmp_path / "s.zarr", _signal())
+    os.remove(os.path.join(store, "c", "4"))
+    res = CliRunner().invoke(main, ["segment", store])
+    assert res.exit_code == 1
+    assert "no chunk for samples [20000, 25000)" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert CliRunner().invoke(main, ["segment", store, "--missing", "fill"]).exit_code == 0
+    with open(os.path.join(store, "c", "5"), "r+b") as fh:
+        fh.truncate(10)
+    res = CliRunner().invoke(main, ["segment", store, "--missing", "fill"])
+    assert res.exit_code == 1 and "cannot read samples" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_missing_takes_error_or_fill():
+    with pytest.raises(InputError, match="missing='zero' is not one of error, fill"):
+        kcpstream.segment(np.zeros(100), missing="zero")
+
+
+# -- identity: checkpoints never served for other data -------------------------
+
+
+def test_a_chunk_rewritten_in_place_is_not_served_from_the_checkpoint(tmp_path):
+    x = _signal()
+    store = _store(tmp_path / "s.zarr", x)
+    ck = tmp_path / "ck"
+    first = kcpstream.segment(store, checkpoint=ck)
+    assert first.diagnostics.checkpoint == "written"
+    z = zarr.open_array(store, mode="r+")
+    z[40_000:50_000] = z[40_000:50_000] * 4  # same shape and dtype: another signal
+    again = kcpstream.segment(store, checkpoint=ck)
+    assert again.diagnostics.checkpoint == "written"
+    _same(again, kcpstream.segment(store))
+    for edge in (40_000, 50_000):  # the rewritten stretch is found
+        assert np.abs(again.changepoints - edge).min() <= 50
+
+
+def test_an_append_is_not_served_from_the_checkpoint(tmp_path):
+    x = _signal()
+    store = _store(tmp_path / "s.zarr", x)
+    ck = tmp_path / "ck"
+    kcpstream.segment(store, checkpoint=ck, n_bkps=2)
+    z = zarr.open_array(store, mode="r+")
+    z.append(np.random.default_rng(1).normal(5, 1, 10_000).astype(np.float32))
+    again = kcpstream.segment(store, checkpoint=ck, n_bkps=3)
+    assert again.diagnostics.checkpoint == "written"
+    _same(again, kcpstream.segment(store, n_bkps=3))
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    chunk=st.integers(0, N // CHUNK - 1),
+    start=st.integers(0, CHUNK - 1),
+    length=st.integers(1, CHUNK),
+    scale=st.sampled_from([0.5, 2.0, -1.0]),
+)
+def test_every_rewrite_of_a_chunk_changes_the_identity(tmp_path_factory, chunk, start, length,
+                                                       scale):  # fmt: skip
+    store = _store(tmp_path_factory.mktemp("r") / "s.zarr", _signal())
+    before = as_signal(store).identity
+    assert as_signal(store).identity == before  # the same data: the same identity
+    z = zarr.open_array(store, mode="r+")
+    a = chunk * CHUNK + start
+    b = min(a + length, (chunk + 1) * CHUNK)
+    z[a:b] = z[a:b] * scale
+    assert as_signal(store).identity != before
+
+
+def test_two_arrays_that_agree_on_the_fit_sample_do_not_share_a_checkpoint(tmp_path):
+    x = _signal()
+    y = x.copy()
+    y[30_500:31_000] += 50  # between the fit sample's windows
+    ck = tmp_path / "ck"
+    assert kcpstream.segment(x, checkpoint=ck).diagnostics.checkpoint == "written"
+    other = kcpstream.segment(y, checkpoint=ck)
+    assert other.diagnostics.checkpoint == "written"
+    _same(other, kcpstream.segment(y))
+    assert kcpstream.segment(x, checkpoint=ck).diagnostics.checkpoint == "loaded"
+
+
+def test_variables_of_two_stores_do_not_share_a_checkpoint(tmp_path):
+    xr = pytest.importorskip("xarray")
+    x = _signal()
+    y = x.copy()
+    y[30_500:31_000] += 50
+    for name, v in (("raw", x), ("clean", y)):
+        xr.Dataset({"v": ("time", v)}).to_zarr(tmp_path / f"{name}.zarr")
+    ck = tmp_path / "ck"
+    first = kcpstream.segment(xr.open_zarr(tmp_path / "raw.zarr")["v"], checkpoint=ck)
+    second = kcpstream.segment(xr.open_zarr(tmp_path / "clean.zarr")["v"], checkpoint=ck)
+    assert first.diagnostics.checkpoint == second.diagnostics.checkpoint == "written"
+    _same(second, kcpstream.segment(y))
+
+
+def test_a_checkpoint_needs_an_input_it_can_identify(tmp_path):
+    da = pytest.importorskip("dask.array")
+    x = da.random.default_rng(0).normal(size=20_000, chunks=5_000)
+    with pytest.raises(InputError, match="checkpoint= cannot tell whether"):
+        kcpstream.segment(x, checkpoint=tmp_path / "ck")
+    # arithmetic on an array it can identify is identified through the graph
+    y = da.from_array(_signal(), chunks=CHUNK) * 2
+    assert kcpstream.segment(y, checkpoint=tmp_path / "ck").diagnostics.checkpoint == "written"
+
+
+# -- damaged checkpoints --------------------------------------------------------
+
+
+def _checkpoint_files(ck) -> list[str]:
+    out = []
+    for dirpath, _, files in os.walk(ck):
+        out += [os.path.join(dirpath, f) for f in files]
+    return sorted(out)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data(), how=st.sampled_from(["delete", "truncate", "flip", "empty"]))
+def test_a_damaged_checkpoint_is_recomputed_never_used(tmp_path_factory, data, how):
+    root = tmp_path_factory.mktemp("ck")
+    store = _store(root / "s.zarr", _signal())
+    ck = root / "ck"
+    kwargs = {"block_size": 64}  # the block grid: statistics and exact segments stored
+    fresh = kcpstream.segment(store, checkpoint=ck, **kwargs)
+    files = _checkpoint_files(ck)
+    victim = data.draw(st.sampled_from(files))
+    if how == "delete":
+        os.remove(victim)
+    else:
+        raw = open(victim, "rb").read()
+        if how == "truncate":
+            raw = raw[: len(raw) // 2]
+        elif how == "flip":
+            at = data.draw(st.integers(0, max(0, len(raw) - 1)))
+            raw = raw[:at] + bytes([raw[at] ^ 0x55]) + raw[at + 1 :] if raw else b"x"
+        else:
+            raw = b""
+        open(victim, "wb").write(raw)
+    again = kcpstream.segment(store, checkpoint=ck, **kwargs)
+    _same(again, fresh)
+    # a byte flip that zarr's JSON reader does not notice may leave a loadable group
+    assert again.diagnostics.checkpoint in ("recomputed", "loaded")
+    # written again: the next run loads it
+    assert kcpstream.segment(store, checkpoint=ck, **kwargs).diagnostics.checkpoint == "loaded"
+
+
+def test_a_deleted_statistics_chunk_is_reported_as_recomputed(tmp_path):
+    store = _store(tmp_path / "s.zarr", _signal())
+    ck = tmp_path / "ck"
+    fresh = kcpstream.segment(store, checkpoint=ck, block_size=64, pen="auto")
+    (key,) = [d for d in os.listdir(ck) if not d.startswith(".")]
+    os.remove(ck / key / "prefix" / "c" / "0" / "0")
+    again = kcpstream.segment(store, checkpoint=ck, block_size=64, pen="auto")
+    assert again.diagnostics.checkpoint == "recomputed"
+    _same(again, fresh)
+
+
+def test_a_killed_save_leaves_a_folder_the_next_save_removes(tmp_path):
+    store = _store(tmp_path / "s.zarr", _signal())
+    ck = tmp_path / "ck"
+    kcpstream.segment(store, checkpoint=ck)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = int(done.stdout)  # a process that has exited
+    import socket
+
+    left = ck / f".{'a' * 32}.tmp-{socket.gethostname()}-{dead}-{'0' * 32}"
+    (left / "prefix").mkdir(parents=True)
+    live = ck / f".{'b' * 32}.tmp-{socket.gethostname()}-{os.getpid()}-{'0' * 32}"
+    live.mkdir()
+    kcpstream.segment(store, checkpoint=ck, n_bkps=2, block_size=64)
+    assert not left.exists()
+    assert live.exists()  # a save still running (this process) is left alone
+
+
+def test_concurrent_saves_and_loads_never_give_a_partial_checkpoint(tmp_path):
+    x = _signal()
+    ck = tmp_path / "ck"
+    res = kcpstream.segment(x, checkpoint=ck, block_size=64, n_bkps=3)
+    (key,) = [d for d in os.listdir(ck) if not d.startswith(".")]
+    stats, known = checkpoint.load(ck, key, res.min_size, N, 64)
+    errors: list[BaseException] = []
+    outcomes: list = []
+
+    def writer():
+        try:
+            for _ in range(15):
+                checkpoint.save(ck, key, stats, known, {"min_size": res.min_size})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def reader():
+        try:
+            for _ in range(40):
+                outcomes.append(checkpoint.load(ck, key, res.min_size, N, 64))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for got in outcomes:
+        # loaded whole, or missed (None, "damaged"): never a partial group
+        if isinstance(got, tuple):
+            np.testing.assert_array_equal(got[0].prefix, stats.prefix)
+            assert set(got[1]) == set(known)
