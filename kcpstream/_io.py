@@ -8,9 +8,26 @@ import tempfile
 __all__ = ["write_atomic"]
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the system allows."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` under a temporary name in the same folder, then
-    rename it into place: the file is complete or absent, never half-written."""
+    """Write ``text`` to ``path`` under a temporary name in the same folder,
+    flush it to disk, then rename it into place: the file is complete or
+    absent, never half-written, also after a power loss.  The file gets the
+    permissions of any new file (``0o666`` less the umask), not a temporary
+    file's ``0o600``."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
@@ -18,7 +35,20 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+        try:
+            dfd = os.open(folder, os.O_RDONLY)
+        except OSError:  # pragma: no cover - platforms without directory handles
+            return
+        try:
+            os.fsync(dfd)
+        except OSError:  # pragma: no cover
+            pass
+        finally:
+            os.close(dfd)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

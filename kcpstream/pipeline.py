@@ -3,24 +3,35 @@
 A job (see ``pipelines/README.md`` for the format and ``pipelines/*.toml``
 for examples) names the input store, the series (``batch_dims``), the
 feature map, the selection rule, the output directory and the cluster.
-:func:`run_job` is idempotent and resumable:
+:func:`run_job` is idempotent and resumable, and never loses a result:
 
 * each series' result is written to its own JSON file atomically
-  (temporary name, then rename), so a file is either complete or absent;
-* a series whose result exists, computed with the same parameters, is
-  skipped (its file is not touched);
-* a run that dies halfway leaves the finished series in place, and the next
-  run does the rest; output written with *other* parameters is refused
-  rather than mixed with new results;
-* ``manifest.json`` records the input (store, variables, shape), the
-  parameters, the kcpstream version and the state of every series.
+  (temporary name, flushed to disk, then renamed), so a file is either
+  complete or absent; its name is the series' labels made safe for any file
+  system, with a short hash when they had to be changed, and two series
+  that would share a name are refused before anything runs;
+* a series whose result exists, computed with the same parameters from the
+  same input, and whose file still has the checksum the manifest recorded,
+  is skipped (its file is not touched);
+* when the input changed since the last run (a chunk rewritten, data
+  appended: the identity of :mod:`kcpstream.provenance`), every series is
+  segmented again and its file replaced; output written with *other*
+  parameters is refused rather than mixed with new results;
+* a series that fails, whatever the error, fails alone: the others are
+  written, the failure is reported and the next run tries it again;
+* one run at a time writes an output folder (an advisory lock);
+* ``manifest.json`` records the input, its identity, the parameters, the
+  kcpstream version and the state of every series.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
+import re
 import time
 import tomllib
 from typing import Any
@@ -100,10 +111,96 @@ def _params_hash(job: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+#: Longest readable part of a result file's name (a hash is added when cut).
+MAX_NAME = 96
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+
+
 def _series_name(labels: dict[str, Any]) -> str:
+    """A file name for a series: its labels as ``dim=value`` joined by ``__``,
+    with a short hash of the labels appended when a character had to be
+    replaced or the name cut, so different labels never share a file."""
     if not labels:
         return "series"
-    return "__".join(f"{k}={v}" for k, v in labels.items()).replace(os.sep, "_")
+    plain = "__".join(f"{k}={v}" for k, v in labels.items())
+    safe = _UNSAFE.sub("_", plain)
+    if safe.startswith("."):
+        safe = "_" + safe[1:]
+    if safe == plain and len(plain) <= MAX_NAME:
+        return plain
+    digest = hashlib.sha256(plain.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{safe[:MAX_NAME]}~{digest}"
+
+
+def _label_text(value: Any) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return str(value)
+
+
+def _names(series: list[tuple[dict[str, Any], Any]]) -> list[str]:
+    """One file name per series; two series with one name are an error."""
+    names, seen = [], {}
+    for position, (labels, _) in enumerate(series):
+        name = _series_name({k: _label_text(v) for k, v in labels.items()})
+        if name in seen:
+            raise JobError(
+                f"[input] series {seen[name]} and {position} have the same labels "
+                f"({name}); give every series a unique label along the batch dimensions"
+            )
+        seen[name] = position
+        names.append(name)
+    return names
+
+
+def _input_identity(job: dict[str, Any], ds) -> str | None:
+    """An identity of the data variables the job reads (their metadata and every
+    chunk's version), or None when the store keeps no versions."""
+    from .provenance import chunk_versions, stored_array, zarr_identity
+
+    h = hashlib.sha256()
+    for name in sorted(map(str, ds.data_vars)):
+        stored = stored_array(ds[name])
+        if stored is None:
+            from .provenance import graph_sources
+
+            found = graph_sources(ds[name].data) if hasattr(ds[name].data, "dask") else ([], [])
+            if len(found[0]) != 1:
+                return None
+            stored = found[0][0]
+        ident = zarr_identity(stored, chunk_versions(stored.array)[1])
+        if ident is None:
+            return None
+        h.update(f"{name}:{ident}\n".encode())
+    return h.hexdigest()
+
+
+def _file_sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def _lock(folder: str):
+    """Hold the output folder's advisory lock for the run, or refuse."""
+    import fcntl
+
+    fh = open(os.path.join(folder, ".lock"), "a+")  # noqa: SIM115 - held for the run
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise JobError(
+                f"another run of a job is writing {folder}; wait for it to finish "
+                "(one run at a time writes an output folder)"
+            ) from None
+        yield
+    finally:
+        fh.close()
 
 
 def _open_input(job: dict[str, Any]):
@@ -135,46 +232,70 @@ def run_job(path: str | os.PathLike, scheduler: str | None = None) -> dict[str, 
 
     job = load_job(path)
     inp, out = job["input"], job["output"]
+    group = out.get("group_size", DEFAULT_GROUP)
+    if isinstance(group, bool) or not isinstance(group, int) or group < 1:
+        raise JobError(f"[output] group_size must be an integer >= 1, got {group!r}")
     ds = _open_input(job)
     batch_dims = list(inp.get("batch_dims", []))
     series = split_batches(ds, batch_dims) if batch_dims else [({}, ds)]
+    names = _names(series)
     params = _params_hash(job)
     folder = out["store"]
-    os.makedirs(os.path.join(folder, "series"), exist_ok=True)
-    manifest_path = os.path.join(folder, "manifest.json")
+    try:
+        os.makedirs(os.path.join(folder, "series"), exist_ok=True)
+    except OSError as exc:
+        raise JobError(f"[output] cannot create {folder}: {exc.strerror}") from None
+    with _lock(folder):
+        return _run_locked(job, path, ds, series, names, params, scheduler, batch_dims)
+
+
+def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> dict[str, Any]:
     from . import __version__
 
-    identity = {"store": inp["store"], "variables": list(ds.data_vars), "sizes": dict(ds.sizes)}
+    inp, out = job["input"], job["output"]
+    folder = out["store"]
+    manifest_path = os.path.join(folder, "manifest.json")
+    where = {"store": inp["store"], "variables": sorted(map(str, ds.data_vars))}
+    identity = _input_identity(job, ds)
+    previous: dict[str, Any] = {}
     if os.path.exists(manifest_path):
-        with open(manifest_path) as fh:
-            previous = json.load(fh)
-        if previous.get("params_hash") != params or previous.get("input") != identity:
+        try:
+            with open(manifest_path) as fh:
+                previous = json.load(fh)
+        except (OSError, ValueError):
+            previous = {}  # a damaged manifest: nothing is trusted, everything redone
+        held = [v for v in previous.get("series", {}).values() if _status(v) == "done"]
+        if held and (previous.get("params_hash") != params or previous.get("input") != where):
             raise JobError(
                 f"{folder} holds results of another job or input (parameters or input changed); "
                 "use another [output] store, or delete that folder to start over"
             )
+    # results of the same input only: when it changed (or cannot be told), all are redone
+    same_input = identity is not None and previous.get("input_identity") == identity
+    before = previous.get("series", {}) if same_input else {}
     manifest = {
         "kcpstream": __version__,
         "job": os.path.abspath(os.fspath(path)),
-        "input": identity,
+        "input": where,
+        "input_identity": identity,
         "params": {k: job.get(k, {}) for k in ("input", "features", "selection")},
         "params_hash": params,
         "series": {},
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     todo, skipped = [], []
-    for position, (labels, sub) in enumerate(series):
-        name = _series_name(labels)
+    for position, ((labels, sub), name) in enumerate(zip(series, names, strict=True)):
         target = os.path.join(folder, "series", f"{name}.json")
-        if os.path.exists(target):
+        entry = before.get(name)
+        if _status(entry) == "done" and entry.get("sha256") == _file_sha256(target):
             skipped.append(name)
-            manifest["series"][name] = "done"
+            manifest["series"][name] = entry
         else:
-            todo.append((name, position, sub, target))
-    write_atomic(manifest_path, json.dumps(manifest, indent=2, default=str))
+            todo.append((name, position, sub, target, labels))
+    _write_manifest(manifest_path, manifest)
 
     kwargs = _segment_kwargs(job)
-    group = int(out.get("group_size", DEFAULT_GROUP))
+    group = out.get("group_size", DEFAULT_GROUP)
     failed: dict[str, str] = {}
     done = 0
     cluster = job.get("cluster", {})
@@ -182,12 +303,18 @@ def run_job(path: str | os.PathLike, scheduler: str | None = None) -> dict[str, 
     with _cluster(spec, cluster.get("slurm")):
         for start in range(0, len(todo), group):
             chunk = todo[start : start + group]
-            failed.update(_run_group(chunk, ds, inp, kwargs, batch_dims))
-            for name, *_ in chunk:
-                manifest["series"][name] = "failed" if name in failed else "done"
-                done += name not in failed
+            failures, digests = _run_group(chunk, ds, inp, kwargs, batch_dims)
+            failed.update(failures)
+            for name, _, _, _, labels in chunk:
+                entry = {"labels": {k: _label_text(v) for k, v in labels.items()}}
+                if name in failures:
+                    entry.update(status="failed", error=failures[name])
+                else:
+                    entry.update(status="done", sha256=digests[name])
+                    done += 1
+                manifest["series"][name] = entry
             manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            write_atomic(manifest_path, json.dumps(manifest, indent=2, default=str))
+            _write_manifest(manifest_path, manifest)
     return {
         "output": folder,
         "done": done,
@@ -197,15 +324,24 @@ def run_job(path: str | os.PathLike, scheduler: str | None = None) -> dict[str, 
     }
 
 
-def _run_group(chunk, ds, inp, kwargs, batch_dims) -> dict[str, str]:
-    """Segment a group of series; write each result. Returns the failures by series.
+def _status(entry: Any) -> str | None:
+    return entry.get("status") if isinstance(entry, dict) else None
+
+
+def _write_manifest(path: str, manifest: dict[str, Any]) -> None:
+    write_atomic(path, json.dumps(manifest, indent=2, default=str))
+
+
+def _run_group(chunk, ds, inp, kwargs, batch_dims) -> tuple[dict[str, str], dict[str, str]]:
+    """Segment a group of series; write each result. Returns the failures by
+    series (one line each) and the SHA-256 of every result file written.
 
     With one batch dimension the group is segmented in one batched call (one
     data-pass graph); if that fails, or with several batch dimensions, the
-    series are segmented one by one so that a bad series fails alone.
+    series are segmented one by one so that a bad series fails alone,
+    whatever its error.
     """
     from . import segment
-    from .signal import InputError
 
     dim = inp.get("dim")
     results = None
@@ -216,21 +352,38 @@ def _run_group(chunk, ds, inp, kwargs, batch_dims) -> dict[str, str]:
                 ds.isel({b: [item[1] for item in chunk]}), dim=dim, batch_dims=[b], **kwargs
             )
             results = list(batch.results)
-        except (InputError, ValueError):
+        except Exception:  # one series' error fails the batch: retried one by one below
             results = None
     failures: dict[str, str] = {}
     if results is None:
         results = []
-        for name, _, sub, _ in chunk:
+        for name, _, sub, _, _ in chunk:
             try:
                 results.append(segment(sub, dim=dim, **kwargs))
-            except (InputError, ValueError) as exc:
-                failures[name] = str(exc).strip().splitlines()[0]
+            except Exception as exc:  # any error fails this series alone
+                failures[name] = _one_line(exc)
                 results.append(None)
-    for (_, _, _, target), res in zip(chunk, results, strict=True):
-        if res is not None:
-            write_atomic(target, res.to_json())
-    return failures
+    digests: dict[str, str] = {}
+    for (name, _, _, target, _), res in zip(chunk, results, strict=True):
+        if res is None:
+            continue
+        text = res.to_json()
+        try:
+            write_atomic(target, text)
+        except OSError as exc:
+            failures[name] = f"cannot write {target}: {exc.strerror}"
+            continue
+        digests[name] = hashlib.sha256(text.encode()).hexdigest()
+    return failures, digests
+
+
+def _one_line(exc: Exception) -> str:
+    from .signal import InputError
+
+    text = (str(exc).strip().splitlines() or [""])[0]
+    if isinstance(exc, InputError | JobError):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _cluster(spec: str, slurm: dict[str, Any] | None):

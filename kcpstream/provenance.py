@@ -36,6 +36,7 @@ __all__ = [
     "missing_keys",
     "missing_rows",
     "Origin",
+    "find_damaged",
     "open_origin",
     "check_complete",
     "zarr_identity",
@@ -362,3 +363,37 @@ def open_origin(
             check_complete(stored, present, description)
         out.append((stored, versions))
     return Origin(tuple(out), tuple(arrays), token)
+
+
+#: At most this many chunks are read again to find the one that fails.
+MAX_PROBES = 64
+
+
+def find_damaged(stores: tuple[StoredArray, ...], start: int, end: int) -> str | None:
+    """The first stored chunk under samples ``[start, end)`` that fails to read,
+    as ``"chunk KEY of WHERE"``, or None (read again one at a time, at most
+    :data:`MAX_PROBES`; an array whose time axis is not known is taken along
+    its first axis)."""
+    probes = 0
+    for stored in stores:
+        array = stored.array
+        size, counts = _grid(array)
+        ax = 0 if stored.axis is None else stored.axis
+        lo, hi = start + stored.rows[0], end + stored.rows[0]
+        for coords in np.ndindex(*counts):
+            i = coords[ax]
+            if not (i * size[ax] < hi and (i + 1) * size[ax] > lo):
+                continue
+            if probes >= MAX_PROBES:
+                return None
+            probes += 1
+            region = tuple(
+                slice(c * s, min((c + 1) * s, n))
+                for c, s, n in zip(coords, size, array.shape, strict=True)
+            )
+            try:
+                array[region]
+            except Exception:  # the chunk at fault
+                key = array.metadata.encode_chunk_key(coords)
+                return f"chunk {key} of {stored.where}"
+    return None

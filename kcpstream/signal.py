@@ -97,7 +97,8 @@ class Signal:
     @cached_property
     def reader(self) -> ChunkReader:
         """Reads runs of chunks inside tasks (see :class:`ChunkReader`)."""
-        return ChunkReader(self.data, self.store_array)
+        stores = () if self.origin is None else tuple(st for st, _ in self.origin.stores)
+        return ChunkReader(self.data, self.store_array, ReadContext(self.description, stores))
 
     def fit_windows(self, max_points: int = 2048, max_windows: int = 8) -> list[tuple[int, int]]:
         """The ``[start, end)`` windows of the fit sample (see :meth:`sample`)."""
@@ -136,6 +137,26 @@ class Signal:
         return int(first) if any_bad else None
 
 
+@dataclass(frozen=True)
+class ReadContext:
+    """What a failed read is reported with: the signal and the zarr arrays under it."""
+
+    description: str
+    stores: tuple = ()
+
+    def error(self, start: int, end: int, exc: Exception) -> InputError:
+        """The :class:`InputError` for samples ``[start, end)`` failing to read,
+        naming the damaged chunk when one of the stores has it."""
+        from .provenance import find_damaged
+
+        chunk = find_damaged(self.stores, start, end)
+        where = f"{chunk} fails to decode" if chunk else "a chunk under them fails to read"
+        return InputError(
+            f"cannot read samples [{start}, {end}) of {self.description}: {where} "
+            f"({type(exc).__name__}: {exc}); the chunk is damaged: restore or rewrite it"
+        )
+
+
 class SourceSlice:
     """Chunks ``[start, end)`` of a signal, read only when a task asks for them.
 
@@ -153,13 +174,25 @@ class SourceSlice:
         starts: np.ndarray,
         parts: list | None = None,
         array: Any = None,
+        context: ReadContext | None = None,
     ) -> None:
         self.graph, self.keys, self.parts, self.array = graph, keys, parts, array
+        self.context = context
         self.starts = starts  # chunk boundaries: the chunks and their end
         self.start, self.end = int(starts[0]), int(starts[-1])
 
     def read(self) -> np.ndarray:
         """The samples, shape ``(end - start, d)`` (one chunk: no copy)."""
+        try:
+            return self._read()
+        except InputError:
+            raise
+        except Exception as exc:  # a codec's or a store's error: name the samples
+            if self.context is None:
+                raise
+            raise self.context.error(self.start, self.end, exc) from exc
+
+    def _read(self) -> np.ndarray:
         if self.array is not None:
             return _rows(self.array[self.start : self.end])
         parts = self.read_chunks(range(len(self.keys)))
@@ -169,6 +202,17 @@ class SourceSlice:
         """Chunks ``indices`` (positions in this slice), each as its own array
         (consecutive chunks of a zarr array: views of one read)."""
         indices = list(indices)
+        try:
+            return self._read_chunks(indices)
+        except InputError:
+            raise
+        except Exception as exc:  # a codec's or a store's error: name the samples
+            if self.context is None or not indices:
+                raise
+            a, b = self.starts[min(indices)], self.starts[max(indices) + 1]
+            raise self.context.error(int(a), int(b), exc) from exc
+
+    def _read_chunks(self, indices: list[int]) -> list[np.ndarray]:
         if self.array is not None:
             out = []
             for group in np.split(indices, np.flatnonzero(np.diff(indices) != 1) + 1):
@@ -237,8 +281,11 @@ class ChunkReader:
     of a copy with every task.
     """
 
-    def __init__(self, data: da.Array, store_array: Any = None) -> None:
+    def __init__(
+        self, data: da.Array, store_array: Any = None, context: ReadContext | None = None
+    ) -> None:
         self.starts = _chunk_starts(data)
+        self.context = context
         if not _is_zarr_array(store_array) and not in_process_scheduler():
             store_array = None  # a numpy array or an array-like: sent once, in the graph
         self._array = store_array
@@ -261,10 +308,11 @@ class ChunkReader:
         keys = self._keys[first : last + 1]
         starts = self.starts[first : last + 2]
         if self._array is not None:
-            return SourceSlice(None, None, starts, array=self._array)
+            return SourceSlice(None, None, starts, array=self._array, context=self.context)
         if not self.self_contained:
             return SourceSlice(None, keys, starts)
-        return SourceSlice(_subgraph(self._graph, keys, self._deps), keys, starts)
+        graph = _subgraph(self._graph, keys, self._deps)
+        return SourceSlice(graph, keys, starts, context=self.context)
 
     def add_task(self, batch, func, first: int, last: int, *args, home: str | None = None) -> None:
         """Add ``func(slice of chunks first .. last, *args)`` to a

@@ -84,29 +84,37 @@ def test_a_failing_series_then_a_rerun_finishes_without_touching_finished_ones(t
     done = {f.name: f.stat().st_mtime_ns for f in series.glob("*.json")}
     assert sorted(done) == ["sensor=a.json", "sensor=b.json", "sensor=d.json"]
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert (
-        manifest["series"]["sensor=c"] == "failed"
-        and manifest["kcpstream"] == kcpstream.__version__
-    )
+    assert manifest["series"]["sensor=c"]["status"] == "failed"
+    assert "NaN" in manifest["series"]["sensor=c"]["error"]
+    assert manifest["kcpstream"] == kcpstream.__version__
     assert not [p for p in series.iterdir() if p.name.startswith(".tmp")]
 
-    # the broken value is repaired in place (same shape): the re-run does sensor c only
+    # the same input again: the failing series is tried again, the others are untouched
+    again = _kcpstream("run", job, "--json")
+    assert again.returncode == 1
+    report = json.loads(again.stdout)
+    assert report["done"] == 0 and report["skipped"] == 3 and list(report["failed"]) == ["sensor=c"]
+    for name, mtime in done.items():
+        assert (series / name).stat().st_mtime_ns == mtime
+
+    # the input repaired in place (same shape): every series is segmented again,
+    # none is kept from the old input
     _archive(tmp_path / "archive.zarr")
     second = _kcpstream("run", job, "--json")
     assert second.returncode == 0, second.stderr
     report = json.loads(second.stdout)
-    assert report["done"] == 1 and report["skipped"] == 3 and report["failed"] == {}
-    for name, mtime in done.items():
-        assert (series / name).stat().st_mtime_ns == mtime
+    assert report["done"] == 4 and report["skipped"] == 0 and report["failed"] == {}
     # the same results as an uninterrupted run
     clean = tmp_path / "clean"
     clean.mkdir()
     shutil.copytree(tmp_path / "archive.zarr", clean / "archive.zarr")
     assert _kcpstream("run", _job(clean)).returncode == 0
     assert _results(tmp_path / "out") == _results(clean / "out")
-    # idempotent: a third run does nothing
+    # idempotent: a third run does nothing and touches nothing
+    done = {f.name: f.stat().st_mtime_ns for f in series.glob("*.json")}
     third = json.loads(_kcpstream("run", job, "--json").stdout)
     assert third["done"] == 0 and third["skipped"] == 4
+    assert {f.name: f.stat().st_mtime_ns for f in series.glob("*.json")} == done
 
 
 def test_job_errors_are_one_line(tmp_path):
@@ -169,3 +177,141 @@ def test_slurm_without_dask_jobqueue_is_a_clear_error(tmp_path):
     job = _job(tmp_path, extra='[cluster]\nscheduler = "slurm"')
     res = _kcpstream("run", job)
     assert res.returncode == 1 and "pip install dask-jobqueue" in res.stderr
+
+
+# -- never a lost result -----------------------------------------------------------
+
+
+def _labelled_archive(path, labels, n=6_000, chunks=None):
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(n, len(labels)))
+    data[n // 2 :] *= 3
+    ds = xr.Dataset({"v": (("time", "sensor"), data)}, coords={"sensor": labels})
+    ds.chunk(chunks or {"time": 2_000}).to_zarr(path, mode="w")
+
+
+def _run(tmp_path, extra=""):
+    from kcpstream.pipeline import run_job
+
+    return run_job(_job(tmp_path, extra=extra))
+
+
+def test_labels_that_need_escaping_get_their_own_bounded_files(tmp_path):
+    long = "x" * 300
+    _labelled_archive(tmp_path / "archive.zarr", ["A/B", "A_B", ".hidden", long])
+    report = _run(tmp_path)
+    assert report["done"] == 4 and report["failed"] == {}
+    files = sorted(p.name for p in (tmp_path / "out" / "series").iterdir())
+    assert len(files) == 4 and "sensor=A_B.json" in files
+    assert all(len(f) < 120 and not f.startswith(".") for f in files)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    labels = sorted(e["labels"]["sensor"] for e in manifest["series"].values())
+    assert labels == sorted(["A/B", "A_B", ".hidden", long])
+    assert _run(tmp_path)["skipped"] == 4
+
+
+@pytest.mark.parametrize("labels", [["S1", "S1"], [np.nan, np.nan, 1.0]])
+def test_duplicate_labels_are_refused_before_anything_runs(tmp_path, labels):
+    from kcpstream.pipeline import JobError
+
+    _labelled_archive(tmp_path / "archive.zarr", labels)
+    with pytest.raises(JobError, match="have the same labels"):
+        _run(tmp_path)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"changepoints": [1, '])
+def test_a_damaged_result_file_is_computed_again(tmp_path, damage):
+    _labelled_archive(tmp_path / "archive.zarr", ["a", "b"])
+    assert _run(tmp_path)["done"] == 2
+    target = tmp_path / "out" / "series" / "sensor=a.json"
+    good = kcpstream.Segmentation.from_json(target.read_text())
+    target.write_bytes(damage)
+    report = _run(tmp_path)
+    assert report["done"] == 1 and report["skipped"] == 1
+    again = kcpstream.Segmentation.from_json(target.read_text())
+    np.testing.assert_array_equal(again.changepoints, good.changepoints)
+    np.testing.assert_array_equal(again.gains, good.gains)
+
+
+def test_an_append_segments_every_series_again(tmp_path):
+    _labelled_archive(tmp_path / "archive.zarr", ["a", "b"])
+    _run(tmp_path)
+    extra = xr.Dataset(
+        {"v": (("time", "sensor"), np.random.default_rng(1).normal(8, 1, (2_000, 2)))},
+        coords={"sensor": ["a", "b"]},
+    )
+    extra.to_zarr(tmp_path / "archive.zarr", append_dim="time")
+    report = _run(tmp_path)
+    assert report["done"] == 2 and report["skipped"] == 0
+    for sensor in "ab":
+        res = kcpstream.Segmentation.from_json(
+            (tmp_path / "out" / "series" / f"sensor={sensor}.json").read_text()
+        )
+        assert res.n_samples == 8_000
+        fresh = kcpstream.segment(
+            xr.open_zarr(tmp_path / "archive.zarr")["v"].sel(sensor=sensor),
+            features=kcpstream.RFF(n_features=32), n_bkps=3,
+        )  # fmt: skip
+        np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
+
+
+def test_one_corrupt_series_fails_alone(tmp_path):
+    _labelled_archive(
+        tmp_path / "archive.zarr", ["a", "b", "c"], chunks={"time": 2_000, "sensor": 1}
+    )
+    chunk = tmp_path / "archive.zarr" / "v" / "c" / "1" / "1"
+    with open(chunk, "r+b") as fh:
+        fh.truncate(20)
+    report = _run(tmp_path)
+    assert report["done"] == 2 and list(report["failed"]) == ["sensor=b"]
+    assert "chunk c/1/1" in report["failed"]["sensor=b"]
+
+
+@pytest.mark.parametrize("size", [0, -1, "2"])
+def test_group_size_must_be_a_positive_integer(tmp_path, size):
+    from kcpstream.pipeline import JobError
+
+    _labelled_archive(tmp_path / "archive.zarr", ["a"])
+    text = _job(tmp_path).read_text().replace("group_size = 2", f"group_size = {size!r}")
+    (tmp_path / "job.toml").write_text(text.replace("'", '"'))
+    from kcpstream.pipeline import run_job
+
+    with pytest.raises(JobError, match="group_size must be an integer >= 1"):
+        run_job(tmp_path / "job.toml")
+
+
+def test_a_second_copy_of_a_running_job_is_refused(tmp_path):
+    import fcntl
+
+    from kcpstream.pipeline import JobError
+
+    _labelled_archive(tmp_path / "archive.zarr", ["a"])
+    (tmp_path / "out").mkdir()
+    with open(tmp_path / "out" / ".lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(JobError, match="another run of a job is writing"):
+            _run(tmp_path)
+    assert _run(tmp_path)["done"] == 1
+
+
+def test_a_job_that_failed_every_series_does_not_lock_its_folder(tmp_path):
+    _labelled_archive(tmp_path / "archive.zarr", ["a", "b"])
+    bad = _job(tmp_path).read_text().replace("n_bkps = 3", "n_bkps = 3\nmin_size = 5000")
+    (tmp_path / "job.toml").write_text(bad)
+    from kcpstream.pipeline import run_job
+
+    report = run_job(tmp_path / "job.toml")
+    assert report["done"] == 0 and len(report["failed"]) == 2
+    assert _run(tmp_path)["done"] == 2  # the corrected job may use the folder
+
+
+def test_results_are_readable_by_the_group(tmp_path):
+    _labelled_archive(tmp_path / "archive.zarr", ["a"])
+    old = os.umask(0o022)
+    try:
+        _run(tmp_path)
+    finally:
+        os.umask(old)
+    for name in ("series/sensor=a.json", "manifest.json"):
+        assert (tmp_path / "out" / name).stat().st_mode & 0o777 == 0o644
