@@ -15,10 +15,10 @@ from . import (
 )
 from ._version import __version__
 from .api import segment
-from .features import RFF, FeatureMap, Linear, Nystrom
+from .errors import InputError
+from .features import RFF, FeatureMap, Linear, Nystrom, QuadratureFF
 from .result import BatchSegmentation, Diagnostics, Segmentation
 from .search import NotEnoughSplitsError
-from .signal import InputError
 
 __all__ = [
     "segment",
@@ -27,6 +27,7 @@ __all__ = [
     "Diagnostics",
     "FeatureMap",
     "RFF",
+    "QuadratureFF",
     "Nystrom",
     "Linear",
     "InputError",

@@ -69,6 +69,8 @@ MIN_SEGMENT_SHARE = 1e-4
 MAX_NOISE_ROUNDS = 8
 #: Default largest number of segments on the path (pen="auto"; bounds the n_bkps default).
 DEFAULT_D_MAX = 100
+#: Largest d_max accepted (a path of segmentations longer than this costs minutes).
+MAX_D_MAX = 1000
 #: Smallest automatic block size: below it the per-block work (statistics, and
 #: the boundary scans of every segment) costs more than the samples it saves
 #: reading again (n = 1e6: 0.28 s with blocks of 31, 0.16 s with 64 to 512;
@@ -336,6 +338,12 @@ def segment(
         raise InputError(f"method must be 'binseg' or 'dynp', got {method!r}")
     if d_max is not None:
         d_max = _check_positive_int("d_max", d_max, 1)
+        if d_max > MAX_D_MAX:
+            raise InputError(
+                f"d_max={d_max} is more than the {MAX_D_MAX} segments kcpstream searches a "
+                f"path of (longer paths cost minutes); ask for d_max <= {MAX_D_MAX}, or give "
+                "pen= to let the penalty choose"
+            )
     settings = _Settings(
         rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
         cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),

@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 
 import click
@@ -23,6 +24,34 @@ __all__ = ["main", "scheduler_context", "open_store"]
 
 #: Errors that are the user's input or parameters, reported in one line.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFoundError, TypeError)
+
+
+def _message(exc: BaseException) -> str:
+    """An exception as the one line the command line prints (a KeyError's
+    message without the quotes ``str()`` puts around it)."""
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    return (text.strip().splitlines() or [type(exc).__name__])[0]
+
+
+def check_writable(path: str, folder: bool = False) -> None:
+    """Raise a one-line error now, before any computation, when ``path`` (a
+    file, or a folder with ``folder=True``) cannot be written."""
+    target = os.path.abspath(path if folder else os.path.dirname(os.path.abspath(path)))
+    what = "folder" if folder else "file"
+    try:
+        os.makedirs(target, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target, prefix=".kcpstream-check-"):
+            pass
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot write the {what} {path}: {exc.strerror or exc}; choose a writable place"
+        ) from None
+    if not folder and os.path.isdir(path):
+        raise click.ClickException(f"cannot write the file {path}: it is a folder")
+
+
+#: Seconds a client waits for a local cluster's scheduler.
+START_TIMEOUT = 60
 
 
 #: distributed starts worker processes with this variable (its default value
@@ -49,26 +78,53 @@ def scheduler_context(spec: str | None) -> Iterator[None]:
         if spec in ("threads", "processes", "sync", "synchronous", "single-threaded"):
             stack.enter_context(dask.config.set(scheduler=spec))
         elif spec == "local" or spec.startswith("local:"):
-            from distributed import Client, LocalCluster
+            from distributed import Client
 
-            workers = int(spec.split(":", 1)[1]) if ":" in spec else None
+            workers = None
+            if ":" in spec:
+                text = spec.split(":", 1)[1]
+                if not text.isdigit() or int(text) < 1:
+                    raise click.ClickException(
+                        f"scheduler {spec!r}: local:N needs N >= 1 worker processes "
+                        "(or plain 'local')"
+                    )
+                workers = int(text)
             if dask.config.get(_TRIM_KEY, None) == _DISTRIBUTED_TRIM_DEFAULT:
                 # workers that run kcpstream read zarr chunks about twice as fast
                 # without it (see the README); a value the user set is kept
                 stack.enter_context(dask.config.set({_TRIM_KEY: None}))
-            cluster = stack.enter_context(
-                LocalCluster(n_workers=workers, processes=True, dashboard_address=None)
-            )
-            stack.enter_context(Client(cluster))
+            cluster = stack.enter_context(_start_local(workers))
+            stack.enter_context(Client(cluster, timeout=f"{START_TIMEOUT}s"))
         else:
             from distributed import Client
 
             try:
                 stack.enter_context(Client(spec, timeout="10s"))
-            except (OSError, TimeoutError) as exc:
-                msg = f"cannot connect to the dask scheduler at {spec}: {exc}"
+            except (OSError, TimeoutError, ValueError) as exc:
+                msg = f"cannot connect to the dask scheduler at {spec}: {_message(exc)}"
                 raise click.ClickException(msg) from None
         yield
+
+
+def _start_local(workers: int | None):
+    """A LocalCluster, started again once if a worker dies while it starts;
+    a one-line error if that fails too."""
+    import logging
+
+    from distributed import LocalCluster
+
+    last: BaseException | None = None
+    for _ in range(2):
+        quiet = logging.getLogger("distributed")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)  # the retry, or the one line below, says it
+        try:
+            return LocalCluster(n_workers=workers, processes=True, dashboard_address=None)
+        except Exception as exc:  # a worker that died while starting, a timeout
+            last = exc
+        finally:
+            quiet.setLevel(level)
+    raise click.ClickException(f"cannot start a local dask cluster: {_message(last)}")
 
 
 def open_store(path: str, variable: str | None, dim: str | None):
@@ -79,7 +135,9 @@ def open_store(path: str, variable: str | None, dim: str | None):
     try:
         import xarray as xr
 
-        ds = xr.open_zarr(path, consolidated=None)
+        with warnings.catch_warnings():  # zarr's notes on consolidated metadata
+            warnings.simplefilter("ignore")
+            ds = xr.open_zarr(path, consolidated=None)
     except Exception:  # not written by xarray: plain zarr arrays
         return path, variable
     if variable is None:
@@ -197,6 +255,10 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
                 f"--pen must be a number, 'auto' or 'slope', got {pen!r}"
             ) from None
     show = sys.stderr.isatty() if progress is None else progress
+    if out:
+        check_writable(out)
+    if checkpoint:
+        check_writable(checkpoint, folder=True)
     try:
         data, var = open_store(store, variable, dim)
         with scheduler_context(scheduler):
@@ -207,7 +269,7 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
                 progress=show,
             )  # fmt: skip
     except USER_ERRORS as exc:
-        raise click.ClickException(str(exc).strip().splitlines()[0]) from None
+        raise click.ClickException(_message(exc)) from None
     if out:
         write_atomic(out, res.to_json())
     summary = _summary(res)
@@ -236,7 +298,7 @@ def run(job: str, scheduler: str | None, as_json: bool) -> None:
     try:
         report = run_job(job, scheduler=scheduler)
     except (JobError, *USER_ERRORS) as exc:
-        raise click.ClickException(str(exc).strip().splitlines()[0]) from None
+        raise click.ClickException(_message(exc)) from None
     if as_json:
         click.echo(json.dumps(report))
     else:
@@ -273,7 +335,7 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
         try:
             res = run_segment(store, variable="x", n_bkps=n_bkps, features=features, seed=seed)
         except USER_ERRORS as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(_message(exc)) from None
     found = res.changepoints
     true = sig.changepoints
     hausdorff = int(metrics.hausdorff(true, found)) if len(found) and len(true) else 0

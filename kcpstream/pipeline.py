@@ -34,6 +34,7 @@ import os
 import re
 import time
 import tomllib
+import warnings
 from typing import Any
 
 from ._io import write_atomic
@@ -189,7 +190,10 @@ def _lock(folder: str):
     """Hold the output folder's advisory lock for the run, or refuse."""
     import fcntl
 
-    fh = open(os.path.join(folder, ".lock"), "a+")  # noqa: SIM115 - held for the run
+    try:
+        fh = open(os.path.join(folder, ".lock"), "a+")  # noqa: SIM115 - held for the run
+    except OSError as exc:
+        raise JobError(f"[output] cannot write in {folder}: {exc.strerror}") from None
     try:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -211,7 +215,9 @@ def _open_input(job: dict[str, Any]):
     if "://" not in store and not os.path.exists(store):
         raise JobError(f"[input] store {store!r} does not exist")
     try:
-        ds = xr.open_zarr(store, consolidated=None)
+        with warnings.catch_warnings():  # zarr's notes on consolidated metadata
+            warnings.simplefilter("ignore")
+            ds = xr.open_zarr(store, consolidated=None)
     except Exception as exc:
         raise JobError(f"[input] cannot open {store!r} as an xarray zarr store: {exc}") from None
     names = inp.get("variables") or ([inp["variable"]] if "variable" in inp else None)

@@ -22,6 +22,7 @@ from dask.highlevelgraph import MaterializedLayer
 from dask.local import get_sync
 
 from ._graph import in_process_scheduler
+from .errors import InputError
 
 __all__ = [
     "Signal",
@@ -36,10 +37,6 @@ __all__ = [
 #: Largest number of samples a series may have: keeps the exact int64 sums of
 #: features (at most 2**28 per sample and coordinate) free of overflow.
 MAX_SAMPLES = 2**34
-
-
-class InputError(ValueError):
-    """The input cannot be segmented as given; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -428,6 +425,10 @@ def as_signal(
 
     if missing not in pv.MISSING_CHOICES:
         raise InputError(f"missing={missing!r} is not one of {', '.join(pv.MISSING_CHOICES)}")
+    if chunks is not None and (
+        isinstance(chunks, bool) or not isinstance(chunks, int | np.integer) or chunks < 1
+    ):
+        raise InputError(f"chunks must be a positive number of samples, got {chunks!r}")
     source: dict[str, Any]
     time = None
     store_array = None
@@ -491,6 +492,23 @@ def as_signal(
     _check_dtype(np.dtype(x.dtype), description)
     if x.ndim == 1:
         x = x[:, None]
+    if 0 < x.shape[0] < x.shape[1] and not (source["kind"] == "xarray" and dim is not None):
+        fix = (
+            f"name the time dimension with dim= (now {time.dim!r})"
+            if source["kind"] == "xarray"
+            else "if time runs along the second axis, transpose it (x.T)"
+        )
+        raise InputError(
+            f"{description} has shape {tuple(x.shape)}: {x.shape[0]} samples of "
+            f"{x.shape[1]} channels, more channels than samples. kcpstream takes time "
+            f"first; {fix}"
+        )
+    if x.dtype == np.float16:  # the kernels compute in float32 or float64
+        x = x.astype(np.float32)
+        if isinstance(store_array, CheckedArray):
+            store_array = CheckedArray(store_array.array, description, upcast=True)
+        else:
+            store_array = None  # read through the graph, which casts each chunk
     if any(np.isnan(c) for c in x.chunks[0]):
         raise InputError(
             f"{description} has unknown chunk sizes; call .compute_chunk_sizes() first"
@@ -564,17 +582,20 @@ class CheckedArray:
     samples and the store: a chunk that fails to decode (truncated, corrupt)
     is a clear error, never a traceback from a codec."""
 
-    def __init__(self, array: Any, description: str) -> None:
+    def __init__(self, array: Any, description: str, upcast: bool = False) -> None:
         self.array = array
         self.description = description
-        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+        self.upcast = upcast  # float16 storage read as float32
+        self.shape, self.ndim = array.shape, array.ndim
+        self.dtype = np.dtype(np.float32) if upcast else array.dtype
         self.chunks = array.chunks
 
     def __getitem__(self, key) -> np.ndarray:
         try:
-            return self.array[key]
+            out = self.array[key]
         except Exception as exc:  # codecs raise RuntimeError, ValueError, ...
             raise self._error(key, exc) from exc
+        return out.astype(np.float32) if self.upcast else out
 
     def _error(self, key, exc: Exception) -> InputError:
         """The error naming the first chunk of ``key``'s rows that fails to read."""

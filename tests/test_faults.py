@@ -321,3 +321,62 @@ def test_concurrent_saves_and_loads_never_give_a_partial_checkpoint(tmp_path):
         if isinstance(got, tuple):
             np.testing.assert_array_equal(got[0].prefix, stats.prefix)
             assert set(got[1]) == set(known)
+
+
+# -- one-line errors for common mistakes ------------------------------------------
+
+
+def test_channels_first_is_refused_with_the_fix():
+    x = np.random.default_rng(0).normal(size=(8, 200_000))
+    with pytest.raises(InputError, match=r"shape \(8, 200000\).*transpose it \(x\.T\)"):
+        kcpstream.segment(x)
+    with pytest.raises(InputError, match="more channels than samples"):
+        kcpstream.segment(x, n_bkps=2)
+    assert kcpstream.segment(x.T[:20_000], n_bkps=1).n_samples == 20_000
+
+
+def test_float16_is_read_as_float32(tmp_path):
+    x = _signal().astype(np.float16)
+    want = kcpstream.segment(x.astype(np.float32), n_bkps=2)
+    _same(kcpstream.segment(x, n_bkps=2), want)
+    store = _store(tmp_path / "h.zarr", x)
+    _same(kcpstream.segment(store, n_bkps=2), want)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"chunks": 0}, "chunks must be a positive number"),
+        ({"chunks": -5}, "chunks must be a positive number"),
+        ({"features": "rff:"}, "the part after ':' must be an integer"),
+        ({"d_max": 10**9}, r"d_max=1000000000 is more than the 1000"),
+    ],
+)
+def test_bad_parameters_are_input_errors(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        kcpstream.segment(np.random.default_rng(0).normal(size=2_000), **kwargs)
+
+
+def test_cli_errors_are_one_line_and_come_before_the_work(tmp_path):
+    store = _store(tmp_path / "s.zarr", _signal())
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cases = [
+        (["--scheduler", "local:0"], "local:N needs N >= 1"),
+        (["--out", str(blocker / "r.json")], "cannot write the file"),
+        (["--checkpoint", str(blocker / "ck")], "cannot write the folder"),
+        (["--features", "rff:"], "must be an integer"),
+    ]
+    for extra, match in cases:
+        res = CliRunner().invoke(main, ["segment", store, *extra])
+        assert res.exit_code == 1, (extra, res.output)
+        assert match in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_cli_messages_carry_no_stray_quotes_or_warnings(tmp_path):
+    xr = pytest.importorskip("xarray")
+    xr.Dataset({"v": ("time", _signal())}).to_zarr(tmp_path / "x.zarr", consolidated=False)
+    res = CliRunner().invoke(main, ["segment", str(tmp_path / "x.zarr"), "--variable", "w"])
+    assert res.exit_code == 1
+    assert res.output.startswith("Error: the store") and "Warning" not in res.output
+    assert len(res.output.strip().splitlines()) == 1

@@ -77,7 +77,7 @@ def test_non_numeric_dtype(arr, match):
 
 
 def test_constant_signal_median_bandwidth_is_zero():
-    with pytest.raises(ValueError, match=r"bandwidth 0.*explicit\s+bandwidth"):
+    with pytest.raises(InputError, match=r"are equal.*constant signal.*bandwidth=<float>"):
         kcpstream.segment(np.full(1_000, 3.0), n_bkps=1)
 
 

@@ -110,15 +110,18 @@ def make_feature_map(
             "features must be a FeatureMap or a spec string like 'rff:64', "
             f"got {type(spec).__name__}"
         )
-    name, _, size = spec.partition(":")
+    name, colon, size = spec.partition(":")
     cls = get_feature_map_class(name.strip())
     kwargs: dict = {}
-    if size:
+    if colon:
         try:
             kwargs["n_features"] = int(size)
         except ValueError:
-            raise ValueError(
-                f"bad feature spec {spec!r}: the part after ':' must be an integer"
+            from ..errors import InputError
+
+            raise InputError(
+                f"bad feature spec {spec!r}: the part after ':' must be an integer "
+                "(the number of features, e.g. 'rff:64'), or leave ':' out"
             ) from None
     if seed is not None and "seed" in cls._param_names:
         kwargs["seed"] = seed

@@ -113,11 +113,13 @@ def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -
             # typical distance between *different* values is the scale that matters
             value = _median_nonzero_distance(sample, metric)
         if not value > 0:
-            raise ValueError(
-                "the median heuristic gave bandwidth 0: more than half of the sampled pairs of "
-                f"points are equal (sample of {sample.shape[0]} points). If the signal is "
-                "constant there is nothing to segment; otherwise pass an explicit "
-                "bandwidth=<float> (a typical distance between samples of different regimes)"
+            from ..errors import InputError
+
+            raise InputError(
+                f"all {sample.shape[0]} samples of the fit sample are equal, so the kernel has "
+                "no scale: a constant signal has nothing to segment. If it varies elsewhere, "
+                "give the scale: features=QuadratureFF(bandwidth=<float>) (RFF for several "
+                "channels), a typical distance between samples of different regimes"
             )
         return BANDWIDTH_RULES[bandwidth] * value
     value = float(bandwidth)
