@@ -291,14 +291,31 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
     help="Override the job's cluster: threads, processes, local[:N] or an address.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def run(job: str, scheduler: str | None, as_json: bool) -> None:
+@click.option(
+    "--dry-run", is_flag=True, help="Check the job and show the plan; compute and write nothing."
+)
+def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool) -> None:
     """Run a pipeline JOB (a TOML file; see pipelines/README.md)."""
     from .pipeline import JobError, run_job
 
     try:
-        report = run_job(job, scheduler=scheduler)
+        report = run_job(job, scheduler=scheduler, dry_run=dry_run)
     except (JobError, *USER_ERRORS) as exc:
         raise click.ClickException(_message(exc)) from None
+    if dry_run:
+        if as_json:
+            click.echo(json.dumps(report))
+            return
+        click.echo(f"job:        {report['job']}")
+        click.echo(f"input:      {report['input']['store']} {report['input']['variables']}")
+        click.echo(f"output:     {report['output']}")
+        click.echo(f"checkpoint: {report['checkpoint'] or '-'}")
+        click.echo(f"scheduler:  {report['scheduler']}")
+        click.echo(
+            f"series:     {report['series']} ({len(report['would_run'])} to segment, "
+            f"{len(report['would_skip'])} already done)"
+        )
+        return
     if as_json:
         click.echo(json.dumps(report))
     else:

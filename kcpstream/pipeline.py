@@ -33,59 +33,16 @@ import math
 import os
 import re
 import time
-import tomllib
 import warnings
 from typing import Any
 
 from ._io import write_atomic
+from .jobfile import JobError, load_job
 
 __all__ = ["JobError", "load_job", "run_job"]
 
 #: Series segmented together (one data-pass graph) before their results are written.
 DEFAULT_GROUP = 8
-
-
-class JobError(ValueError):
-    """The job file or its output directory cannot be used as they are."""
-
-
-_SECTIONS = {
-    "input": {"store", "variable", "variables", "dim", "batch_dims", "missing"},
-    "features": {"map", "n_features", "seed", "bandwidth", "kernel", "window", "n_bins"},
-    "selection": {"method", "n_bkps", "pen", "alpha", "min_size", "d_max"},
-    "output": {"store", "checkpoint", "group_size"},
-    "cluster": {"scheduler", "slurm"},
-}
-
-
-def load_job(path: str | os.PathLike) -> dict[str, Any]:
-    """Read and check a job file; relative paths are resolved against its folder."""
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as fh:
-            job = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise JobError(f"{path} is not valid TOML: {exc}") from None
-    for section, keys in job.items():
-        if section not in _SECTIONS:
-            raise JobError(
-                f"{path}: unknown section [{section}]; sections are {', '.join(_SECTIONS)}"
-            )
-        unknown = set(keys) - _SECTIONS[section]
-        if unknown:
-            raise JobError(
-                f"{path}: unknown key {sorted(unknown)[0]!r} in [{section}]; "
-                f"known keys: {', '.join(sorted(_SECTIONS[section]))}"
-            )
-    for required in (("input", "store"), ("output", "store")):
-        if required[1] not in job.get(required[0], {}):
-            raise JobError(f"{path}: [{required[0]}] needs {required[1]} = ...")
-    base = os.path.dirname(os.path.abspath(path))
-    for section, key in (("input", "store"), ("output", "store"), ("output", "checkpoint")):
-        value = job.get(section, {}).get(key)
-        if value is not None and "://" not in value and not os.path.isabs(value):
-            job[section][key] = os.path.join(base, value)
-    return job
 
 
 def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
@@ -95,8 +52,8 @@ def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
     name = feats.pop("map", "rff")
     try:
         fmap = get_feature_map_class(name)(**feats)
-    except TypeError as exc:
-        raise JobError(f"[features]: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise JobError(f"[features]: {str(exc).strip().splitlines()[0]}") from None
     sel = dict(job.get("selection", {}))
     out = job.get("output", {})
     kwargs = {"features": fmap, **sel}
@@ -232,21 +189,26 @@ def _open_input(job: dict[str, Any]):
     return ds
 
 
-def run_job(path: str | os.PathLike, scheduler: str | None = None) -> dict[str, Any]:
-    """Run a job file; returns a report (series done, skipped, failed, output folder)."""
+def run_job(
+    path: str | os.PathLike, scheduler: str | None = None, dry_run: bool = False
+) -> dict[str, Any]:
+    """Run a job file; returns a report (series done, skipped, failed, output folder).
+
+    With ``dry_run`` nothing is computed or written: the report is the plan
+    (resolved paths, scheduler, the series that would run and be skipped)."""
     from .labeled import split_batches
 
     job = load_job(path)
     inp, out = job["input"], job["output"]
-    group = out.get("group_size", DEFAULT_GROUP)
-    if isinstance(group, bool) or not isinstance(group, int) or group < 1:
-        raise JobError(f"[output] group_size must be an integer >= 1, got {group!r}")
+    _segment_kwargs(job)  # the feature map's parameters, checked before any work
     ds = _open_input(job)
     batch_dims = list(inp.get("batch_dims", []))
     series = split_batches(ds, batch_dims) if batch_dims else [({}, ds)]
     names = _names(series)
     params = _params_hash(job)
     folder = out["store"]
+    if dry_run:
+        return _plan(job, path, ds, series, names, params, scheduler)
     try:
         os.makedirs(os.path.join(folder, "series"), exist_ok=True)
     except OSError as exc:
@@ -255,9 +217,9 @@ def run_job(path: str | os.PathLike, scheduler: str | None = None) -> dict[str, 
         return _run_locked(job, path, ds, series, names, params, scheduler, batch_dims)
 
 
-def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> dict[str, Any]:
-    from . import __version__
-
+def _previous(job, ds, params) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """The series of the last run that still hold (same parameters and input),
+    what the manifest records as the input, and its identity."""
     inp, out = job["input"], job["output"]
     folder = out["store"]
     manifest_path = os.path.join(folder, "manifest.json")
@@ -278,7 +240,42 @@ def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> 
             )
     # results of the same input only: when it changed (or cannot be told), all are redone
     same_input = identity is not None and previous.get("input_identity") == identity
-    before = previous.get("series", {}) if same_input else {}
+    return (previous.get("series", {}) if same_input else {}), where, identity
+
+
+def _holds(entry: Any, target: str) -> bool:
+    """Whether a series' result file is the one the manifest recorded."""
+    return _status(entry) == "done" and entry.get("sha256") == _file_sha256(target)
+
+
+def _plan(job, path, ds, series, names, params, scheduler) -> dict[str, Any]:
+    before, where, identity = _previous(job, ds, params)
+    folder = job["output"]["store"]
+    todo, skip = [], []
+    for name in names:
+        target = os.path.join(folder, "series", f"{name}.json")
+        (skip if _holds(before.get(name), target) else todo).append(name)
+    cluster = job.get("cluster", {})
+    return {
+        "dry_run": True,
+        "job": os.path.abspath(os.fspath(path)),
+        "input": where,
+        "input_identity": identity,
+        "output": folder,
+        "checkpoint": job["output"].get("checkpoint"),
+        "scheduler": scheduler or cluster.get("scheduler", "threads"),
+        "series": len(series),
+        "would_run": todo,
+        "would_skip": skip,
+    }
+
+
+def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> dict[str, Any]:
+    from . import __version__
+
+    folder = job["output"]["store"]
+    manifest_path = os.path.join(folder, "manifest.json")
+    before, where, identity = _previous(job, ds, params)
     manifest = {
         "kcpstream": __version__,
         "job": os.path.abspath(os.fspath(path)),
@@ -293,13 +290,14 @@ def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> 
     for position, ((labels, sub), name) in enumerate(zip(series, names, strict=True)):
         target = os.path.join(folder, "series", f"{name}.json")
         entry = before.get(name)
-        if _status(entry) == "done" and entry.get("sha256") == _file_sha256(target):
+        if _holds(entry, target):
             skipped.append(name)
             manifest["series"][name] = entry
         else:
             todo.append((name, position, sub, target, labels))
     _write_manifest(manifest_path, manifest)
 
+    inp, out = job["input"], job["output"]
     kwargs = _segment_kwargs(job)
     group = out.get("group_size", DEFAULT_GROUP)
     failed: dict[str, str] = {}

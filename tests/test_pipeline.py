@@ -315,3 +315,80 @@ def test_results_are_readable_by_the_group(tmp_path):
         os.umask(old)
     for name in ("series/sensor=a.json", "manifest.json"):
         assert (tmp_path / "out" / name).stat().st_mode & 0o777 == 0o644
+
+
+# -- job files are validated, not trusted ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("section", "line", "match"),
+    [
+        ("output", "store = 42", r"\[output\] store must be a non-empty string, got 42"),
+        ("features", "bandwidth = [1, 2]", r"bandwidth must be a number > 0 or one of"),
+        ("input", 'variables = "v"', r"variables must be a non-empty list of strings"),
+        ("selection", "alpha = 1.5", r"alpha must be a number > 0 and < 1"),
+        ("selection", "d_max = 5000", r"d_max must be an integer >= 1 and <= 1000"),
+        ("input", 'missing = "zero"', r"missing must be one of 'error', 'fill'"),
+        ("output", 'store = "../../elsewhere"', r"leaves the job file's folder"),
+    ],
+)
+def test_job_keys_are_typed_and_checked(tmp_path, section, line, match):
+    from kcpstream.jobfile import JobError, load_job
+
+    key = line.split("=")[0].strip()
+    text, current = [], None
+    for ln in _job(tmp_path).read_text().splitlines():
+        if ln.startswith("["):
+            current = ln.strip("[]")
+            text.append(ln)
+            if current == section:
+                text.append(line)
+        elif not (current == section and ln.startswith(f"{key} =")):
+            text.append(ln)
+    text = "\n".join(text)
+    (tmp_path / "job.toml").write_text(text)
+    with pytest.raises(JobError, match=match):
+        load_job(tmp_path / "job.toml")
+
+
+def test_an_array_of_tables_is_refused(tmp_path):
+    from kcpstream.jobfile import JobError, load_job
+
+    (tmp_path / "job.toml").write_text('[[input]]\nstore = "a"\n[output]\nstore = "o"\n')
+    with pytest.raises(JobError, match=r"\[input\] must be a table"):
+        load_job(tmp_path / "job.toml")
+
+
+def test_slurm_keys_are_an_allow_list_and_shell_needs_consent(tmp_path):
+    from kcpstream.jobfile import JobError, load_job
+
+    base = _job(tmp_path).read_text()
+    cases = [
+        ('[cluster.slurm]\njob_script_prologue = ["curl x | sh"]', "set \\[cluster\\] allow_shell"),
+        ('[cluster.slurm]\npython = "rm -rf /"', "runs shell commands"),
+        ("[cluster.slurm]\nnonsense = 1", "unknown key 'nonsense'"),
+        ('[cluster.slurm]\nqueue = "a\\nb"', "a string on one line"),
+        ('[cluster.slurm]\ncores = "4"', "cores must be an integer"),
+    ]
+    for extra, match in cases:
+        (tmp_path / "job.toml").write_text(
+            base + "\n[cluster]\n" + extra.replace("[cluster.slurm]", "[cluster.slurm]", 1)
+        )
+        with pytest.raises(JobError, match=match):
+            load_job(tmp_path / "job.toml")
+    allowed = base + '\n[cluster]\nallow_shell = true\n[cluster.slurm]\npython = "/opt/py"\n'
+    (tmp_path / "job.toml").write_text(allowed)
+    assert load_job(tmp_path / "job.toml")["cluster"]["slurm"]["python"] == "/opt/py"
+
+
+def test_dry_run_shows_the_plan_and_writes_nothing(tmp_path):
+    _labelled_archive(tmp_path / "archive.zarr", ["a", "b"])
+    job = _job(tmp_path)
+    res = _kcpstream("run", job, "--dry-run", "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert plan["output"] == str(tmp_path / "out") and plan["would_run"] == ["sensor=a", "sensor=b"]
+    assert not (tmp_path / "out").exists()
+    _run(tmp_path)
+    plan = json.loads(_kcpstream("run", job, "--dry-run", "--json").stdout)
+    assert plan["would_run"] == [] and plan["would_skip"] == ["sensor=a", "sensor=b"]
