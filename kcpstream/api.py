@@ -344,6 +344,8 @@ def segment(
                 f"path of (longer paths cost minutes); ask for d_max <= {MAX_D_MAX}, or give "
                 "pen= to let the penalty choose"
             )
+    if checkpoint is not None:
+        _check_checkpoint(checkpoint)
     settings = _Settings(
         rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
         cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),
@@ -373,6 +375,13 @@ def segment(
         data, variable=variable, variables=variables, dim=dim, chunks=chunks, missing=missing
     )
     return _run([_prepare(signal, features, settings)], settings, t0)[0]
+
+
+def _check_checkpoint(path) -> None:
+    try:
+        checkpoint.check_writable(path)
+    except ValueError as exc:  # a URL: the same one-line error type
+        raise InputError(str(exc)) from None
 
 
 @dataclass(frozen=True)

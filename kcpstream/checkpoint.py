@@ -42,7 +42,7 @@ import numpy as np
 from .search import SegmentSplit
 from .stats import BlockStats
 
-__all__ = ["fingerprint", "load", "save", "FORMAT"]
+__all__ = ["fingerprint", "load", "save", "check_writable", "FORMAT"]
 
 #: Bumped whenever the stored layout changes (older checkpoints are then not used).
 FORMAT = 2
@@ -80,6 +80,25 @@ def _local_dir(path: str | os.PathLike) -> str:
             "give a local path"
         )
     return path
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise :class:`~kcpstream.errors.InputError` now, before any work, when
+    the checkpoint directory cannot be created or written."""
+    import tempfile
+
+    from .errors import InputError
+
+    root = _local_dir(path)
+    try:
+        os.makedirs(root, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".kcpstream-check-"):
+            pass
+    except OSError as exc:
+        raise InputError(
+            f"checkpoint={root!r} cannot be written: {exc.strerror or exc}; choose a writable "
+            "directory"
+        ) from None
 
 
 def load(

@@ -116,6 +116,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "scheduler": _text,
         "slurm": lambda v: None if isinstance(v, dict) else "a table [cluster.slurm]",
         "allow_shell": _flag,
+        "timeout": _integer(1),
     },
 }
 

@@ -304,7 +304,7 @@ def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> 
     done = 0
     cluster = job.get("cluster", {})
     spec = scheduler or cluster.get("scheduler", "threads")
-    with _cluster(spec, cluster.get("slurm")):
+    with _cluster(spec, cluster.get("slurm"), cluster.get("timeout", SLURM_TIMEOUT)):
         for start in range(0, len(todo), group):
             chunk = todo[start : start + group]
             failures, digests = _run_group(chunk, ds, inp, kwargs, batch_dims)
@@ -390,7 +390,11 @@ def _one_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _cluster(spec: str, slurm: dict[str, Any] | None):
+#: Seconds a job waits for its first SLURM worker (``[cluster] timeout``).
+SLURM_TIMEOUT = 600
+
+
+def _cluster(spec: str, slurm: dict[str, Any] | None, timeout: int = SLURM_TIMEOUT):
     """The scheduler context of a job: threads/processes/local/address, or SLURM."""
     from .cli import scheduler_context
 
@@ -410,8 +414,15 @@ def _cluster(spec: str, slurm: dict[str, Any] | None):
     def ctx():
         opts = dict(slurm or {})
         jobs = int(opts.pop("jobs", 1))
-        with SLURMCluster(**opts) as cluster, Client(cluster):
+        with SLURMCluster(**opts) as cluster, Client(cluster) as client:
             cluster.scale(jobs=jobs)
+            try:  # a queue that never starts the workers would wait forever
+                client.wait_for_workers(1, timeout=timeout)
+            except TimeoutError:
+                raise JobError(
+                    f"no SLURM worker started within {timeout} s; check the queue (squeue) "
+                    "and [cluster.slurm], or raise [cluster] timeout"
+                ) from None
             yield
 
     return ctx()

@@ -129,6 +129,41 @@ def test_missing_takes_error_or_fill():
         kcpstream.segment(np.zeros(100), missing="zero")
 
 
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    chunk=st.integers(0, N // CHUNK - 1),
+    how=st.sampled_from(["delete", "truncate", "flip", "garbage", "empty"]),
+    at=st.floats(0, 1),
+)
+def test_a_damaged_input_chunk_gives_a_clear_error_or_the_answer_for_what_it_holds(
+    tmp_path_factory, chunk, how, at
+):
+    store = _store(tmp_path_factory.mktemp("in") / "s.zarr", _signal())
+    path = os.path.join(store, "c", str(chunk))
+    raw = open(path, "rb").read()
+    if how == "delete":
+        os.remove(path)
+    else:
+        i = min(int(at * len(raw)), len(raw) - 1)
+        raw = {
+            "truncate": raw[:i],
+            "flip": raw[:i] + bytes([raw[i] ^ 0x10]) + raw[i + 1 :],
+            "garbage": raw[:i] + b"\x00" * (len(raw) - i),
+            "empty": b"",
+        }[how]
+        open(path, "wb").write(raw)
+    try:
+        got = kcpstream.segment(store, n_bkps=3)
+    except InputError as exc:
+        assert "samples" in str(exc) and ("no chunk" in str(exc) or "damaged" in str(exc))
+        return
+    # read without error: the answer for the samples the store holds now
+    assert how != "delete"
+    _same(got, kcpstream.segment(np.asarray(zarr.open_array(store)[:]), n_bkps=3))
+
+
 # -- identity: checkpoints never served for other data -------------------------
 
 
@@ -380,3 +415,12 @@ def test_cli_messages_carry_no_stray_quotes_or_warnings(tmp_path):
     assert res.exit_code == 1
     assert res.output.startswith("Error: the store") and "Warning" not in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+def test_an_unwritable_checkpoint_is_refused_before_the_work(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(InputError, match="cannot be written"):
+        kcpstream.segment(_signal(), checkpoint=blocker / "ck")
+    with pytest.raises(InputError, match="local directory"):
+        kcpstream.segment(_signal(), checkpoint="s3://bucket/ck")
