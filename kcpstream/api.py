@@ -130,6 +130,7 @@ def segment(
     batch_dims: str | list[str] | None = None,
     chunks: int | None = None,
     missing: str = "error",
+    storage_options: dict | None = None,
     seed: int | None = None,
     sample_size: int = 2048,
     tile: int = DEFAULT_TILE,
@@ -241,6 +242,15 @@ def segment(
         :class:`~kcpstream.BatchSegmentation`.
     chunks : int, optional
         Chunk length along time (in-memory input is wrapped without a copy).
+    missing : {"error", "fill"}, default "error"
+        A chunk absent from a zarr store (zarr reads it as the fill value) is
+        an :class:`~kcpstream.InputError` naming its samples; ``"fill"`` reads
+        it as the fill value, for stores that leave out chunks that are all
+        fill values (zarr's default when writing).
+    storage_options : dict, optional
+        Options of the object store a URL opens, as fsspec takes them (for
+        S3: ``endpoint_url``, ``key``, ``secret``, ``anon``,
+        ``client_kwargs``, ...).
     seed : int, optional
         Seed for a feature map given as a string (default: the map's own
         default, 0).
@@ -371,9 +381,15 @@ def segment(
         jobs = [_prepare(sig, features, settings) for sig in signals]
         results = _run(jobs, settings, t0)
         return BatchSegmentation(batch_dims, [labels for labels, _ in parts], results)
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise InputError(
+            f"storage_options must be a dict of the object store's options, got "
+            f"{type(storage_options).__name__}"
+        )
     signal = as_signal(
-        data, variable=variable, variables=variables, dim=dim, chunks=chunks, missing=missing
-    )
+        data, variable=variable, variables=variables, dim=dim, chunks=chunks, missing=missing,
+        storage_options=storage_options,
+    )  # fmt: skip
     return _run([_prepare(signal, features, settings)], settings, t0)[0]
 
 

@@ -127,7 +127,29 @@ def _start_local(workers: int | None):
     raise click.ClickException(f"cannot start a local dask cluster: {_message(last)}")
 
 
-def open_store(path: str, variable: str | None, dim: str | None):
+def parse_storage_options(items: tuple[str, ...] | list[str]) -> dict | None:
+    """``KEY=VALUE`` pairs as a dict; a value that reads as JSON (``true``,
+    ``3``, ``{"region_name": "eu"}``) is taken as such, any other as text."""
+    if not items:
+        return None
+    out: dict = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise click.BadParameter(
+                f"{item!r} is not KEY=VALUE (e.g. endpoint_url=http://localhost:9000)",
+                param_hint="--storage-option",
+            )
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
+def open_store(
+    path: str, variable: str | None, dim: str | None, storage_options: dict | None = None
+):
     """What to segment in a zarr store: an xarray object when the store carries
     dimension names (so results get times), else the path itself."""
     if "://" not in path and not os.path.exists(path):
@@ -137,7 +159,7 @@ def open_store(path: str, variable: str | None, dim: str | None):
 
         with warnings.catch_warnings():  # zarr's notes on consolidated metadata
             warnings.simplefilter("ignore")
-            ds = xr.open_zarr(path, consolidated=None)
+            ds = xr.open_zarr(path, consolidated=None, storage_options=storage_options)
     except Exception:  # not written by xarray: plain zarr arrays
         return path, variable
     if variable is None:
@@ -178,10 +200,25 @@ def _summary(res) -> dict:
     }
 
 
+def _quiet_unraisable(unraisable) -> None:
+    """Drop one known message at exit, pass every other on.
+
+    When an object store cannot be reached, zarr gives up on requests that
+    s3fs (aiobotocore) still holds; Python finalizes those coroutines at exit
+    and aiobotocore then fails to reset a context variable, printing a long
+    "was created in a different Context" traceback after the command's own
+    one-line error.  The request had already failed and been reported."""
+    exc = unraisable.exc_value
+    if isinstance(exc, ValueError) and "was created in a different Context" in str(exc):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 @click.group()
 @click.version_option(package_name="kcpstream")
 def main() -> None:
     """kcpstream: kernel change-point detection for very long signals."""
+    sys.unraisablehook = _quiet_unraisable
 
 
 @main.command()
@@ -224,6 +261,13 @@ def main() -> None:
     "chunks of fill values).",
 )
 @click.option(
+    "--storage-option",
+    "storage_option",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Option of the object store a URL opens (repeat): endpoint_url=..., anon=true, ...",
+)
+@click.option(
     "--checkpoint", type=click.Path(file_okay=False), default=None, help="Checkpoint directory."
 )
 @click.option(
@@ -242,7 +286,7 @@ def main() -> None:
     help="Progress bar on stderr (default: on a terminal).",
 )
 def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method, features,
-            min_size, seed, missing, checkpoint, out, scheduler, as_json,
+            min_size, seed, missing, storage_option, checkpoint, out, scheduler, as_json,
             progress) -> None:  # fmt: skip
     """Segment the signal in a zarr STORE."""
     from . import segment as run_segment
@@ -259,14 +303,19 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
         check_writable(out)
     if checkpoint:
         check_writable(checkpoint, folder=True)
+    options = parse_storage_options(storage_option)
     try:
-        data, var = open_store(store, variable, dim)
+        data, var = open_store(store, variable, dim, options)
+        if isinstance(data, str) and options:
+            extra = {"storage_options": options}
+        else:
+            extra = {}
         with scheduler_context(scheduler):
             res = run_segment(
                 data, variable=var, dim=dim, batch_dims=list(batch_dims) or None, n_bkps=n_bkps,
                 pen=pen, alpha=alpha, window=window, method=method, features=features,
                 min_size=min_size, seed=seed, missing=missing, checkpoint=checkpoint,
-                progress=show,
+                progress=show, **extra,
             )  # fmt: skip
     except USER_ERRORS as exc:
         raise click.ClickException(_message(exc)) from None

@@ -93,6 +93,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "dim": _text,
         "batch_dims": _strings,
         "missing": _choice("error", "fill"),
+        "storage_options": lambda v: None if isinstance(v, dict) else "a table of options",
     },
     "features": {
         "map": _text,

@@ -174,7 +174,7 @@ def _open_input(job: dict[str, Any]):
     try:
         with warnings.catch_warnings():  # zarr's notes on consolidated metadata
             warnings.simplefilter("ignore")
-            ds = xr.open_zarr(store, consolidated=None)
+            ds = xr.open_zarr(store, consolidated=None, storage_options=inp.get("storage_options"))
     except Exception as exc:
         raise JobError(f"[input] cannot open {store!r} as an xarray zarr store: {exc}") from None
     names = inp.get("variables") or ([inp["variable"]] if "variable" in inp else None)

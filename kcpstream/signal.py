@@ -339,16 +339,25 @@ def _default_chunk(n: int) -> int:
     return int(max(2**16, min(2**20, -(-n // 8))))
 
 
-def _open_zarr(path: str | os.PathLike, variable: str | None) -> tuple[Any, str]:
+def _open_zarr(
+    path: str | os.PathLike, variable: str | None, storage_options: dict | None = None
+) -> tuple[Any, str]:
     import zarr
 
     path_str = os.fspath(path)
+    remote = "://" in path_str and not path_str.startswith("file://")
+    if not remote and storage_options:
+        raise InputError(
+            f"storage_options apply to URLs of object stores (s3://, gs://, ...), not to the "
+            f"local path {path_str!r}; omit storage_options"
+        )
     if "://" not in path_str and not os.path.exists(path_str):
         raise InputError(f"no zarr store at {path_str!r}: check the path")
     try:
-        node = zarr.open(path_str, mode="r")
+        kwargs = {"storage_options": storage_options} if remote and storage_options else {}
+        node = zarr.open(path_str, mode="r", **kwargs)
     except Exception as exc:  # zarr raises several types for unreadable stores
-        raise InputError(f"cannot open {path_str!r} as a zarr store: {exc}") from exc
+        raise InputError(f"cannot open {path_str!r} as a zarr store: {_first_line(exc)}") from exc
     if isinstance(node, zarr.Array):
         if variable is not None:
             raise InputError(
@@ -378,6 +387,14 @@ def _open_zarr(path: str | os.PathLike, variable: str | None) -> tuple[Any, str]
     return arr, f"{path_str}/{variable}"
 
 
+def _first_line(exc: BaseException) -> str:
+    """An exception in one line: its type when the text says nothing useful
+    (a missing bucket is a bare ``FileNotFoundError('bucket/x.zarr')``)."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
+
+
 def _check_dtype(dtype: np.dtype, description: str) -> None:
     if dtype.kind not in "iuf":
         hint = " (cast booleans with .astype(float))" if dtype.kind == "b" else ""
@@ -395,6 +412,7 @@ def as_signal(
     dim: str | None = None,
     chunks: int | None = None,
     missing: str = "error",
+    storage_options: dict | None = None,
     listed: dict | None = None,
 ) -> Signal:
     """Normalise any supported input to a :class:`Signal`.
@@ -418,6 +436,9 @@ def as_signal(
         What an absent chunk of a zarr store is: an :class:`InputError` naming
         its samples (default), or the array's fill value (for stores that leave
         out chunks that are all fill values).
+    storage_options : dict, optional
+        Options of the object store a URL opens (fsspec's: ``endpoint_url``,
+        ``key``, ``secret``, ``anon``, ``client_kwargs``, ...).
     listed : dict, optional
         Store listings already made (by zarr array), shared by the series of a batch.
     """
@@ -436,7 +457,7 @@ def as_signal(
     arrays: list = []
     token = ""
     if isinstance(data, str | os.PathLike):
-        arr, description = _open_zarr(data, variable)
+        arr, description = _open_zarr(data, variable, storage_options)
         source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
         store_array = CheckedArray(arr, description)
         x = _from_zarr(store_array)
