@@ -121,6 +121,7 @@ def segment(
     method: str = "binseg",
     d_max: int | None = None,
     min_size: int | None = None,
+    min_duration: Any = None,
     alpha: float = DEFAULT_ALPHA,
     window: int | None = None,
     block_size: int | None = None,
@@ -208,6 +209,13 @@ def segment(
         window map).  Default: ``max(2, n // 10_000)``
         (:data:`MIN_SEGMENT_SHARE` of the series): on a long signal no
         segment of a few samples, whose gain is the few samples' own noise.
+    min_duration : str, timedelta or number, optional
+        The shortest segment as a duration of the time coordinate, instead
+        of ``min_size``: ``"10min"``, ``pandas.Timedelta`` or
+        ``datetime.timedelta`` for datetimes, a number in the coordinate's
+        units otherwise.  It becomes ``min_size`` samples at the mean
+        sampling interval ``(t[n-1] - t[0]) / (n - 1)`` (two values of the
+        coordinate are read); ``Segmentation.min_size`` says how many.
     alpha : float, default 0.01
         Level of the test of each split (``pen="auto"``): a series without
         change gets a change-point with probability about ``alpha``, serial
@@ -313,6 +321,8 @@ def segment(
     t0 = time.perf_counter()
     if min_size is not None:
         min_size = _check_positive_int("min_size", min_size)
+        if min_duration is not None:
+            raise InputError("give min_size (samples) or min_duration (time), not both")
     if (
         isinstance(alpha, bool)
         or not isinstance(alpha, int | float | np.number)
@@ -359,7 +369,7 @@ def segment(
     settings = _Settings(
         rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
         cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),
-        alpha=float(alpha),
+        alpha=float(alpha), min_duration=min_duration,
     )  # fmt: skip
 
     if batch_dims:
@@ -417,6 +427,7 @@ class _Settings:
     progress: bool
     n_series: int = 1  # segmented in this call (a batch shares the automatic grid's blocks)
     alpha: float = DEFAULT_ALPHA
+    min_duration: Any = None  # min_size as a duration of the time coordinate
 
 
 @dataclass
@@ -455,7 +466,10 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     if window > 1:  # a window map segments the sequence of windows
         signal = window_signal(signal, window)
     n = signal.n
-    min_size = default_min_size(n) if st.min_size is None else st.min_size
+    if st.min_duration is not None:
+        min_size = _samples_of(st.min_duration, original, window)
+    else:
+        min_size = default_min_size(n) if st.min_size is None else st.min_size
     if n < 2 * min_size:
         raise InputError(
             f"{signal.description} has {n} samples, fewer than 2*min_size={2 * min_size}: "
@@ -526,6 +540,44 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             # the key holds for both searches: search as the stored statistics allow
             job.in_memory = job.stats.block_size == 1
     return job
+
+
+def _samples_of(duration: Any, signal: Signal, window: int) -> int:
+    """``min_duration`` as a number of samples (windows, for a window map) at
+    the mean sampling interval of the signal's time coordinate."""
+    axis = signal.time
+    if axis is None or axis.coord is None:
+        raise InputError(
+            f"min_duration needs a time coordinate, and {signal.description} has none; "
+            "give min_size in samples, or an xarray object with a time coordinate"
+        )
+    if signal.n < 2:
+        return 1
+    first, last = axis.at([0, signal.n - 1])
+    span = last - first
+    if np.asarray(span).dtype.kind == "m":
+        import pandas as pd
+
+        try:
+            wanted = pd.Timedelta(duration)
+        except (TypeError, ValueError):
+            raise InputError(
+                f"min_duration={duration!r} is not a duration; give one like '10min' or "
+                "pandas.Timedelta(minutes=10)"
+            ) from None
+        if pd.isna(wanted):
+            raise InputError(f"min_duration={duration!r} is not a duration")
+        ratio = wanted / pd.Timedelta(span) * (signal.n - 1)
+    else:
+        if isinstance(duration, bool) or not isinstance(duration, int | float | np.number):
+            raise InputError(
+                f"min_duration={duration!r}: the time coordinate holds numbers, so give the "
+                "duration as a number in its units"
+            )
+        ratio = float(duration) / float(span) * (signal.n - 1)
+    if not (math.isfinite(ratio) and ratio > 0):
+        raise InputError(f"min_duration={duration!r} must be a positive duration")
+    return max(1, math.ceil(ratio / window - 1e-9))
 
 
 def _limit_in_memory(jobs: list[_Job]) -> None:

@@ -147,6 +147,16 @@ def parse_storage_options(items: tuple[str, ...] | list[str]) -> dict | None:
     return out
 
 
+def _duration(text: str | None):
+    """A --min-duration value: a number for numeric coordinates, else the text."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def open_store(
     path: str, variable: str | None, dim: str | None, storage_options: dict | None = None
 ):
@@ -193,6 +203,7 @@ def _summary(res) -> dict:
         "times": [str(t) for t in res.changepoint_times] if res.times is not None else None,
         "n_segments": res.selection.n_segments,
         "rule": res.selection.rule,
+        "min_size": res.min_size,
         "cost": res.cost,
         "passes": d.passes,
         "seconds": d.seconds,
@@ -251,6 +262,12 @@ def main() -> None:
 @click.option(
     "--min-size", type=int, default=None, help="Shortest segment (default: n / 10^4, at least 2)."
 )
+@click.option(
+    "--min-duration",
+    default=None,
+    help="Shortest segment as a duration of the time coordinate, e.g. 10min (instead of "
+    "--min-size).",
+)
 @click.option("--seed", type=int, default=None, help="Seed of the feature map.")
 @click.option(
     "--missing",
@@ -286,8 +303,8 @@ def main() -> None:
     help="Progress bar on stderr (default: on a terminal).",
 )
 def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method, features,
-            min_size, seed, missing, storage_option, checkpoint, out, scheduler, as_json,
-            progress) -> None:  # fmt: skip
+            min_size, min_duration, seed, missing, storage_option, checkpoint, out, scheduler,
+            as_json, progress) -> None:  # fmt: skip
     """Segment the signal in a zarr STORE."""
     from . import segment as run_segment
 
@@ -314,7 +331,8 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
             res = run_segment(
                 data, variable=var, dim=dim, batch_dims=list(batch_dims) or None, n_bkps=n_bkps,
                 pen=pen, alpha=alpha, window=window, method=method, features=features,
-                min_size=min_size, seed=seed, missing=missing, checkpoint=checkpoint,
+                min_size=min_size, min_duration=_duration(min_duration), seed=seed,
+                missing=missing, checkpoint=checkpoint,
                 progress=show, **extra,
             )  # fmt: skip
     except USER_ERRORS as exc:

@@ -110,6 +110,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "pen": _either(_number(0), _choice("auto", "slope")),
         "alpha": _number(0, 1, open_lo=True),
         "min_size": _integer(1),
+        "min_duration": _either(_text, _number(0, open_lo=True)),
         "d_max": _integer(1, 1000),
     },
     "output": {"store": _text, "checkpoint": _text, "group_size": _integer(1)},
@@ -201,8 +202,10 @@ def load_job(path: str | os.PathLike) -> dict[str, Any]:
     inp = job.get("input", {})
     if "variable" in inp and "variables" in inp:
         raise JobError(f"{path}: [input] give variable or variables, not both")
-    if "n_bkps" in job.get("selection", {}) and "pen" in job.get("selection", {}):
-        raise JobError(f"{path}: [selection] give n_bkps or pen, not both")
+    selection = job.get("selection", {})
+    for one, other in (("n_bkps", "pen"), ("min_size", "min_duration")):
+        if one in selection and other in selection:
+            raise JobError(f"{path}: [selection] give {one} or {other}, not both")
     for section, key in (("input", "store"), ("output", "store")):
         if key not in job.get(section, {}):
             raise JobError(f"{path}: [{section}] needs {key} = ...")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -250,3 +252,54 @@ def test_decoded_variables_are_read_decoded(tmp_path):
     res = kcpstream.segment(lazy, n_bkps=3)
     assert res.changepoints.tolist() == expected.changepoints.tolist()
     assert res.gains.tolist() == expected.gains.tolist()
+
+
+def _timed(freq="10s", n=6_000):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=n)
+    x[n // 2 :] *= 3
+    return xr.DataArray(
+        x, dims="time", coords={"time": pd.date_range("2026-01-01", periods=n, freq=freq)}
+    )
+
+
+def test_min_duration_becomes_samples_at_the_sampling_interval():
+    da = _timed("10s")
+    res = kcpstream.segment(da, min_duration="10min")
+    assert res.min_size == 60
+    same = kcpstream.segment(da, min_size=60)
+    np.testing.assert_array_equal(res.changepoints, same.changepoints)
+    assert kcpstream.segment(da, min_duration=pd.Timedelta(minutes=10)).min_size == 60
+    numeric = da.assign_coords(time=np.arange(da.size) * 0.5)  # seconds
+    assert kcpstream.segment(numeric, min_duration=30.0).min_size == 60
+    # a window map counts windows
+    assert kcpstream.segment(da, min_duration="10min", window=20, n_bkps=1).min_size == 3
+
+
+@pytest.mark.parametrize(
+    ("data", "kwargs", "match"),
+    [
+        ("array", {"min_duration": "1h"}, "needs a time coordinate"),
+        ("timed", {"min_duration": "soon"}, "is not a duration"),
+        ("timed", {"min_duration": "10min", "min_size": 3}, "not both"),
+        ("numeric", {"min_duration": "1h"}, "give the duration as a number"),
+    ],
+)
+def test_min_duration_errors(data, kwargs, match):
+    da = _timed()
+    obj = {"array": da.values, "timed": da, "numeric": da.assign_coords(time=np.arange(da.size))}
+    with pytest.raises(kcpstream.InputError, match=match):
+        kcpstream.segment(obj[data], **kwargs)
+
+
+def test_min_duration_from_the_cli(tmp_path):
+    from click.testing import CliRunner
+
+    from kcpstream.cli import main
+
+    _timed().to_dataset(name="v").to_zarr(tmp_path / "t.zarr")
+    res = CliRunner().invoke(
+        main, ["segment", str(tmp_path / "t.zarr"), "--min-duration", "10min", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["min_size"] == 60
