@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterator
 
 import click
+import numpy as np
 
 from ._io import write_atomic
 from .significance import DEFAULT_ALPHA
@@ -157,34 +158,93 @@ def _duration(text: str | None):
         return text
 
 
+#: Attributes by which xarray decodes stored values (then read through xarray).
+_CF_VALUE_KEYS = ("scale_factor", "add_offset", "missing_value", "_Unsigned", "units")
+
+
+def _read_as_stored(array) -> bool:
+    """Whether an array's stored values are its values (no CF decoding to apply:
+    a fill value that xarray would mask must be NaN already)."""
+    attrs = dict(array.attrs)
+    if any(k in attrs for k in _CF_VALUE_KEYS):
+        return False
+    fill = attrs.get("_FillValue", None)
+    if fill is None:
+        return True
+    try:
+        if isinstance(fill, str):  # xarray stores a zarr 3 float fill value base64-encoded
+            import base64
+
+            fill = np.frombuffer(base64.b64decode(fill), dtype=array.dtype)[0]
+        return bool(np.isnan(float(fill)))
+    except (TypeError, ValueError, IndexError):
+        return False
+
+
 def open_store(
-    path: str, variable: str | None, dim: str | None, storage_options: dict | None = None
+    path: str,
+    variable: str | None,
+    dim: str | None,
+    storage_options: dict | None = None,
+    batch: bool = False,
 ):
-    """What to segment in a zarr store: an xarray object when the store carries
-    dimension names (so results get times), else the path itself."""
+    """What to segment in a zarr store, as ``(data, variable)``.
+
+    One array whose values are stored as they are is segmented by path: its
+    time coordinate is then read only at the change-points.  Several
+    variables, batch dimensions, or CF-encoded values (scale factors, fill
+    values to mask) go through xarray, opened without loading the time
+    index where xarray allows it; a store not written with dimension names
+    is segmented by path as plain zarr arrays."""
+    import zarr
+
     if "://" not in path and not os.path.exists(path):
         raise FileNotFoundError(f"no zarr store at {path!r}: check the path")
-    try:
-        import xarray as xr
-
-        with warnings.catch_warnings():  # zarr's notes on consolidated metadata
-            warnings.simplefilter("ignore")
-            ds = xr.open_zarr(path, consolidated=None, storage_options=storage_options)
-    except Exception:  # not written by xarray: plain zarr arrays
+    with warnings.catch_warnings():  # zarr's notes on consolidated metadata
+        warnings.simplefilter("ignore")
+        try:
+            node = zarr.open(path, mode="r", storage_options=storage_options)
+        except Exception:  # let segment() say what is wrong with the store
+            return path, variable
+    if isinstance(node, zarr.Array) or not list(node.array_keys()):
         return path, variable
+    time_dim = dim or "time"
+    arrays = {name: node[name] for name in node.array_keys()}
+
+    def dims(a) -> tuple:
+        names = getattr(a.metadata, "dimension_names", None) or a.attrs.get("_ARRAY_DIMENSIONS")
+        return tuple(names or ())
+
     if variable is None:
-        names = [n for n, v in ds.data_vars.items() if (dim or "time") in v.dims]
-        if len(names) == 1:
-            return ds[names[0]], None
+        coords = {n for n, a in arrays.items() if dims(a) == (n,)}
+        names = [n for n, a in arrays.items() if n not in coords and time_dim in dims(a)]
         if not names:
             return path, variable
-        return ds[names], None
-    if variable not in ds.data_vars:
-        raise KeyError(
-            f"the store {path!r} has no variable {variable!r}; its variables are "
-            f"{', '.join(map(str, ds.data_vars)) or 'none'}"
-        )
-    return ds[variable], None
+    else:
+        if variable not in arrays:
+            raise KeyError(
+                f"the store {path!r} has no variable {variable!r}; its arrays are "
+                f"{', '.join(sorted(arrays)) or 'none'}"
+            )
+        names = [variable]
+    if (
+        len(names) == 1
+        and not batch
+        and dims(arrays[names[0]])[:1] == (time_dim,)
+        and _read_as_stored(arrays[names[0]])
+    ):
+        return path, names[0]
+    import inspect
+
+    import xarray as xr
+
+    kwargs = {"consolidated": None, "storage_options": storage_options}
+    if "create_default_indexes" in inspect.signature(xr.open_zarr).parameters:
+        kwargs["create_default_indexes"] = False  # the time index: read lazily
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = xr.open_zarr(path, **kwargs)
+    return (ds[names[0]] if len(names) == 1 else ds[names]), None
 
 
 def _summary(res) -> dict:
@@ -322,7 +382,7 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
         check_writable(checkpoint, folder=True)
     options = parse_storage_options(storage_option)
     try:
-        data, var = open_store(store, variable, dim, options)
+        data, var = open_store(store, variable, dim, options, batch=bool(batch_dims))
         if isinstance(data, str) and options:
             extra = {"storage_options": options}
         else:

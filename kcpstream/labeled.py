@@ -16,7 +16,54 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-__all__ = ["TimeAxis", "labeled_signal", "split_batches", "encode_times", "decode_times"]
+__all__ = [
+    "TimeAxis",
+    "LazyCoord",
+    "stored_time_axis",
+    "labeled_signal",
+    "split_batches",
+    "encode_times",
+    "decode_times",
+]
+
+
+class LazyCoord:
+    """A coordinate read only at the positions asked for: a zarr array (CF
+    times decoded as xarray decodes them) or a lazily loaded xarray variable.
+    A coordinate of 10**10 time stamps is 80 GB; a result needs a few dozen.
+
+    It is taken as stored: its order is not checked (that would read it all)."""
+
+    def __init__(self, read, n: int) -> None:
+        self._read = read
+        self.n = int(n)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, positions) -> np.ndarray:
+        positions = np.asarray(positions, dtype=np.int64)
+        if positions.size and (positions.min() < 0 or positions.max() >= self.n):
+            raise IndexError(f"positions outside a coordinate of {self.n} values")
+        if not positions.size:
+            return np.asarray(self._read(np.zeros(1, np.int64)))[:0]
+        return np.asarray(self._read(positions))
+
+    @classmethod
+    def of_zarr(cls, array: Any) -> LazyCoord:
+        """The 1-D zarr array ``array`` as a coordinate (CF time units decoded)."""
+        units = array.attrs.get("units")
+        calendar = array.attrs.get("calendar")
+
+        def read(positions: np.ndarray) -> np.ndarray:
+            values = array.get_coordinate_selection(positions)
+            if isinstance(units, str) and " since " in units:
+                from xarray.coding.times import decode_cf_datetime
+
+                return np.asarray(decode_cf_datetime(values, units, calendar))
+            return values
+
+        return cls(read, array.shape[0])
 
 
 @dataclass(frozen=True)
@@ -24,7 +71,7 @@ class TimeAxis:
     """The time dimension of a labelled input and its coordinate (or positions)."""
 
     dim: str
-    coord: Any = None  # a pandas Index, a numpy array, or None (positions)
+    coord: Any = None  # a pandas Index, a numpy array, a LazyCoord, or None (positions)
 
     def at(self, positions: np.ndarray | list[int]) -> np.ndarray:
         """Coordinate values at integer positions (the positions when there is no coordinate)."""
@@ -55,6 +102,11 @@ def _time_axis(obj: Any, dim: str | None) -> TimeAxis:
         raise _error(f"the object has no dimension {dim!r}; its dimensions are {tuple(dims)}")
     if dim not in obj.coords:
         return TimeAxis(dim)
+    if dim not in obj.indexes and not isinstance(obj[dim].variable._data, np.ndarray):
+        # a coordinate opened without an index (create_default_indexes=False) is
+        # read at the positions a result needs, never whole
+        var = obj[dim].variable
+        return TimeAxis(dim, LazyCoord(lambda pos: var.isel({dim: pos}).values, var.shape[0]))
     index = obj.indexes.get(dim) if dim in obj.indexes else None
     coord = index if index is not None else np.asarray(obj[dim].values)
     values = np.asarray(coord)
@@ -172,3 +224,26 @@ def decode_times(data: dict[str, Any]) -> np.ndarray:
     if dtype.kind == "m":
         return np.asarray(data["values"], dtype=np.int64).astype(dtype)
     return np.asarray(data["values"], dtype=dtype)
+
+
+def stored_time_axis(group: Any, array: Any, dim: str | None) -> TimeAxis | None:
+    """The time axis of a zarr array in a group written by xarray: its first
+    dimension's name (zarr 3 ``dimension_names``, zarr 2 ``_ARRAY_DIMENSIONS``)
+    and the group's 1-D array of that name as a :class:`LazyCoord`; None when
+    the store does not say."""
+    names = getattr(array.metadata, "dimension_names", None) or array.attrs.get("_ARRAY_DIMENSIONS")
+    if not names or names[0] is None:
+        return None
+    if dim is not None and dim != names[0]:
+        raise _error(
+            f"the array's first dimension is {names[0]!r}, not dim={dim!r}; kcpstream reads "
+            "time along the first axis of a stored array (open it with xarray to choose)"
+        )
+    dim = str(names[0])
+    try:
+        coord = group[dim] if group is not None and dim in group.array_keys() else None
+    except Exception:  # an unreadable coordinate: positions instead
+        coord = None
+    if coord is None or coord.ndim != 1 or coord.shape[0] != array.shape[0]:
+        return TimeAxis(dim)
+    return TimeAxis(dim, LazyCoord.of_zarr(coord))

@@ -164,6 +164,19 @@ def _lock(folder: str):
         fh.close()
 
 
+def _open_kwargs(storage_options: dict | None) -> dict[str, Any]:
+    """xarray.open_zarr's arguments: the time index is not loaded whole where
+    xarray allows it (the coordinate is read at the change-points only)."""
+    import inspect
+
+    import xarray as xr
+
+    kwargs: dict[str, Any] = {"consolidated": None, "storage_options": storage_options}
+    if "create_default_indexes" in inspect.signature(xr.open_zarr).parameters:
+        kwargs["create_default_indexes"] = False
+    return kwargs
+
+
 def _open_input(job: dict[str, Any]):
     import xarray as xr
 
@@ -174,7 +187,7 @@ def _open_input(job: dict[str, Any]):
     try:
         with warnings.catch_warnings():  # zarr's notes on consolidated metadata
             warnings.simplefilter("ignore")
-            ds = xr.open_zarr(store, consolidated=None, storage_options=inp.get("storage_options"))
+            ds = xr.open_zarr(store, **_open_kwargs(inp.get("storage_options")))
     except Exception as exc:
         raise JobError(f"[input] cannot open {store!r} as an xarray zarr store: {exc}") from None
     names = inp.get("variables") or ([inp["variable"]] if "variable" in inp else None)

@@ -341,7 +341,9 @@ def _default_chunk(n: int) -> int:
 
 def _open_zarr(
     path: str | os.PathLike, variable: str | None, storage_options: dict | None = None
-) -> tuple[Any, str]:
+) -> tuple[Any, str, Any]:
+    """The zarr array at ``path`` (``variable`` in a group), its description and
+    the group it is in (None for a store that is one array)."""
     import zarr
 
     path_str = os.fspath(path)
@@ -364,7 +366,7 @@ def _open_zarr(
                 f"{path_str!r} is a single zarr array, so variable={variable!r} does not apply; "
                 "omit variable"
             )
-        return node, path_str
+        return node, path_str, None
     names = sorted(node.array_keys())
     if variable is None:
         if len(names) == 1:
@@ -384,7 +386,7 @@ def _open_zarr(
         ) from None
     if not isinstance(arr, zarr.Array):
         raise InputError(f"{variable!r} in {path_str!r} is a group, not an array")
-    return arr, f"{path_str}/{variable}"
+    return arr, f"{path_str}/{variable}", node
 
 
 def _first_line(exc: BaseException) -> str:
@@ -450,6 +452,8 @@ def as_signal(
         isinstance(chunks, bool) or not isinstance(chunks, int | np.integer) or chunks < 1
     ):
         raise InputError(f"chunks must be a positive number of samples, got {chunks!r}")
+    if _is_pandas(data):  # its index is the time axis: go through xarray
+        data = _pandas_as_xarray(data)
     source: dict[str, Any]
     time = None
     store_array = None
@@ -457,7 +461,10 @@ def as_signal(
     arrays: list = []
     token = ""
     if isinstance(data, str | os.PathLike):
-        arr, description = _open_zarr(data, variable, storage_options)
+        arr, description, group = _open_zarr(data, variable, storage_options)
+        from .labeled import stored_time_axis
+
+        time = stored_time_axis(group, arr, dim)
         source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
         store_array = CheckedArray(arr, description)
         x = _from_zarr(store_array)
@@ -693,6 +700,28 @@ def _is_zarr_array(obj: Any) -> bool:
     except ImportError:  # pragma: no cover - zarr is a dependency
         return False
     return isinstance(obj, zarr.Array)
+
+
+def _is_pandas(obj: Any) -> bool:
+    import sys
+
+    pd = sys.modules.get("pandas")  # never imported just to ask
+    return pd is not None and isinstance(obj, pd.Series | pd.DataFrame)
+
+
+def _pandas_as_xarray(obj: Any) -> Any:
+    """A Series or DataFrame as a DataArray along ``time`` with its index as the
+    coordinate (a DataFrame's columns are channels)."""
+    import xarray as xr
+
+    values = obj.to_numpy()
+    if values.ndim == 1:
+        return xr.DataArray(values, dims=("time",), coords={"time": obj.index}, name=obj.name)
+    return xr.DataArray(
+        values,
+        dims=("time", "channel"),
+        coords={"time": obj.index, "channel": [str(c) for c in obj.columns]},
+    )
 
 
 def _is_labeled(obj: Any) -> bool:

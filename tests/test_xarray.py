@@ -303,3 +303,63 @@ def test_min_duration_from_the_cli(tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["min_size"] == 60
+
+
+# -- time stamps at any n: read at the change-points, whatever the entry point ------
+
+
+def _stored(tmp_path, scale=False, zarr_format=3):
+    da = _timed("10s").rename("v")
+    encoding = {"v": {"scale_factor": 0.001, "dtype": "int32"}} if scale else {}
+    da.to_dataset().to_zarr(tmp_path / "t.zarr", encoding=encoding, zarr_format=zarr_format)
+    return str(tmp_path / "t.zarr"), da
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_store_opened_by_path_gives_the_times_of_its_coordinate(tmp_path, zarr_format):
+    from kcpstream.labeled import LazyCoord
+    from kcpstream.signal import as_signal
+
+    path, da = _stored(tmp_path, zarr_format=zarr_format)
+    by_path = kcpstream.segment(path, variable="v")
+    by_xarray = kcpstream.segment(xr.open_zarr(path)["v"])
+    np.testing.assert_array_equal(by_path.changepoints, by_xarray.changepoints)
+    assert by_path.changepoint_times.dtype.kind == "M"
+    np.testing.assert_array_equal(by_path.changepoint_times, by_xarray.changepoint_times)
+    # the coordinate is read lazily: no index of n values is built
+    assert isinstance(as_signal(path, variable="v").time.coord, LazyCoord)
+
+
+def test_the_cli_gives_the_same_times_by_path_and_through_xarray(tmp_path):
+    from click.testing import CliRunner
+
+    from kcpstream.cli import main, open_store
+
+    path, da = _stored(tmp_path)
+    assert open_store(path, None, None) == (path, "v")  # one plain array: by path
+    res = CliRunner().invoke(main, ["segment", path, "--json"])
+    assert res.exit_code == 0, res.output
+    want = kcpstream.segment(da)
+    got = np.array(json.loads(res.output)["times"], dtype="datetime64[ns]")
+    np.testing.assert_array_equal(got, want.changepoint_times.astype("datetime64[ns]"))
+
+
+def test_cf_encoded_values_go_through_xarray_with_a_lazy_time_coordinate(tmp_path):
+    from kcpstream.cli import open_store
+
+    path, da = _stored(tmp_path, scale=True)
+    data, _ = open_store(path, None, None)
+    assert isinstance(data, xr.DataArray)  # scale_factor: xarray decodes the values
+    res = kcpstream.segment(data)
+    want = kcpstream.segment(xr.open_zarr(path)["v"])
+    np.testing.assert_array_equal(res.changepoints, want.changepoints)
+    np.testing.assert_array_equal(res.changepoint_times, want.changepoint_times)
+
+
+def test_a_pandas_index_gives_the_times():
+    da = _timed("1min")
+    series = da.to_series()
+    res = kcpstream.segment(series)
+    np.testing.assert_array_equal(res.changepoint_times, kcpstream.segment(da).changepoint_times)
+    frame = pd.DataFrame({"a": series, "b": series.to_numpy()[::-1]}, index=series.index)
+    assert kcpstream.segment(frame).changepoint_times.dtype.kind == "M"
