@@ -682,7 +682,9 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
     path = [seg.split for seg in order]
     if st.method == "binseg" and st.rule == "pen":
         costs = _binseg_path_costs(stats, order)
-        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, st.alpha)
+        # binary segmentation's rule: every split the search made had a gain above
+        # pen (the costs, in float, cannot tell a gain of a few quanta from none)
+        selection = Selection("pen", len(path) + 1, len(costs), pen=float(st.pen))
         changepoints = np.array(sorted(path[: selection.n_segments - 1]), dtype=np.int64)
         gain_of = {seg.split: seg.gain * stats.unit for seg in order}
         return {

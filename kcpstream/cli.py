@@ -16,7 +16,6 @@ import warnings
 from collections.abc import Iterator
 
 import click
-import numpy as np
 
 from ._io import write_atomic
 from .significance import DEFAULT_ALPHA
@@ -158,29 +157,6 @@ def _duration(text: str | None):
         return text
 
 
-#: Attributes by which xarray decodes stored values (then read through xarray).
-_CF_VALUE_KEYS = ("scale_factor", "add_offset", "missing_value", "_Unsigned", "units")
-
-
-def _read_as_stored(array) -> bool:
-    """Whether an array's stored values are its values (no CF decoding to apply:
-    a fill value that xarray would mask must be NaN already)."""
-    attrs = dict(array.attrs)
-    if any(k in attrs for k in _CF_VALUE_KEYS):
-        return False
-    fill = attrs.get("_FillValue", None)
-    if fill is None:
-        return True
-    try:
-        if isinstance(fill, str):  # xarray stores a zarr 3 float fill value base64-encoded
-            import base64
-
-            fill = np.frombuffer(base64.b64decode(fill), dtype=array.dtype)[0]
-        return bool(np.isnan(float(fill)))
-    except (TypeError, ValueError, IndexError):
-        return False
-
-
 def open_store(
     path: str,
     variable: str | None,
@@ -197,6 +173,8 @@ def open_store(
     index where xarray allows it; a store not written with dimension names
     is segmented by path as plain zarr arrays."""
     import zarr
+
+    from .provenance import stored_as_values
 
     if "://" not in path and not os.path.exists(path):
         raise FileNotFoundError(f"no zarr store at {path!r}: check the path")
@@ -231,7 +209,7 @@ def open_store(
         len(names) == 1
         and not batch
         and dims(arrays[names[0]])[:1] == (time_dim,)
-        and _read_as_stored(arrays[names[0]])
+        and stored_as_values(arrays[names[0]])
     ):
         return path, names[0]
     import inspect

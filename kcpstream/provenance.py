@@ -41,6 +41,7 @@ __all__ = [
     "check_complete",
     "zarr_identity",
     "content_identity",
+    "stored_as_values",
 ]
 
 #: What ``missing=`` accepts: refuse absent chunks, or read them as fill values.
@@ -397,3 +398,28 @@ def find_damaged(stores: tuple[StoredArray, ...], start: int, end: int) -> str |
                 key = array.metadata.encode_chunk_key(coords)
                 return f"chunk {key} of {stored.where}"
     return None
+
+
+#: Attributes by which xarray decodes stored values (CF conventions).
+CF_VALUE_KEYS = ("scale_factor", "add_offset", "missing_value", "_Unsigned", "units")
+
+
+def stored_as_values(array: Any) -> bool:
+    """Whether a zarr array's stored numbers are its values: no CF decoding to
+    apply (a scale, an offset, a fill value to mask that is not NaN already).
+    Otherwise they are read through xarray, which masks fill values as NaN
+    instead of passing them off as samples."""
+    attrs = dict(array.attrs)
+    if any(k in attrs for k in CF_VALUE_KEYS):
+        return False
+    fill = attrs.get("_FillValue", None)
+    if fill is None:
+        return True
+    try:
+        if isinstance(fill, str):  # xarray stores a zarr 3 float fill value base64-encoded
+            import base64
+
+            fill = np.frombuffer(base64.b64decode(fill), dtype=array.dtype)[0]
+        return bool(np.isnan(float(fill)))
+    except (TypeError, ValueError, IndexError):
+        return False

@@ -389,6 +389,29 @@ def _open_zarr(
     return arr, f"{path_str}/{variable}", node
 
 
+def _open_decoded(path: str, name: str, storage_options: dict | None) -> Any:
+    """Variable ``name`` of a store through xarray's CF decoding, without loading
+    the time index where xarray allows it."""
+    import inspect
+    import warnings
+
+    import xarray as xr
+
+    kwargs: dict[str, Any] = {"consolidated": None}
+    if storage_options:
+        kwargs["storage_options"] = storage_options
+    if "create_default_indexes" in inspect.signature(xr.open_zarr).parameters:
+        kwargs["create_default_indexes"] = False
+    try:
+        with warnings.catch_warnings():  # zarr's notes on consolidated metadata
+            warnings.simplefilter("ignore")
+            return xr.open_zarr(path, **kwargs)[name]
+    except Exception as exc:
+        raise InputError(
+            f"cannot decode {path!r}/{name} (CF attributes) with xarray: {_first_line(exc)}"
+        ) from exc
+
+
 def _first_line(exc: BaseException) -> str:
     """An exception in one line: its type when the text says nothing useful
     (a missing bucket is a bare ``FileNotFoundError('bucket/x.zarr')``)."""
@@ -460,8 +483,15 @@ def as_signal(
     stores: list = []
     arrays: list = []
     token = ""
+    opened = None
     if isinstance(data, str | os.PathLike):
-        arr, description, group = _open_zarr(data, variable, storage_options)
+        opened = _open_zarr(data, variable, storage_options)
+        if opened[2] is not None and not pv.stored_as_values(opened[0]):
+            # CF-encoded values (a scale, a fill value to mask): xarray decodes them
+            data = _open_decoded(os.fspath(data), opened[0].basename, storage_options)
+            opened = None
+    if opened is not None:
+        arr, description, group = opened
         from .labeled import stored_time_axis
 
         time = stored_time_axis(group, arr, dim)

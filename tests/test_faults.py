@@ -426,3 +426,22 @@ def test_an_unwritable_checkpoint_is_refused_before_the_work(tmp_path):
         kcpstream.segment(_signal(), checkpoint=blocker / "ck")
     with pytest.raises(InputError, match="local directory"):
         kcpstream.segment(_signal(), checkpoint="s3://bucket/ck")
+
+
+def test_a_cf_fill_value_is_never_read_as_a_sample(tmp_path):
+    # int16 with a scale factor and a fill value: the stored -32768 marks missing
+    # samples; read by path it would be a run of outliers, decoded it is NaN
+    xr = pytest.importorskip("xarray")
+    x = _signal().astype(np.float64)
+    x[1_000:1_100] = np.nan
+    encoding = {"v": {"dtype": "int16", "scale_factor": 0.001, "_FillValue": -32768}}
+    xr.Dataset({"v": ("time", x)}).to_zarr(tmp_path / "cf.zarr", encoding=encoding)
+    assert zarr.open_group(tmp_path / "cf.zarr")["v"][1_000] == -32768
+    with pytest.raises(
+        InputError, match="NaN or inf; the first non-finite sample is at index 1000"
+    ):
+        kcpstream.segment(str(tmp_path / "cf.zarr"), variable="v")
+    x[1_000:1_100] = 0.0
+    xr.Dataset({"v": ("time", x)}).to_zarr(tmp_path / "ok.zarr", encoding=encoding)
+    by_path = kcpstream.segment(str(tmp_path / "ok.zarr"), variable="v", n_bkps=2)
+    _same(by_path, kcpstream.segment(xr.open_zarr(tmp_path / "ok.zarr")["v"], n_bkps=2))
