@@ -82,7 +82,7 @@ class TimeAxis:
 
 
 def _error(msg: str) -> Exception:
-    from .signal import InputError
+    from .errors import InputError
 
     return InputError(msg)
 
@@ -170,9 +170,10 @@ def labeled_signal(
 def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]:
     """A DataArray as (time, every other dimension flattened) dask array, and
     what it reads when that can be sliced directly (see
-    :func:`kcpstream.signal.array_source`): the numpy array of an in-memory
+    :func:`kcpstream.provenance.array_source`): the numpy array of an in-memory
     DataArray, the array-like of a lazily loaded one; else None."""
-    from .signal import _check_dtype, _default_chunk, array_source
+    from .provenance import array_source
+    from .signal import _check_dtype, _default_chunk
 
     arr = arr.transpose(dim, ...)
     _check_dtype(np.dtype(arr.dtype), f"DataArray {arr.name!r}")

@@ -18,11 +18,11 @@ import numpy as np
 from dask._task_spec import List, TaskRef
 from dask.array.core import getter
 from dask.core import get_dependencies
-from dask.highlevelgraph import MaterializedLayer
 from dask.local import get_sync
 
 from ._graph import in_process_scheduler
 from .errors import InputError
+from .provenance import array_source
 
 __all__ = [
     "Signal",
@@ -689,26 +689,6 @@ def _from_zarr(checked: CheckedArray) -> da.Array:
     arr = checked.array
     name = "from-zarr-" + tokenize(arr, arr.chunks)
     return da.from_array(checked, chunks=arr.chunks, name=name)
-
-
-def array_source(x: da.Array) -> Any:
-    """The array-like that ``x`` slices, when ``x`` is exactly ``da.from_array(obj)``
-    (no lock, chunks converted to numpy by dask's ``getter``): ``x[a:b]`` is then
-    ``getter(obj, a:b)``, one read for a run of chunks.  ``None`` otherwise (any
-    other operation on top, a lock, an object embedded in every task)."""
-    layers = getattr(getattr(x, "dask", None), "layers", None)
-    original = f"original-{x.name}"
-    if layers is None or set(layers) != {x.name, original}:
-        return None
-    source, slicing = layers[original], layers[x.name]
-    task = getattr(slicing, "task", None)
-    if not isinstance(source, MaterializedLayer) or set(source) != {original}:
-        return None
-    if getattr(task, "func", None) is not getter or getattr(task, "kwargs", None):
-        return None
-    obj = source[original]
-    obj = getattr(obj, "value", obj)  # a DataNode holds it
-    return obj if tuple(getattr(obj, "shape", ())) == tuple(x.shape) else None
 
 
 class _GetterRows:
