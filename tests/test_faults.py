@@ -445,3 +445,35 @@ def test_a_cf_fill_value_is_never_read_as_a_sample(tmp_path):
     xr.Dataset({"v": ("time", x)}).to_zarr(tmp_path / "ok.zarr", encoding=encoding)
     by_path = kcpstream.segment(str(tmp_path / "ok.zarr"), variable="v", n_bkps=2)
     _same(by_path, kcpstream.segment(xr.open_zarr(tmp_path / "ok.zarr")["v"], n_bkps=2))
+
+
+def _save_and_load(args) -> list[str]:
+    """One process's share of the concurrency test: alternate saves and loads."""
+    ck, key, min_size, n, rounds = args
+    stats, known = checkpoint.load(ck, key, min_size, n, 64)
+    seen = []
+    for i in range(rounds):
+        if i % 2:
+            checkpoint.save(ck, key, stats, known, {"min_size": min_size})
+        got = checkpoint.load(ck, key, min_size, n, 64)
+        if isinstance(got, tuple):
+            ok = np.array_equal(got[0].prefix, stats.prefix) and set(got[1]) == set(known)
+            seen.append("loaded" if ok else "WRONG")
+        else:
+            seen.append(str(got))
+    return seen
+
+
+def test_processes_saving_and_loading_one_checkpoint_never_see_a_partial_one(tmp_path):
+    import multiprocessing
+
+    ck = tmp_path / "ck"
+    res = kcpstream.segment(_signal(), checkpoint=ck, block_size=64, n_bkps=3)
+    (key,) = [d for d in os.listdir(ck) if not d.startswith(".")]
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(3) as pool:
+        seen = pool.map(_save_and_load, [(str(ck), key, res.min_size, N, 40)] * 3)
+    flat = [s for part in seen for s in part]
+    assert "WRONG" not in flat
+    assert flat.count("loaded") > 0 and set(flat) <= {"loaded", "None", "damaged"}
+    assert not [d for d in os.listdir(ck) if ".tmp-" in d or ".old-" in d]
