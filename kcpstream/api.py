@@ -449,6 +449,7 @@ class _Job:
     key: str | None = None  # checkpoint fingerprint
     known: dict = field(default_factory=dict)  # segments evaluated exactly
     loaded: bool = False
+    params: dict = field(default_factory=dict)  # the call's settings, for the result
     damaged: bool = False  # a checkpoint was found damaged: recomputed, written again
     in_memory: bool = False  # one block per sample, searched without reading data again
 
@@ -520,6 +521,21 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
     job = _Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
+    job.params = {  # what the result was made with, kept in its JSON
+        "method": st.method,
+        "rule": st.rule,
+        "n_bkps": st.n_bkps,
+        "pen": st.pen,
+        "alpha": st.alpha if st.rule == "auto" else None,
+        "d_max": d_max,
+        "min_size": min_size,
+        "min_duration": None if st.min_duration is None else str(st.min_duration),
+        "block_size": B,
+        "seed": st.seed,
+        "sample_size": st.sample_size,
+        "features": _spec(fmap),
+        "window": window if window > 1 else None,
+    }
     job.in_memory = _searched_in_memory(n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
         identity = signal.identity
@@ -540,6 +556,12 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             # the key holds for both searches: search as the stored statistics allow
             job.in_memory = job.stats.block_size == 1
     return job
+
+
+def _spec(fmap: FeatureMap) -> str:
+    """A feature map as the call that makes it (its parameters, not its fit)."""
+    args = ", ".join(f"{k}={getattr(fmap, k, None)!r}" for k in type(fmap)._param_names)
+    return f"{type(fmap).__name__}({args})"
 
 
 def _samples_of(duration: Any, signal: Signal, window: int) -> int:
@@ -959,6 +981,6 @@ def _build_result(
         diagnostics=diagnostics,
         segment_costs=segment_costs,
         times=times,
-        params={"source": signal.source},
+        params={"source": signal.source, **job.params},
         pvalues=_local_pvalues(job, np.asarray(changepoints, dtype=np.int64) // w),
     )

@@ -49,9 +49,13 @@ def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
     from .features import get_feature_map_class
 
     feats = dict(job.get("features", {}))
-    name = feats.pop("map", "rff")
+    name = feats.pop("map", "auto" if not feats else "rff")
+    if name == "auto" and not feats:
+        fmap = "auto"  # the library's default for the series' channels
+    else:
+        fmap = None
     try:
-        fmap = get_feature_map_class(name)(**feats)
+        fmap = fmap or get_feature_map_class(name)(**feats)
     except (TypeError, ValueError) as exc:
         raise JobError(f"[features]: {str(exc).strip().splitlines()[0]}") from None
     sel = dict(job.get("selection", {}))

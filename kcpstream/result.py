@@ -117,7 +117,11 @@ class Segmentation:
         of any array.
     diagnostics : Diagnostics
     params : dict
-        Where the series came from (``source``).
+        How the result was made: where the series came from (``source``) and
+        the call's settings (``method``, ``rule``, ``n_bkps``, ``pen``,
+        ``alpha``, ``d_max``, ``min_size``, ``min_duration``, ``block_size``,
+        ``seed``, ``sample_size``, ``features``, ``window``); kept by
+        :meth:`to_json`.
     pvalues : numpy.ndarray of float64
         How sure each change-point is: the p-value of its split between its
         two neighbours under the dependence-aware test of

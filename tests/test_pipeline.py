@@ -392,3 +392,21 @@ def test_dry_run_shows_the_plan_and_writes_nothing(tmp_path):
     _run(tmp_path)
     plan = json.loads(_kcpstream("run", job, "--dry-run", "--json").stdout)
     assert plan["would_run"] == [] and plan["would_skip"] == ["sensor=a", "sensor=b"]
+
+
+def test_a_job_without_features_uses_the_library_default_and_records_its_settings(tmp_path):
+    _labelled_archive(tmp_path / "archive.zarr", ["a"])
+    text = _job(tmp_path).read_text()
+    text = text.replace('[features]\nmap = "rff"\nn_features = 32\n', "")
+    (tmp_path / "job.toml").write_text(text)
+    from kcpstream.pipeline import run_job
+
+    assert run_job(tmp_path / "job.toml")["done"] == 1
+    res = kcpstream.Segmentation.from_json(
+        (tmp_path / "out" / "series" / "sensor=a.json").read_text()
+    )
+    direct = kcpstream.segment(xr.open_zarr(tmp_path / "archive.zarr")["v"].sel(sensor="a"),
+                               n_bkps=3)  # fmt: skip
+    np.testing.assert_array_equal(res.changepoints, direct.changepoints)
+    assert res.params["features"].startswith("QuadratureFF(")
+    assert res.params["n_bkps"] == 3 and res.params["method"] == "binseg"
