@@ -336,6 +336,7 @@ def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> 
                 manifest["series"][name] = entry
             manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             _write_manifest(manifest_path, manifest)
+    _write_table(folder, manifest)
     return {
         "output": folder,
         "done": done,
@@ -343,6 +344,27 @@ def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> 
         "failed": failed,
         "series": len(series),
     }
+
+
+def _write_table(folder: str, manifest: dict[str, Any]) -> None:
+    """``segments.csv``: every finished series' segment table, with a column
+    per label, in one file (rewritten atomically after each run)."""
+    import pandas as pd
+
+    from .result import Segmentation
+
+    frames = []
+    for name, entry in manifest["series"].items():
+        if _status(entry) != "done":
+            continue
+        with open(os.path.join(folder, "series", f"{name}.json")) as fh:
+            table = Segmentation.from_json(fh.read()).to_dataframe().reset_index()
+        for key, value in reversed(list(entry.get("labels", {}).items())):
+            table.insert(0, key, value)
+        frames.append(table)
+    if frames:
+        text = pd.concat(frames, ignore_index=True).to_csv(index=False)
+        write_atomic(os.path.join(folder, "segments.csv"), text)
 
 
 def _status(entry: Any) -> str | None:

@@ -355,12 +355,15 @@ class BatchSegmentation:
         raise KeyError(f"no series with labels {key}; labels are {self.labels}")
 
     def __repr__(self) -> str:
-        counts = ", ".join(str(r.n_changepoints) for r in self.results[:10])
-        more = ", ..." if len(self) > 10 else ""
-        return (
-            f"<BatchSegmentation over {self.batch_dims}: {len(self)} series, "
-            f"change-points [{counts}{more}]>"
-        )
+        lines = [f"<BatchSegmentation over {self.batch_dims}: {len(self)} series"]
+        for labels, res in list(self)[:10]:
+            name = ", ".join(f"{k}={v}" for k, v in labels.items())
+            cps = res.changepoints.tolist()
+            shown = ", ".join(map(str, cps[:8])) + (", ..." if len(cps) > 8 else "")
+            lines.append(f"  {name}: {len(cps)} change-points [{shown}]")
+        if len(self) > 10:
+            lines.append(f"  ... {len(self) - 10} more series")
+        return "\n".join(lines) + ">"
 
     def to_xarray(self):
         """All series' change-points in one ``xarray.Dataset`` with the batch dimensions.

@@ -410,3 +410,29 @@ def test_a_job_without_features_uses_the_library_default_and_records_its_setting
     np.testing.assert_array_equal(res.changepoints, direct.changepoints)
     assert res.params["features"].startswith("QuadratureFF(")
     assert res.params["n_bkps"] == 3 and res.params["method"] == "binseg"
+
+
+def test_a_job_writes_one_segment_table_of_every_series(tmp_path):
+    _labelled_archive(tmp_path / "archive.zarr", ["a", "b"])
+    _run(tmp_path)
+    table = pd.read_csv(tmp_path / "out" / "segments.csv")
+    assert sorted(set(table["sensor"])) == ["a", "b"]
+    for sensor in "ab":
+        res = kcpstream.Segmentation.from_json(
+            (tmp_path / "out" / "series" / f"sensor={sensor}.json").read_text()
+        )
+        rows = table[table["sensor"] == sensor]
+        assert rows["start"].tolist()[1:] == res.changepoints.tolist()
+        assert rows["end"].iloc[-1] == res.n_samples
+
+
+def test_a_batch_shows_each_series_change_points():
+    _ = pytest.importorskip("xarray")
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(6_000, 2))
+    data[3_000:] *= 3
+    da = xr.DataArray(data, dims=("time", "sensor"), coords={"sensor": ["a", "b"]})
+    batch = kcpstream.segment(da, batch_dims="sensor", n_bkps=1)
+    text = repr(batch)
+    for labels, res in batch:
+        assert f"sensor={labels['sensor']}: 1 change-points [{res.changepoints[0]}]" in text
