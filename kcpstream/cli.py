@@ -22,8 +22,9 @@ from .significance import DEFAULT_ALPHA
 
 __all__ = ["main", "scheduler_context", "open_store"]
 
-#: Errors that are the user's input or parameters, reported in one line.
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFoundError, TypeError)
+#: Errors that are the user's input or parameters, reported in one line (not
+#: TypeError: the CLI hands typed values on, so one is a bug and keeps its traceback).
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFoundError)
 
 
 def _message(exc: BaseException) -> str:
