@@ -32,6 +32,33 @@ def store_bytes(path: str, metadata: bool = True) -> int:
     )
 
 
+def segment_in_child(call: str) -> dict:
+    """Evaluate ``call`` (an expression giving a Segmentation; ``np``, ``xr`` and
+    ``kcpstream`` are imported) in a fresh process after a warm-up call that
+    compiles: its seconds, change-points, time stamps, samples featurized / n
+    and the process's peak RSS."""
+    import subprocess
+    import sys
+
+    script = (
+        "import json, resource, time, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "import numpy as np, xarray as xr, kcpstream\n"
+        "kcpstream.segment(np.random.default_rng(0).normal(size=5000))  # compile, warm\n"
+        "t = time.perf_counter()\n"
+        f"res = {call}\n"
+        "s = time.perf_counter() - t\n"
+        "times = [str(x) for x in res.changepoint_times] if res.times is not None else None\n"
+        "print(json.dumps({'seconds': s, 'changepoints': res.changepoints.tolist(),"
+        " 'times': times, 'passes': res.diagnostics.passes,"
+        " 'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def machine() -> dict:
     """The machine a benchmark ran on: Python, CPU count and model, memory."""
     info = {

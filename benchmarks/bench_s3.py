@@ -15,7 +15,6 @@ Usage: python benchmarks/bench_s3.py [--n 100000000] [--dir /tmp/kcp-s3]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import subprocess
@@ -23,7 +22,7 @@ import sys
 import time
 
 import numpy as np
-from _report import machine, report
+from _report import machine, report, segment_in_child
 
 CHUNK = 2**20
 BUCKET = "kcp-bench"
@@ -50,24 +49,6 @@ def _write(targets: list[tuple[str, dict | None]], n: int) -> None:
         x = rng.normal(size=b - a).astype(np.float32) * np.where(segment % 2, 3, 1)
         for z in arrays:
             z[a:b] = x
-
-
-def _child(url: str, opts: dict | None) -> dict:
-    script = (
-        "import json, resource, time\n"
-        "import numpy as np, kcpstream\n"
-        "kcpstream.segment(np.random.default_rng(0).normal(size=5000))  # compile, warm\n"
-        "t = time.perf_counter()\n"
-        f"res = kcpstream.segment({url!r}, storage_options={opts!r})\n"
-        "s = time.perf_counter() - t\n"
-        "print(json.dumps({'seconds': s, 'changepoints': res.changepoints.tolist(),"
-        " 'passes': res.diagnostics.passes,"
-        " 'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(out.stderr[-2000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -102,8 +83,10 @@ def main() -> None:
         seconds_write = time.perf_counter() - t
         runs = {"disk": [], "s3": []}
         for _ in range(args.repeat):
-            runs["disk"].append(_child(path, None))
-            runs["s3"].append(_child(url, opts))
+            runs["disk"].append(segment_in_child(f"kcpstream.segment({path!r})"))
+            runs["s3"].append(
+                segment_in_child(f"kcpstream.segment({url!r}, storage_options={opts!r})")
+            )
     finally:
         server.terminate()
         server.wait()

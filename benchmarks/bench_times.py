@@ -27,7 +27,7 @@ import sys
 import time
 
 import numpy as np
-from _report import machine, report
+from _report import machine, report, segment_in_child
 
 CHUNK = 2**20
 
@@ -62,27 +62,6 @@ def _write(store: str, plain: str, n: int) -> None:
         v[a:b] = x
         w[a:b] = x
         t[a:b] = np.arange(a, b, dtype=np.int64)
-
-
-def _child(code: str) -> dict:
-    """Run ``code`` (which sets ``res``) in a fresh process; its seconds and peak RSS."""
-    script = (
-        "import json, resource, time, warnings\n"
-        "warnings.simplefilter('ignore')\n"
-        "import numpy as np, xarray as xr, kcpstream\n"
-        "kcpstream.segment(np.random.default_rng(0).normal(size=5000))  # compile, warm\n"
-        "t = time.perf_counter()\n"
-        f"res = {code}\n"
-        "s = time.perf_counter() - t\n"
-        "times = [str(x) for x in res.changepoint_times] if res.times is not None else None\n"
-        "print(json.dumps({'seconds': s, 'changepoints': res.changepoints.tolist(),"
-        " 'times': times,"
-        " 'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(out.stderr)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _cli(store: str) -> dict:
@@ -123,7 +102,9 @@ def main() -> None:
     plain = os.path.join(args.dir, f"plain-{args.n}.zarr")
     if not (os.path.isdir(store) and os.path.isdir(plain)):
         _write(store, plain, args.n)
-    rows = {name: _child(code.format(store=store, plain=plain)) for name, code in RUNS.items()}
+    rows = {
+        name: segment_in_child(code.format(store=store, plain=plain)) for name, code in RUNS.items()
+    }
     rows["cli"] = _cli(store)
     base = rows["path, no coordinate"]
     for row in rows.values():
