@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-__all__ = ["write_atomic"]
+__all__ = ["write_atomic", "fsync_dir", "probe_writable"]
 
 
 def _umask() -> int:
@@ -39,16 +39,31 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-        try:
-            dfd = os.open(folder, os.O_RDONLY)
-        except OSError:  # pragma: no cover - platforms without directory handles
-            return
-        try:
-            os.fsync(dfd)
-        except OSError:  # pragma: no cover
-            pass
-        finally:
-            os.close(dfd)
+        fsync_dir(folder)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Flush a folder's entries (a rename into it) to disk, where the platform
+    gives folders a handle."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def probe_writable(folder: str | os.PathLike) -> None:
+    """Create ``folder`` if needed and a file in it, then remove the file; the
+    ``OSError`` of the first step that fails, so a caller can say so before
+    any work."""
+    os.makedirs(folder, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".kcpstream-check-"):
+        pass

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ._io import fsync_dir, probe_writable
 from .search import SegmentSplit
 from .stats import BlockStats
 
@@ -85,15 +86,11 @@ def _local_dir(path: str | os.PathLike) -> str:
 def check_writable(path: str | os.PathLike) -> None:
     """Raise :class:`~kcpstream.errors.InputError` now, before any work, when
     the checkpoint directory cannot be created or written."""
-    import tempfile
-
     from .errors import InputError
 
     root = _local_dir(path)
     try:
-        os.makedirs(root, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".kcpstream-check-"):
-            pass
+        probe_writable(root)
     except OSError as exc:
         raise InputError(
             f"checkpoint={root!r} cannot be written: {exc.strerror or exc}; choose a writable "
@@ -171,20 +168,7 @@ def _fsync_tree(folder: str) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(dirpath)
-
-
-def _fsync_dir(folder: str) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory handles
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
+        fsync_dir(dirpath)
 
 
 def _temp_name(root: str, key: str, kind: str) -> str:
@@ -276,7 +260,7 @@ def save(
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
-        _fsync_dir(root)
+        fsync_dir(root)
     finally:
         if os.path.isdir(tmp):
             shutil.rmtree(tmp, ignore_errors=True)

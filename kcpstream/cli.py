@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import click
 
-from ._io import write_atomic
+from ._io import probe_writable, write_atomic
 from .significance import DEFAULT_ALPHA
 
 __all__ = ["main", "scheduler_context", "open_store"]
@@ -40,9 +40,7 @@ def check_writable(path: str, folder: bool = False) -> None:
     target = os.path.abspath(path if folder else os.path.dirname(os.path.abspath(path)))
     what = "folder" if folder else "file"
     try:
-        os.makedirs(target, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=target, prefix=".kcpstream-check-"):
-            pass
+        probe_writable(target)
     except OSError as exc:
         raise click.ClickException(
             f"cannot write the {what} {path}: {exc.strerror or exc}; choose a writable place"
@@ -213,16 +211,9 @@ def open_store(
         and stored_as_values(arrays[names[0]])
     ):
         return path, names[0]
-    import inspect
+    from .labeled import open_zarr_lazily
 
-    import xarray as xr
-
-    kwargs = {"consolidated": None, "storage_options": storage_options}
-    if "create_default_indexes" in inspect.signature(xr.open_zarr).parameters:
-        kwargs["create_default_indexes"] = False  # the time index: read lazily
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds = xr.open_zarr(path, **kwargs)
+    ds = open_zarr_lazily(path, storage_options)
     return (ds[names[0]] if len(names) == 1 else ds[names]), None
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "TimeAxis",
     "LazyCoord",
     "stored_time_axis",
+    "open_zarr_lazily",
     "labeled_signal",
     "split_batches",
     "encode_times",
@@ -248,3 +249,23 @@ def stored_time_axis(group: Any, array: Any, dim: str | None) -> TimeAxis | None
     if coord is None or coord.ndim != 1 or coord.shape[0] != array.shape[0]:
         return TimeAxis(dim)
     return TimeAxis(dim, LazyCoord.of_zarr(coord))
+
+
+def open_zarr_lazily(path: str, storage_options: dict | None = None) -> Any:
+    """``xarray.open_zarr`` without loading the time index whole where xarray
+    allows it (``create_default_indexes=False``: the coordinate is then read at
+    the positions a result needs), zarr's notes on consolidated metadata
+    silenced.  Errors are xarray's and zarr's own."""
+    import inspect
+    import warnings
+
+    import xarray as xr
+
+    kwargs: dict[str, Any] = {"consolidated": None}
+    if storage_options:
+        kwargs["storage_options"] = storage_options
+    if "create_default_indexes" in inspect.signature(xr.open_zarr).parameters:
+        kwargs["create_default_indexes"] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return xr.open_zarr(path, **kwargs)

@@ -33,7 +33,6 @@ import math
 import os
 import re
 import time
-import warnings
 from typing import Any
 
 from ._io import write_atomic
@@ -50,14 +49,12 @@ def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
 
     feats = dict(job.get("features", {}))
     name = feats.pop("map", "auto" if not feats else "rff")
-    if name == "auto" and not feats:
-        fmap = "auto"  # the library's default for the series' channels
-    else:
-        fmap = None
-    try:
-        fmap = fmap or get_feature_map_class(name)(**feats)
-    except (TypeError, ValueError) as exc:
-        raise JobError(f"[features]: {str(exc).strip().splitlines()[0]}") from None
+    fmap: Any = "auto"  # the library's default for the series' channels
+    if name != "auto" or feats:
+        try:
+            fmap = get_feature_map_class(name)(**feats)
+        except (TypeError, ValueError) as exc:
+            raise JobError(f"[features]: {str(exc).strip().splitlines()[0]}") from None
     sel = dict(job.get("selection", {}))
     out = job.get("output", {})
     kwargs = {"features": fmap, **sel}
@@ -127,7 +124,8 @@ def _input_identity(job: dict[str, Any], ds) -> str | None:
         if stored is None:
             from .provenance import graph_sources
 
-            found = graph_sources(ds[name].data) if hasattr(ds[name].data, "dask") else ([], [])
+            data = ds[name].variable._data  # .data would load a lazily opened variable
+            found = graph_sources(data) if hasattr(data, "dask") else ([], [])
             if len(found[0]) != 1:
                 return None
             stored = found[0][0]
@@ -168,30 +166,15 @@ def _lock(folder: str):
         fh.close()
 
 
-def _open_kwargs(storage_options: dict | None) -> dict[str, Any]:
-    """xarray.open_zarr's arguments: the time index is not loaded whole where
-    xarray allows it (the coordinate is read at the change-points only)."""
-    import inspect
-
-    import xarray as xr
-
-    kwargs: dict[str, Any] = {"consolidated": None, "storage_options": storage_options}
-    if "create_default_indexes" in inspect.signature(xr.open_zarr).parameters:
-        kwargs["create_default_indexes"] = False
-    return kwargs
-
-
 def _open_input(job: dict[str, Any]):
-    import xarray as xr
+    from .labeled import open_zarr_lazily
 
     inp = job["input"]
     store = inp["store"]
     if "://" not in store and not os.path.exists(store):
         raise JobError(f"[input] store {store!r} does not exist")
     try:
-        with warnings.catch_warnings():  # zarr's notes on consolidated metadata
-            warnings.simplefilter("ignore")
-            ds = xr.open_zarr(store, **_open_kwargs(inp.get("storage_options")))
+        ds = open_zarr_lazily(store, inp.get("storage_options"))
     except Exception as exc:
         raise JobError(f"[input] cannot open {store!r} as an xarray zarr store: {exc}") from None
     names = inp.get("variables") or ([inp["variable"]] if "variable" in inp else None)
@@ -217,7 +200,7 @@ def run_job(
 
     job = load_job(path)
     inp, out = job["input"], job["output"]
-    _segment_kwargs(job)  # the feature map's parameters, checked before any work
+    kwargs = _segment_kwargs(job)  # the feature map's parameters, checked before any work
     ds = _open_input(job)
     batch_dims = list(inp.get("batch_dims", []))
     series = split_batches(ds, batch_dims) if batch_dims else [({}, ds)]
@@ -231,7 +214,7 @@ def run_job(
     except OSError as exc:
         raise JobError(f"[output] cannot create {folder}: {exc.strerror}") from None
     with _lock(folder):
-        return _run_locked(job, path, ds, series, names, params, scheduler, batch_dims)
+        return _run_locked(job, path, ds, series, names, params, scheduler, batch_dims, kwargs)
 
 
 def _previous(job, ds, params) -> tuple[dict[str, Any], dict[str, Any], str | None]:
@@ -287,7 +270,9 @@ def _plan(job, path, ds, series, names, params, scheduler) -> dict[str, Any]:
     }
 
 
-def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> dict[str, Any]:
+def _run_locked(
+    job, path, ds, series, names, params, scheduler, batch_dims, kwargs
+) -> dict[str, Any]:
     from . import __version__
 
     folder = job["output"]["store"]
@@ -315,7 +300,6 @@ def _run_locked(job, path, ds, series, names, params, scheduler, batch_dims) -> 
     _write_manifest(manifest_path, manifest)
 
     inp, out = job["input"], job["output"]
-    kwargs = _segment_kwargs(job)
     group = out.get("group_size", DEFAULT_GROUP)
     failed: dict[str, str] = {}
     done = 0

@@ -38,6 +38,7 @@ __all__ = [
     "missing_rows",
     "Origin",
     "find_damaged",
+    "Damaged",
     "open_origin",
     "check_complete",
     "zarr_identity",
@@ -237,43 +238,36 @@ def chunk_versions(array: Any) -> tuple[set[str], dict[str, tuple] | None]:
     return {k[len(prefix) :] for k in sync(keys())}, None
 
 
-def missing_keys(stored: StoredArray, present: set[str]) -> list[str]:
-    """The keys of the stored objects the signal reads that the store lacks."""
+def _absent(stored: StoredArray, present: set[str]):
+    """``(coords, key)`` of every stored object under the read rows that the
+    store lacks (every object when the time axis is not known)."""
     array = stored.array
     size, counts = _grid(array)
     ax = stored.axis
-    if ax is None:
-        return [
-            key
-            for key in map(array.metadata.encode_chunk_key, np.ndindex(*counts))
-            if key not in present
-        ]
-    first = stored.rows[0] // size[ax]
-    last = -(-stored.rows[1] // size[ax])
-    return [
-        array.metadata.encode_chunk_key(coords)
-        for coords in np.ndindex(*counts)
-        if first <= coords[ax] < last and array.metadata.encode_chunk_key(coords) not in present
-    ]
+    first = 0 if ax is None else stored.rows[0] // size[ax]
+    last = None if ax is None else -(-stored.rows[1] // size[ax])
+    for coords in np.ndindex(*counts):
+        if ax is not None and not first <= coords[ax] < last:
+            continue
+        key = array.metadata.encode_chunk_key(coords)
+        if key not in present:
+            yield coords, key
+
+
+def missing_keys(stored: StoredArray, present: set[str]) -> list[str]:
+    """The keys of the stored objects the signal reads that the store lacks."""
+    return [key for _, key in _absent(stored, present)]
 
 
 def missing_rows(stored: StoredArray, present: set[str]) -> list[tuple[int, int]]:
     """``[start, end)`` runs of the read rows (relative to the first) that lie in
     an absent chunk (``stored.axis`` must be known)."""
-    array = stored.array
-    size, counts = _grid(array)
     ax = stored.axis
-    first = stored.rows[0] // size[ax]
-    last = -(-stored.rows[1] // size[ax])
-    absent = []
-    for coords in np.ndindex(*counts):
-        i = coords[ax]
-        if first <= i < last and array.metadata.encode_chunk_key(coords) not in present:
-            absent.append(i)
+    step = _grid(stored.array)[0][ax]
     runs: list[tuple[int, int]] = []
-    for i in sorted(set(absent)):
-        a = max(i * size[ax], stored.rows[0]) - stored.rows[0]
-        b = min((i + 1) * size[ax], stored.rows[1]) - stored.rows[0]
+    for i in sorted({coords[ax] for coords, _ in _absent(stored, present)}):
+        a = max(i * step, stored.rows[0]) - stored.rows[0]
+        b = min((i + 1) * step, stored.rows[1]) - stored.rows[0]
         if runs and runs[-1][1] == a:
             runs[-1] = (runs[-1][0], b)
         else:
@@ -394,11 +388,20 @@ def open_origin(
 MAX_PROBES = 64
 
 
-def find_damaged(stores: tuple[StoredArray, ...], start: int, end: int) -> str | None:
+@dataclass(frozen=True)
+class Damaged:
+    """A stored chunk that fails to read: its label, the signal's samples in it
+    (None when the array's time axis is not known) and its error."""
+
+    label: str
+    samples: tuple[int, int] | None
+    error: Exception
+
+
+def find_damaged(stores: tuple[StoredArray, ...], start: int, end: int) -> Damaged | None:
     """The first stored chunk under samples ``[start, end)`` that fails to read,
-    as ``"chunk KEY of WHERE"``, or None (read again one at a time, at most
-    :data:`MAX_PROBES`; an array whose time axis is not known is taken along
-    its first axis)."""
+    or None (read again one at a time, at most :data:`MAX_PROBES`; an array
+    whose time axis is not known is taken along its first axis)."""
     probes = 0
     for stored in stores:
         array = stored.array
@@ -418,9 +421,14 @@ def find_damaged(stores: tuple[StoredArray, ...], start: int, end: int) -> str |
             )
             try:
                 array[region]
-            except Exception:  # the chunk at fault
+            except Exception as exc:  # the chunk at fault
                 key = array.metadata.encode_chunk_key(coords)
-                return f"chunk {key} of {stored.where}"
+                samples = None
+                if stored.axis is not None:
+                    a, b = region[ax].start, region[ax].stop
+                    first, last = stored.rows
+                    samples = (max(a, first) - first, min(b, last) - first)
+                return Damaged(f"chunk {key} of {stored.where}", samples, exc)
     return None
 
 

@@ -143,11 +143,14 @@ class ReadContext:
 
     def error(self, start: int, end: int, exc: Exception) -> InputError:
         """The :class:`InputError` for samples ``[start, end)`` failing to read,
-        naming the damaged chunk when one of the stores has it."""
+        naming the damaged chunk (and only its samples) when a store has it."""
         from .provenance import find_damaged
 
-        chunk = find_damaged(self.stores, start, end)
-        where = f"{chunk} fails to decode" if chunk else "a chunk under them fails to read"
+        found = find_damaged(self.stores, start, end)
+        where = "a chunk under them fails to read"
+        if found is not None:
+            where, exc = f"{found.label} fails to decode", found.error
+            start, end = found.samples or (start, end)
         return InputError(
             f"cannot read samples [{start}, {end}) of {self.description}: {where} "
             f"({type(exc).__name__}: {exc}); the chunk is damaged: restore or rewrite it"
@@ -392,20 +395,10 @@ def _open_zarr(
 def _open_decoded(path: str, name: str, storage_options: dict | None) -> Any:
     """Variable ``name`` of a store through xarray's CF decoding, without loading
     the time index where xarray allows it."""
-    import inspect
-    import warnings
+    from .labeled import open_zarr_lazily
 
-    import xarray as xr
-
-    kwargs: dict[str, Any] = {"consolidated": None}
-    if storage_options:
-        kwargs["storage_options"] = storage_options
-    if "create_default_indexes" in inspect.signature(xr.open_zarr).parameters:
-        kwargs["create_default_indexes"] = False
     try:
-        with warnings.catch_warnings():  # zarr's notes on consolidated metadata
-            warnings.simplefilter("ignore")
-            return xr.open_zarr(path, **kwargs)[name]
+        return open_zarr_lazily(path, storage_options)[name]
     except Exception as exc:
         raise InputError(
             f"cannot decode {path!r}/{name} (CF attributes) with xarray: {_first_line(exc)}"
@@ -641,45 +634,26 @@ class CheckedArray:
     is a clear error, never a traceback from a codec."""
 
     def __init__(self, array: Any, description: str, upcast: bool = False) -> None:
+        from .provenance import StoredArray
+
         self.array = array
-        self.description = description
         self.upcast = upcast  # float16 storage read as float32
         self.shape, self.ndim = array.shape, array.ndim
         self.dtype = np.dtype(np.float32) if upcast else array.dtype
         self.chunks = array.chunks
+        rows = (0, int(array.shape[0]) if array.ndim else 0)
+        self.context = ReadContext(description, (StoredArray(array, 0, rows),))
 
     def __getitem__(self, key) -> np.ndarray:
         try:
             out = self.array[key]
         except Exception as exc:  # codecs raise RuntimeError, ValueError, ...
-            raise self._error(key, exc) from exc
+            rows = key[0] if isinstance(key, tuple) else key
+            if not isinstance(rows, slice):
+                rows = slice(None)
+            start, stop, _ = rows.indices(self.shape[0])
+            raise self.context.error(start, stop, exc) from exc
         return out.astype(np.float32) if self.upcast else out
-
-    def _error(self, key, exc: Exception) -> InputError:
-        """The error naming the first chunk of ``key``'s rows that fails to read."""
-        rows = key[0] if isinstance(key, tuple) else key
-        start, stop = (0, self.shape[0]) if not isinstance(rows, slice) else rows.indices(
-            self.shape[0]
-        )[:2]  # fmt: skip
-        c = int(self.chunks[0])
-        for i in range(start // c, -(-stop // c)):
-            a, b = i * c, min((i + 1) * c, self.shape[0])
-            try:
-                self.array[a:b]
-            except Exception as first:  # the chunk at fault
-                coords = (i,) + (0,) * (self.ndim - 1)
-                chunk = self.array.metadata.encode_chunk_key(coords)
-                exc, start, stop = first, a, b
-                break
-        else:
-            chunk = "?"
-        where = getattr(self.array.store, "root", None) or self.array.store
-        path = f"{where}/{self.array.path}".rstrip("/")
-        return InputError(
-            f"cannot read samples [{start}, {stop}) of {self.description}: chunk {chunk} of "
-            f"{path} fails to decode ({type(exc).__name__}: {exc}); the chunk is damaged: "
-            "restore or rewrite it"
-        )
 
 
 def _from_zarr(checked: CheckedArray) -> da.Array:

@@ -1,10 +1,12 @@
-"""Shared test helpers: a zarr store that counts what is read through it."""
+"""Shared test helpers: a zarr store that counts what is read through it, and
+the comparison of two segmentations that must be the same."""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
 
+import numpy as np
 from zarr.storage import LocalStore, WrapperStore
 
 
@@ -29,3 +31,11 @@ class CountingStore(WrapperStore):
     def chunk_reads(self, name: str) -> Counter[str]:
         """Reads of data chunks of array ``name`` (metadata excluded)."""
         return Counter({k: v for k, v in self.reads.items() if k.startswith(f"{name}/c")})
+
+
+def assert_same_segmentation(a, b) -> None:
+    """Two results with the same change-points, gains, path costs and p-values."""
+    np.testing.assert_array_equal(a.changepoints, b.changepoints)
+    np.testing.assert_array_equal(a.gains, b.gains)
+    np.testing.assert_array_equal(a.path_costs, b.path_costs)
+    np.testing.assert_array_equal(a.pvalues, b.pvalues)

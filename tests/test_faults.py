@@ -25,6 +25,8 @@ from kcpstream import checkpoint
 from kcpstream.cli import main
 from kcpstream.signal import InputError, as_signal
 
+from .helpers import assert_same_segmentation
+
 N, CHUNK = 60_000, 5_000
 
 
@@ -39,13 +41,6 @@ def _store(path, x: np.ndarray, chunk: int = CHUNK) -> str:
     z = zarr.create_array(store=str(path), shape=x.shape, chunks=(chunk,), dtype=x.dtype)
     z[:] = x
     return str(path)
-
-
-def _same(a, b) -> None:
-    np.testing.assert_array_equal(a.changepoints, b.changepoints)
-    np.testing.assert_array_equal(a.gains, b.gains)
-    np.testing.assert_array_equal(a.path_costs, b.path_costs)
-    np.testing.assert_array_equal(a.pvalues, b.pvalues)
 
 
 # -- the input ---------------------------------------------------------------
@@ -67,7 +62,7 @@ def test_missing_fill_reads_the_fill_value_as_asked(tmp_path):
     zeros = x.copy()
     zeros[20_000:25_000] = 0
     got = kcpstream.segment(store, missing="fill", n_bkps=3)
-    _same(got, kcpstream.segment(zeros, n_bkps=3))
+    assert_same_segmentation(got, kcpstream.segment(zeros, n_bkps=3))
 
 
 def test_a_chunk_of_fill_values_zarr_left_out_needs_missing_fill(tmp_path):
@@ -79,7 +74,9 @@ def test_a_chunk_of_fill_values_zarr_left_out_needs_missing_fill(tmp_path):
     assert not os.path.exists(os.path.join(store, "c", "2"))
     with pytest.raises(InputError, match=r"samples \[10000, 15000\).*missing='fill'"):
         kcpstream.segment(store)
-    _same(kcpstream.segment(store, missing="fill", n_bkps=2), kcpstream.segment(x, n_bkps=2))
+    assert_same_segmentation(
+        kcpstream.segment(store, missing="fill", n_bkps=2), kcpstream.segment(x, n_bkps=2)
+    )
 
 
 def test_a_deleted_chunk_of_a_store_opened_with_xarray(tmp_path):
@@ -163,7 +160,9 @@ def test_a_damaged_input_chunk_gives_a_clear_error_or_the_answer_for_what_it_hol
         return
     # read without error: the answer for the samples the store holds now
     assert how != "delete"
-    _same(got, kcpstream.segment(np.asarray(zarr.open_array(store)[:]), n_bkps=3))
+    assert_same_segmentation(
+        got, kcpstream.segment(np.asarray(zarr.open_array(store)[:]), n_bkps=3)
+    )
 
 
 # -- identity: checkpoints never served for other data -------------------------
@@ -179,7 +178,7 @@ def test_a_chunk_rewritten_in_place_is_not_served_from_the_checkpoint(tmp_path):
     z[40_000:50_000] = z[40_000:50_000] * 4  # same shape and dtype: another signal
     again = kcpstream.segment(store, checkpoint=ck)
     assert again.diagnostics.checkpoint == "written"
-    _same(again, kcpstream.segment(store))
+    assert_same_segmentation(again, kcpstream.segment(store))
     for edge in (40_000, 50_000):  # the rewritten stretch is found
         assert np.abs(again.changepoints - edge).min() <= 50
 
@@ -193,7 +192,7 @@ def test_an_append_is_not_served_from_the_checkpoint(tmp_path):
     z.append(np.random.default_rng(1).normal(5, 1, 10_000).astype(np.float32))
     again = kcpstream.segment(store, checkpoint=ck, n_bkps=3)
     assert again.diagnostics.checkpoint == "written"
-    _same(again, kcpstream.segment(store, n_bkps=3))
+    assert_same_segmentation(again, kcpstream.segment(store, n_bkps=3))
 
 
 @settings(
@@ -225,7 +224,7 @@ def test_two_arrays_that_agree_on_the_fit_sample_do_not_share_a_checkpoint(tmp_p
     assert kcpstream.segment(x, checkpoint=ck).diagnostics.checkpoint == "written"
     other = kcpstream.segment(y, checkpoint=ck)
     assert other.diagnostics.checkpoint == "written"
-    _same(other, kcpstream.segment(y))
+    assert_same_segmentation(other, kcpstream.segment(y))
     assert kcpstream.segment(x, checkpoint=ck).diagnostics.checkpoint == "loaded"
 
 
@@ -240,7 +239,7 @@ def test_variables_of_two_stores_do_not_share_a_checkpoint(tmp_path):
     first = kcpstream.segment(xr.open_zarr(tmp_path / "raw.zarr")["v"], checkpoint=ck)
     second = kcpstream.segment(xr.open_zarr(tmp_path / "clean.zarr")["v"], checkpoint=ck)
     assert first.diagnostics.checkpoint == second.diagnostics.checkpoint == "written"
-    _same(second, kcpstream.segment(y))
+    assert_same_segmentation(second, kcpstream.segment(y))
 
 
 def test_a_checkpoint_needs_an_input_it_can_identify(tmp_path):
@@ -288,7 +287,7 @@ def test_a_damaged_checkpoint_is_recomputed_never_used(tmp_path_factory, data, h
             raw = b""
         open(victim, "wb").write(raw)
     again = kcpstream.segment(store, checkpoint=ck, **kwargs)
-    _same(again, fresh)
+    assert_same_segmentation(again, fresh)
     # a byte flip that zarr's JSON reader does not notice may leave a loadable group
     assert again.diagnostics.checkpoint in ("recomputed", "loaded")
     # written again: the next run loads it
@@ -303,7 +302,7 @@ def test_a_deleted_statistics_chunk_is_reported_as_recomputed(tmp_path):
     os.remove(ck / key / "prefix" / "c" / "0" / "0")
     again = kcpstream.segment(store, checkpoint=ck, block_size=64, pen="auto")
     assert again.diagnostics.checkpoint == "recomputed"
-    _same(again, fresh)
+    assert_same_segmentation(again, fresh)
 
 
 def test_a_killed_save_leaves_a_folder_the_next_save_removes(tmp_path):
@@ -375,9 +374,9 @@ def test_channels_first_is_refused_with_the_fix():
 def test_float16_is_read_as_float32(tmp_path):
     x = _signal().astype(np.float16)
     want = kcpstream.segment(x.astype(np.float32), n_bkps=2)
-    _same(kcpstream.segment(x, n_bkps=2), want)
+    assert_same_segmentation(kcpstream.segment(x, n_bkps=2), want)
     store = _store(tmp_path / "h.zarr", x)
-    _same(kcpstream.segment(store, n_bkps=2), want)
+    assert_same_segmentation(kcpstream.segment(store, n_bkps=2), want)
 
 
 @pytest.mark.parametrize(
@@ -444,7 +443,9 @@ def test_a_cf_fill_value_is_never_read_as_a_sample(tmp_path):
     x[1_000:1_100] = 0.0
     xr.Dataset({"v": ("time", x)}).to_zarr(tmp_path / "ok.zarr", encoding=encoding)
     by_path = kcpstream.segment(str(tmp_path / "ok.zarr"), variable="v", n_bkps=2)
-    _same(by_path, kcpstream.segment(xr.open_zarr(tmp_path / "ok.zarr")["v"], n_bkps=2))
+    assert_same_segmentation(
+        by_path, kcpstream.segment(xr.open_zarr(tmp_path / "ok.zarr")["v"], n_bkps=2)
+    )
 
 
 def _save_and_load(args) -> list[str]:
