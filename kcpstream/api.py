@@ -17,15 +17,17 @@ from . import checkpoint
 from ._kernels.blockstats import split_gain
 from ._version import __version__
 from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
-from .features import DEFAULT_FEATURES, FeatureMap, InvariantWindow, make_feature_map
+from .features import DEFAULT_FEATURES, FeatureMap, Temporal, make_feature_map
 from .features.base import DEFAULT_TILE
 from .passes import (
     SampleCache,
     data_passes,
+    fit_sample,
     in_memory_passes,
     pass_runs,
     release_worker_caches,
 )
+from .period import dominant_period
 from .result import Diagnostics, Segmentation
 from .search import (
     NotEnoughSplitsError,
@@ -223,9 +225,16 @@ def segment(
     window : int, optional
         A hint, in samples, of the length of the temporal patterns (a period,
         a waveform): the signal is segmented as a sequence of windows of
-        ``window`` samples with :class:`~kcpstream.features.InvariantWindow`
-        features, which see changes of shape and frequency that a pointwise
-        kernel does not; change-points then have window resolution.
+        ``window`` samples with :class:`~kcpstream.features.Temporal`
+        features (each window's distribution and the shapes it traces), which
+        see changes of shape and frequency that a pointwise kernel does not;
+        change-points then have window resolution.  By default
+        (``features="auto"``, one channel) the window is the signal's dominant
+        period when it has one (:func:`kcpstream.period.dominant_period` on
+        up to 8 disjoint stretches of 8192 samples spread over the series:
+        periods up to 1024 samples), at most ``n // 16`` samples so that the
+        test has enough windows; without a significant period the samples
+        are segmented one by one.  Give ``window`` for longer cycles.
     block_size : int, optional
         Samples per block of the statistics grid (default: one per sample for
         a series searched in memory; otherwise about 2**15 blocks, at least
@@ -338,10 +347,10 @@ def segment(
         window = _check_positive_int("window", window, 2)
         if not (isinstance(features, str) and features.strip().lower() == "auto"):
             raise InputError(
-                "window= chooses the window feature map; give window or features, not both "
-                "(a window map takes its own window: features=InvariantWindow(window=...))"
+                "window= chooses the temporal feature map; give window or features, not both "
+                "(a window map takes its own window: features=Temporal(window=...))"
             )
-        features = InvariantWindow(DEFAULT_FEATURES, window=window)
+        features = Temporal(DEFAULT_FEATURES, window=window)
     if n_bkps is not None:
         n_bkps = _check_positive_int("n_bkps", n_bkps, 0)
         rule = "n_bkps"
@@ -461,6 +470,16 @@ def _searched_in_memory(n: int, p: int, st: _Settings) -> bool:
 
 def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     """Checks that depend on the series, the fitted feature map, the block size."""
+    cache = sample = None
+    if _is_auto(features) and signal.d == 1:
+        # the stretches are read whole-chunk through the cache the pointwise
+        # search would use, which keeps them for the data pass and the fit
+        cache = SampleCache(_block_size(signal.n, st), max_bytes=st.cache_bytes)
+        features, read = _default_univariate(signal, st, cache)
+        if _is_auto(features):  # the fit sample lies inside the stretches just read
+            sample = _fit_rows(signal, st, read)
+        else:
+            cache = None  # the windows are another signal, with a grid of their own
     fmap = make_feature_map(features, seed=st.seed, d=signal.d)
     window = fmap.window_samples
     original = signal
@@ -496,22 +515,13 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
             f"(n={n}, min_size={min_size}); give n_bkps or pen, or a larger d_max"
         )
-    if st.block_size is None:
-        B = auto_block_size(n, st.n_series)
-        if st.method == "dynp":  # a grid of every sample when the DP can afford it
-            B = max(1, min(B, -(-n // MAX_GRID)))
-    else:
-        B = _check_positive_int("block_size", st.block_size)
-        if B > MAX_BLOCK:
-            raise InputError(
-                f"block_size={B} is larger than {MAX_BLOCK}: a refinement read keeps one "
-                "block's features in memory; use a smaller block_size"
-            )
-    cache = SampleCache(B, max_bytes=st.cache_bytes)
-    sample = None
+    B = _block_size(n, st)
+    if cache is None:
+        cache = SampleCache(B, max_bytes=st.cache_bytes)
     if not fmap.is_fitted:
         fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
-        sample = signal.sample(max_points=st.sample_size, cache=cache)
+        if sample is None:
+            sample = signal.sample(max_points=st.sample_size, cache=cache)
         if not np.isfinite(sample).all():
             check_finite_index(signal.first_nonfinite(), signal.description)
         fmap.fit(sample)
@@ -556,6 +566,95 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             # the key holds for both searches: search as the stored statistics allow
             job.in_memory = job.stats.block_size == 1
     return job
+
+
+#: Length of the stretches of consecutive samples the dominant period is estimated on.
+PERIOD_WIDTH = 8192
+
+
+def _block_size(n: int, st: _Settings) -> int:
+    """The block size of the statistics grid of a series of ``n`` samples (or windows)."""
+    if st.block_size is None:
+        B = auto_block_size(n, st.n_series)
+        if st.method == "dynp":  # a grid of every sample when the DP can afford it
+            B = max(1, min(B, -(-n // MAX_GRID)))
+        return B
+    B = _check_positive_int("block_size", st.block_size)
+    if B > MAX_BLOCK:
+        raise InputError(
+            f"block_size={B} is larger than {MAX_BLOCK}: a refinement read keeps one "
+            "block's features in memory; use a smaller block_size"
+        )
+    return B
+
+
+def _is_auto(features) -> bool:
+    return isinstance(features, str) and features.strip().lower() == "auto"
+
+
+def _period_stretches(signal: Signal, st: _Settings, cache: SampleCache):
+    """Disjoint stretches of :data:`PERIOD_WIDTH` samples (or the whole series)
+    that start where the fit sample's windows start (the last ending at the
+    series' end), and the samples read for them: ``(pieces, (windows,
+    values))`` with ``windows`` the merged ``[start, end)`` read and
+    ``values`` their samples (m_i, d).
+
+    They are placed in time only, so the period (and the result) is the same
+    for every chunking; they hold the fit sample, and are read through
+    ``cache``, which keeps their chunks for the data pass.
+    """
+    n = signal.n
+    width = min(n, PERIOD_WIDTH)
+    merged: list[list[int]] = []
+    disjoint: list[tuple[int, int]] = []
+    for a, b in signal.fit_windows(st.sample_size):
+        lo = max(0, min(a, n - width))
+        hi = max(lo + width, b)
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+        if not disjoint or lo >= disjoint[-1][1]:
+            disjoint.append((lo, lo + width))
+    windows = [(a, b) for a, b in merged]
+    values = fit_sample(signal, windows, cache)
+    bounds = np.cumsum([0] + [b - a for a, b in windows])
+    read = [values[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+    pieces = [_cut(windows, read, a, b) for a, b in disjoint]
+    return pieces, (windows, read)
+
+
+def _cut(windows, values, a: int, b: int) -> np.ndarray:
+    """Samples ``[a, b)`` from ``values`` read for ``windows`` (one holds them)."""
+    k = next(k for k, (lo, hi) in enumerate(windows) if lo <= a and b <= hi)
+    return values[k][a - windows[k][0] : b - windows[k][0]]
+
+
+def _fit_rows(signal: Signal, st: _Settings, read) -> np.ndarray:
+    """The fit sample (:meth:`Signal.sample`), cut from the stretches ``read``."""
+    windows, values = read
+    rows = [_cut(windows, values, a, b) for a, b in signal.fit_windows(st.sample_size)]
+    return np.concatenate(rows, axis=0)
+
+
+def _default_univariate(signal: Signal, st: _Settings, cache: SampleCache):
+    """``features="auto"`` for one channel: windows of the dominant period
+    (:class:`Temporal`), or ``"auto"`` (the pointwise default) when there is no
+    period; and the stretches the period was estimated on (see
+    :func:`_period_stretches`).
+
+    The window is at most ``n // MIN_BATCHES`` samples: the test of a split
+    estimates the noise from at least :data:`MIN_BATCHES` batches of windows.
+    """
+    pieces, read = _period_stretches(signal, st, cache)
+    if not all(np.isfinite(v).all() for v in read[1]):
+        check_finite_index(signal.first_nonfinite(), signal.description)
+    period = dominant_period([v[:, 0] for v in pieces])
+    window = 1 if period is None else min(period, signal.n // MIN_BATCHES)
+    if window < 2:
+        return "auto", read
+    seed = 0 if st.seed is None else st.seed
+    return Temporal(DEFAULT_FEATURES, window=window, seed=seed), read
 
 
 def _spec(fmap: FeatureMap) -> str:

@@ -51,7 +51,7 @@ KERNEL_MAPS = {
 
 
 def test_every_registered_map_is_covered():
-    assert set(FEATURE_MAPS) == set(KERNEL_MAPS) | {"linear", "brownian", "window"}
+    assert set(FEATURE_MAPS) == set(KERNEL_MAPS) | {"linear", "brownian", "window", "temporal"}
 
 
 @pytest.mark.parametrize("K", [8, 32, 128])

@@ -38,7 +38,7 @@ ALL_MAPS = [
 
 def test_registry_has_every_map():
     expected = {"rff", "orf", "matern", "quadrature", "brownian", "nystrom", "sketched_nystrom"}
-    assert set(FEATURE_MAPS) == expected | {"linear", "window"}
+    assert set(FEATURE_MAPS) == expected | {"linear", "window", "temporal"}
 
 
 @pytest.mark.parametrize("fmap", ALL_MAPS, ids=repr)

@@ -16,6 +16,7 @@ from .orthogonal import ORF
 from .quadrature import QuadratureFF
 from .rff import RFF, FourierFeatures
 from .sketched import SketchedNystrom
+from .temporal import Temporal
 from .threshold import BrownianThreshold
 from .window import InvariantWindow
 
@@ -28,6 +29,7 @@ __all__ = [
     "QuadratureFF",
     "BrownianThreshold",
     "InvariantWindow",
+    "Temporal",
     "FourierFeatures",
     "Nystrom",
     "SketchedNystrom",
@@ -57,6 +59,7 @@ for _cls in (
     QuadratureFF,
     BrownianThreshold,
     InvariantWindow,
+    Temporal,
     Nystrom,
     SketchedNystrom,
     Linear,

@@ -101,27 +101,30 @@ class InvariantWindow(FeatureMap):
         return np.fft.irfft(spec, n=w, axis=2)
 
     def fit(self, sample: np.ndarray) -> Self:
-        rows = as_sample(sample)
+        self._fit_shape(as_sample(sample), self.n_features // self.n_bins)
+        self.quantum_exponent_ = exponent_for_amplitude(float(1.0 / np.sqrt(self.n_features)))
+        return self
+
+    def _fit_shape(self, rows: np.ndarray, n_templates: int) -> None:
+        """Templates, thresholds, center and seed from window rows (L, window * d)."""
         w = self.window
         if rows.shape[1] % w:
             raise ValueError(
-                f"InvariantWindow is fitted on windows of {w} samples flattened to rows; "
-                f"got rows of {rows.shape[1]} values (kcpstream.segment reshapes the signal)"
+                f"{type(self).__name__} is fitted on windows of {w} samples flattened to "
+                f"rows; got rows of {rows.shape[1]} values (kcpstream.segment reshapes the "
+                "signal)"
             )
         d = rows.shape[1] // w
         seed = resolve_seed(self.seed)
         rng = np.random.default_rng(seed)
-        m = self.n_features // self.n_bins
-        t = rng.standard_normal((m, w, d))
+        t = rng.standard_normal((n_templates, w, d))
         self.templates_ = t / np.sqrt((t**2).sum(axis=(1, 2), keepdims=True))
         self.center_ = np.median(rows.reshape(-1, w, d), axis=(0, 1))
         corr = self._correlations(rows)  # (L, m, w)
         levels = (np.arange(self.n_bins) + 0.5) / self.n_bins
-        per_template = corr.transpose(1, 0, 2).reshape(m, -1)
+        per_template = corr.transpose(1, 0, 2).reshape(n_templates, -1)
         self.thresholds_ = np.ascontiguousarray(np.quantile(per_template, levels, axis=1).T)
-        self.quantum_exponent_ = exponent_for_amplitude(float(1.0 / np.sqrt(self.n_features)))
         self.seed_ = seed
-        return self
 
     def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
         corr = self._correlations(x)  # (L, m, w)

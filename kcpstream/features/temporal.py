@@ -1,0 +1,185 @@
+"""Temporal features: what a window holds and the shapes it traces.
+
+The signal is cut into windows of ``window`` consecutive samples (typically
+one period of the signal's dominant cycle, see :mod:`kcpstream.period`); each
+window ``W`` gets one feature vector, the concatenation of
+
+* the **mean of the pointwise Gaussian-kernel features** of its samples
+  (quadrature features for up to 3 channels, random Fourier features beyond):
+  the kernel mean embedding of the window's empirical distribution.  Summed
+  over a segment it is the pointwise features' sum divided by ``window``, so
+  this part sees every change of the marginal distribution the pointwise
+  kernel sees; a cycle of one window's length averages out within each
+  window instead of making the sequence dependent;
+* the **group-invariant shape features** of
+  :class:`~kcpstream.features.InvariantWindow` (the distribution over cyclic
+  shifts of the window's projections on random templates): changes of
+  waveform and frequency that leave the marginal distribution alone.
+
+The kernel between two windows is ``(1 - s) k_marginal + s k_shape`` with
+``s = shape_share``.  Change-points have window resolution.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+import numpy as np
+
+from .._kernels.featurize import rff_tile
+from .bandwidth import resolve_bandwidth
+from .base import as_sample, exponent_for_amplitude
+from .quadrature import MAX_DIM, QuadratureFF
+from .rff import RFF
+from .window import InvariantWindow
+
+__all__ = ["Temporal"]
+
+#: Samples featurized together by the pointwise part (bounds its scratch memory).
+_SUB_TILE = 1 << 15
+
+
+class Temporal(InvariantWindow):
+    """Marginal and shape features of windows; see the module docstring.
+
+    Parameters
+    ----------
+    n_features : int
+        Output dimension: half for the shape part (a multiple of ``n_bins``),
+        the rest (even) for the marginal part.
+    window : int
+        Samples per window (the resolution of the change-points).
+    shape_share : float
+        Weight ``s`` of the shape kernel, in [0, 1].
+    n_bins : int
+        Thresholds per template of the shape part.
+    bandwidth : float, "auto" or "median"
+        Bandwidth of the pointwise Gaussian kernel (see
+        :func:`~kcpstream.features.bandwidth.resolve_bandwidth`).
+    seed : int or None
+        Seed of the shape templates (and of the frequencies beyond 3 channels).
+    """
+
+    name = "temporal"
+    _param_names = ("n_features", "window", "shape_share", "n_bins", "bandwidth", "seed")
+    _fitted_names = (
+        "templates_",
+        "thresholds_",
+        "center_",
+        "bandwidth_",
+        "weights_",
+        "amplitudes_",
+        "quantum_exponent_",
+        "seed_",
+    )
+
+    def __init__(
+        self,
+        n_features: int = 64,
+        *,
+        window: int = 64,
+        shape_share: float = 0.5,
+        n_bins: int = 8,
+        bandwidth: float | str = "auto",
+        seed: int | None = 0,
+    ) -> None:
+        if not isinstance(window, int | np.integer) or window < 2:
+            raise ValueError(f"window must be an integer >= 2 samples, got {window!r}")
+        if not isinstance(n_bins, int | np.integer) or n_bins < 1:
+            raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+        if (
+            not isinstance(n_features, int | np.integer)
+            or n_features % 2
+            or n_features // 2 < n_bins
+            or n_features - (n_features // 2) // n_bins * n_bins < 2
+        ):
+            raise ValueError(
+                f"n_features={n_features!r} must be even and at least {2 * n_bins} (a shape "
+                f"part of whole templates of n_bins={n_bins} thresholds and a marginal part)"
+            )
+        if (
+            isinstance(shape_share, bool)
+            or not isinstance(shape_share, int | float | np.number)
+            or not 0.0 <= float(shape_share) <= 1.0
+        ):
+            raise ValueError(f"shape_share must be a number in [0, 1], got {shape_share!r}")
+        self.n_features = int(n_features)
+        self.window = int(window)
+        self.n_bins = int(n_bins)
+        self.shape_share = float(shape_share)
+        self.bandwidth = bandwidth
+        self.seed = seed
+
+    @property
+    def _n_shape(self) -> int:
+        return (self.n_features // 2) // self.n_bins * self.n_bins
+
+    @property
+    def n_features_out_(self) -> int:
+        if not self.is_fitted:
+            return self.n_features
+        return self._n_shape + 2 * int(self.weights_.shape[1])
+
+    @property
+    def quantized_norm_bound_(self) -> float:
+        """Each part's norm is at most its weight (the marginal part is a mean of
+        unit vectors, the shape part has coordinates of at most
+        ``1 / sqrt(n_shape)``); float32 arithmetic adds a few ulps per value and
+        rounding onto the grid at most ``0.5`` per coordinate."""
+        self._check_fitted()
+        return 2.0**self.quantum_exponent_ * (1 + 1e-5) + 0.5 * np.sqrt(self.n_features_out_)
+
+    @property
+    def tile_groups_(self) -> tuple[int, int]:
+        return 1, self.n_features_out_
+
+    def _weights(self) -> tuple[np.float32, np.float32]:
+        """Scale of the marginal part and of each shape coordinate."""
+        a = np.float32(np.sqrt(1.0 - self.shape_share))
+        b = np.float32(np.sqrt(self.shape_share) / np.sqrt(self._n_shape))
+        return a, b
+
+    def fit(self, sample: np.ndarray) -> Self:
+        rows = as_sample(sample)
+        self._fit_shape(rows, self._n_shape // self.n_bins)
+        d = rows.shape[1] // self.window
+        points = rows.reshape(-1, d)
+        marginal = (QuadratureFF if d <= MAX_DIM else RFF)(
+            self.n_features - self._n_shape, bandwidth=self.bandwidth, seed=self.seed
+        )
+        sigma = resolve_bandwidth(self.bandwidth, points, marginal._metric)
+        weights, amplitudes = marginal._draw(np.random.default_rng(self.seed_), d, sigma)
+        self.center_ = np.median(points, axis=0)
+        self.bandwidth_ = float(sigma)
+        self.weights_ = np.ascontiguousarray(weights, dtype=np.float32)
+        self.amplitudes_ = np.ascontiguousarray(amplitudes, dtype=np.float32)
+        a, b = self._weights()
+        largest = max(float(a) * float(np.max(self.amplitudes_)), float(b))
+        self.quantum_exponent_ = exponent_for_amplitude(largest)
+        return self
+
+    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+        w = self.window
+        n_windows = x.shape[0]
+        d = x.shape[1] // w
+        m = self.weights_.shape[1]
+        a, b = self._weights()
+        points = np.asarray(x).reshape(-1, d)
+        per = max(1, _SUB_TILE // w)  # windows per sub-tile
+        scratch = np.empty((2, per * w, m), dtype=np.float32)
+        for lo in range(0, n_windows, per):
+            hi = min(n_windows, lo + per)
+            buf = scratch[:, : (hi - lo) * w]
+            rff_tile(points[lo * w : hi * w], self.center_, self.weights_, self.amplitudes_, buf)
+            # float64 sums in a fixed order: the same value wherever the window sits
+            values = buf.reshape(2, hi - lo, w, m).astype(np.float64)
+            means = values[:, :, 0].copy()
+            for j in range(1, w):
+                means += values[:, :, j]
+            means /= w
+            out[0, lo:hi, :m] = a * means[0].astype(np.float32)
+            out[0, lo:hi, m : 2 * m] = a * means[1].astype(np.float32)
+        corr = self._correlations(x)  # (L, m_templates, w)
+        above = (corr[:, :, None, :] > self.thresholds_[None, :, :, None]).sum(axis=3)
+        share = above.reshape(n_windows, -1).astype(np.float32) / np.float32(w)
+        np.multiply(share, b, out=out[0, :, 2 * m :])

@@ -1,0 +1,142 @@
+"""The dominant period of a signal, from the autocorrelation of a few stretches.
+
+A cycle (a daily pattern, a heartbeat, a machine's rotation) makes the
+samples of a stationary signal strongly dependent at the scale of its period:
+a pointwise kernel then sees the phase of the cycle as a change of
+distribution.  Segmenting windows of one period instead (see
+:class:`~kcpstream.features.Temporal`) averages the cycle out within each
+window and lets the features see changes of the cycle's shape.
+
+The period is the lag of the highest peak of the sample autocorrelation
+``r_k`` after its first zero crossing ``q``, kept only when the peak is
+significant: under the hypothesis that the series is short-memory (an
+MA(q) process: no dependence beyond the first crossing), Bartlett's formula
+gives ``var(r_k) ~ (1 + 2 sum_{0<j<q} r_j^2) / m`` for ``m`` samples, and the
+peak must exceed ``z`` standard errors with ``z`` the normal quantile of
+``level`` divided by the number of lags searched (Bonferroni).  Red noise
+(AR(1), random walks) has no peak after its crossing beyond that bound, so
+it gets no period; an iid series none either.
+
+Three guards keep changes from passing for a cycle (changes of level make
+the autocorrelation of a stretch positive and slowly varying, with bumps):
+
+* ``r_k`` is the median of the stretches' own autocorrelations (a change
+  inside a few stretches does not move it; a cycle shows in every stretch);
+* a cycle repeats: the autocorrelation near twice the period (within an
+  eighth of a period, for cycles of slightly varying length) must pass the
+  same bound, so periods up to an eighth of the stretches are found;
+* a cycle dips between its echoes: the peak must stand above the lowest
+  autocorrelation between a quarter and three quarters of the period by
+  twice the bound (a bump on the slowly varying autocorrelation of level
+  changes does not).
+
+Multiples of the period peak about as high as the period itself; the
+shortest peak within the bound of the highest is taken.
+"""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+
+import numpy as np
+
+__all__ = ["dominant_period", "PERIOD_LEVEL", "MIN_PERIOD"]
+
+#: Chance that a short-memory series without a cycle is given a period.
+PERIOD_LEVEL = 1e-3
+#: Shortest period looked for (samples).
+MIN_PERIOD = 3
+
+
+def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL) -> int | None:
+    """The dominant period (samples) of a univariate signal, or None.
+
+    Parameters
+    ----------
+    stretches : list of numpy.ndarray
+        Stretches of consecutive samples (1-D), e.g. evenly spaced over a long
+        series.  Each is centred on its own mean (a level that differs from one
+        stretch to the next is not a cycle); the median of their
+        autocorrelations is used.  Lags up to a quarter of the shortest
+        stretch are searched.
+    level : float
+        Chance, under a short-memory series without a cycle, of a period.
+
+    Returns
+    -------
+    int or None
+        The lag of the shortest autocorrelation peak after the first zero
+        crossing that passes the tests above and is within the bound of the
+        highest; None when there is none (or too few samples).
+    """
+    pieces = [np.asarray(s, dtype=np.float64).ravel() for s in stretches]
+    pieces = [p for p in pieces if p.size]
+    if not pieces:
+        return None
+    max_lag = min(p.size for p in pieces) // 4
+    if max_lag < MIN_PERIOD + 2:
+        return None
+    acfs = []
+    for p in pieces:
+        c = p - p.mean()
+        spec = np.fft.rfft(c, 2 * c.size)
+        acov = np.fft.irfft(spec * np.conj(spec), 2 * c.size)[: max_lag + 1]
+        if acov[0] > 0:
+            acfs.append(acov / acov[0])
+    if not acfs:
+        return None
+    # the median over the stretches: a change inside a few of them does not make
+    # a cycle, which every stretch of a stationary series shows
+    r = np.median(acfs, axis=0)
+    m = sum(p.size for p in pieces)
+    if len(acfs) > 2:
+        m = m * 2.0 / np.pi  # the median of k estimates has about pi / 2 their mean's variance
+    below = np.flatnonzero(r < 0)
+    if not below.size:
+        return None  # never decorrelates within the stretches: a trend or red noise
+    crossing = int(below[0])
+    lags = np.arange(max(crossing, MIN_PERIOD) + 1, max_lag)
+    if not lags.size:
+        return None
+    peaks = lags[(r[lags] > r[lags - 1]) & (r[lags] >= r[lags + 1])]
+    if not peaks.size:
+        return None
+    se = np.sqrt((1.0 + 2.0 * float(np.sum(r[1:crossing] ** 2))) / m)
+    z = NormalDist().inv_cdf(1.0 - level / lags.size)
+    bound = z * se
+    # a cycle must show again near twice its period, within the lags computed
+    peaks = peaks[2 * peaks + np.maximum(1, peaks // 8) < r.size]
+    significant = peaks[r[peaks] > bound]
+    if not significant.size:
+        return None
+    # a cycle dips between its echoes: the peak stands above the lowest value half a
+    # cycle earlier by more than twice the bound (the standard deviation of a
+    # difference of two autocorrelations is at most twice either's)
+    dips = np.array([r[max(1, k // 4) : k - k // 4 + 1].min() for k in significant])
+    significant = significant[r[significant] - dips > 2.0 * bound]
+    if not significant.size:
+        return None
+    # a multiple of the period peaks as high, up to the noise: the shortest peak
+    # within the bound of the highest is the period
+    top = float(r[significant].max())
+    first = int(significant[r[significant] >= top - bound][0])
+    # ... and the top of that peak: noise puts local maxima on its flanks
+    lo = hi = first
+    while lo - 1 > crossing and r[lo - 1] >= top - bound:
+        lo -= 1
+    while hi + 1 < r.size and r[hi + 1] >= top - bound:
+        hi += 1
+    period = lo + int(np.argmax(r[lo : hi + 1]))
+    echo = _echo(r, 2 * period, period)
+    if echo is None or not echo > bound:
+        return None
+    return period
+
+
+def _echo(r: np.ndarray, lag: int, period: int) -> float | None:
+    """The autocorrelation's largest value within an eighth of a period of
+    ``lag``, or None beyond the lags computed."""
+    slack = max(1, period // 8)
+    if lag + slack >= r.size:  # pragma: no cover - the peaks searched have an echo in range
+        return None
+    return float(r[lag - slack : lag + slack + 1].max())

@@ -1,0 +1,196 @@
+"""The default map for one channel: windows of the dominant period, temporal features."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.signal import lfilter
+
+import kcpstream
+from kcpstream import NotEnoughSplitsError, datasets
+from kcpstream.features import QuadratureFF, Temporal
+from kcpstream.period import dominant_period
+
+from .reference import quantized, reference_binseg
+
+
+def _sine(n, period, noise=0.5, seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    return np.sin(2 * np.pi * t / period + rng.uniform(0, 2 * np.pi)) + noise * rng.normal(size=n)
+
+
+def _ar1(n, phi, seed):
+    e = np.random.default_rng(seed).normal(size=n + 1000)
+    return lfilter([1.0], [1.0, -phi], e)[1000:]
+
+
+def _stretches(x, k=8, width=8192):
+    starts = np.linspace(0, len(x) - width, k).round().astype(int)
+    return [x[a : a + width] for a in starts] if len(x) > width else [x]
+
+
+# -- the period ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("period", [5, 37, 100, 600])
+def test_the_period_of_a_noisy_cycle_is_found(period):
+    x = _sine(200_000, period)
+    assert abs(dominant_period(_stretches(x)) - period) <= max(1, period // 100)
+
+
+def test_a_cycle_of_spikes_has_its_own_period_not_a_harmonic():
+    x = np.zeros(50_000)
+    x[::50] = 5.0  # a heartbeat-like train: every harmonic of 1/50 is as strong
+    x += np.random.default_rng(0).normal(scale=0.3, size=x.size)
+    assert dominant_period(_stretches(x)) == 50
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: np.random.default_rng(s).normal(size=100_000),
+        lambda s: _ar1(100_000, 0.95, s),
+        lambda s: np.cumsum(np.random.default_rng(s).normal(size=100_000)),  # random walk
+        lambda s: np.linspace(0, 5, 100_000) + np.random.default_rng(s).normal(size=100_000),
+        lambda s: datasets.changing_distribution(60_000, 6, seed=s).x.astype(float),
+        lambda s: datasets.scenario1(10_000, 10, seed=s).x.ravel(),
+    ],
+    ids=["iid", "ar(0.95)", "random walk", "trend", "changes", "scenario 1"],
+)
+def test_noise_drift_and_changes_have_no_period(make):
+    found = [dominant_period(_stretches(make(seed))) for seed in range(10)]
+    assert found == [None] * 10
+
+
+def test_too_short_stretches_have_no_period():
+    assert dominant_period([np.arange(10.0)]) is None
+    assert dominant_period([]) is None
+    assert dominant_period([np.ones(1000)]) is None  # no variation
+
+
+# -- the temporal map -----------------------------------------------------------
+
+
+def test_marginal_part_is_the_mean_of_the_pointwise_features():
+    x = np.random.default_rng(1).gamma(2.0, size=4_000)
+    rows = x.reshape(-1, 20)
+    fmap = Temporal(64, window=20, shape_share=0.25).fit(rows)
+    point = QuadratureFF(32, bandwidth=fmap.bandwidth_).fit(x)
+    assert np.array_equal(point.weights_, fmap.weights_)
+    z = fmap.transform(rows).astype(np.float64)
+    mean = point.transform(x).astype(np.float64).reshape(-1, 20, 32).mean(axis=1)
+    step = 2.0**-point.quantum_exponent_ + 2.0**-fmap.quantum_exponent_
+    np.testing.assert_allclose(z[:, :32], np.sqrt(0.75) * mean, atol=2 * step)
+    assert ((z**2).sum(axis=1) <= 1.0 + 1e-6).all()  # at most 1 = k(W, W)
+
+
+def test_temporal_features_do_not_depend_on_the_tile_or_position():
+    x = _sine(64 * 300, 64, seed=2)
+    rows = x.reshape(-1, 64)
+    fmap = Temporal(48, window=64, n_bins=8).fit(rows)
+    whole = fmap.transform(rows)
+    for tile in (1, 7, 1000):
+        assert np.array_equal(fmap.transform(rows, tile=tile), whole)
+    assert np.array_equal(fmap.transform(rows[13:]), whole[13:])
+    back = kcpstream.FeatureMap.from_json(fmap.to_json())
+    assert back == fmap and np.array_equal(back.transform(rows), whole)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"window": 1}, "window must be an integer >= 2"),
+        ({"n_features": 10}, "must be even and at least 16"),
+        ({"n_features": 63}, "must be even"),
+        ({"shape_share": 1.5}, "shape_share must be a number in"),
+        ({"shape_share": True}, "shape_share must be a number in"),
+    ],
+)
+def test_bad_temporal_parameters_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Temporal(**{"n_features": 64, "window": 8, **kwargs})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    window=st.integers(2, 9),
+    n_windows=st.integers(8, 60),
+    n_bkps=st.integers(0, 3),
+    chunk=st.integers(1, 200),
+    block_size=st.integers(1, 9),
+)
+def test_temporal_search_equals_the_bruteforce_scan_of_the_windows(
+    seed, window, n_windows, n_bkps, chunk, block_size
+):
+    rng = np.random.default_rng(seed)
+    levels = np.repeat(rng.normal(scale=2, size=4), -(-n_windows * window // 4))
+    x = rng.normal(size=n_windows * window) + levels[: n_windows * window]
+    fitted = Temporal(16, window=window, n_bins=4, seed=seed % 7).fit(x.reshape(-1, window))
+    q = quantized(fitted.transform(x.reshape(-1, window)), fitted.quantum_exponent_)
+    if (q == q[0]).all() or n_bkps > n_windows // 2 - 1:
+        return
+    expected = reference_binseg(q, 2, n_bkps=n_bkps)
+    kw = dict(features=fitted, n_bkps=n_bkps, d_max=n_bkps + 1, min_size=2, block_size=block_size)
+    data = da.from_array(x, chunks=chunk * window if chunk % 3 else chunk)
+    if expected is None:  # no n_bkps splits leave 2 windows on every side
+        with pytest.raises(NotEnoughSplitsError):
+            kcpstream.segment(data, **kw)
+        return
+    res = kcpstream.segment(data, **kw)
+    assert res.order.tolist() == [pos * window for pos, _ in expected]
+
+
+# -- the default ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+def test_a_fixed_cycle_is_not_a_change(n):
+    for seed in range(3):
+        x = _sine(n, n // 20 if n < 20_000 else 500, seed=seed)
+        res = kcpstream.segment(x)
+        assert res.n_changepoints == 0
+        assert res.params["window"] is not None and "Temporal" in res.params["features"]
+
+
+def test_the_default_sees_a_change_of_frequency_the_pointwise_map_does_not():
+    rng = np.random.default_rng(0)
+    t = np.arange(6000)
+    x = np.r_[np.sin(t * 2 * np.pi / 40), np.sin(t * 2 * np.pi / 25)]
+    x += 0.2 * rng.standard_normal(x.size)
+    res = kcpstream.segment(x)
+    w = res.params["window"]
+    assert w is not None and res.n_changepoints == 1
+    assert abs(int(res.changepoints[0]) - 6000) <= w
+    assert kcpstream.segment(x, features="quadrature").n_changepoints != 1
+
+
+def test_without_a_cycle_the_default_is_pointwise():
+    x = datasets.changing_distribution(20_000, 3, seed=1).x
+    res = kcpstream.segment(x)
+    assert res.params["window"] is None and "QuadratureFF" in res.params["features"]
+
+
+def test_the_default_window_does_not_depend_on_the_chunking():
+    x = _sine(30_000, 70, seed=4)
+    x[15_000:] *= 2.0
+    runs = [kcpstream.segment(da.from_array(x, chunks=c)) for c in (30_000, 4_000, 777)]
+    assert {r.params["window"] for r in runs} == {70}
+    assert len({tuple(r.changepoints.tolist()) for r in runs}) == 1
+    assert runs[0].n_changepoints == 1
+
+
+def test_a_window_hint_takes_the_temporal_map():
+    x = _sine(20_000, 50, seed=5)
+    res = kcpstream.segment(x, window=25)
+    assert res.params["window"] == 25 and "Temporal" in res.params["features"]
+
+
+def test_the_window_leaves_the_test_enough_windows():
+    x = _sine(8_000, 800, noise=0.2, seed=6)  # a period of 800: at most 8000 // 16 = 500
+    res = kcpstream.segment(x)
+    assert res.params["window"] == 500
