@@ -515,7 +515,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
             f"(n={n}, min_size={min_size}); give n_bkps or pen, or a larger d_max"
         )
-    B = _block_size(n, st)
+    B = _block_size(n, st, window)
     if cache is None:
         cache = SampleCache(B, max_bytes=st.cache_bytes)
     if not fmap.is_fitted:
@@ -572,10 +572,12 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
 PERIOD_WIDTH = 8192
 
 
-def _block_size(n: int, st: _Settings) -> int:
-    """The block size of the statistics grid of a series of ``n`` samples (or windows)."""
+def _block_size(n: int, st: _Settings, window: int = 1) -> int:
+    """The block size of the statistics grid of a series of ``n`` samples (or
+    windows of ``window`` samples: blocks of about as many samples as the
+    samples' own grid would have, since a refinement reads whole blocks)."""
     if st.block_size is None:
-        B = auto_block_size(n, st.n_series)
+        B = max(1, auto_block_size(n * window, st.n_series) // window)
         if st.method == "dynp":  # a grid of every sample when the DP can afford it
             B = max(1, min(B, -(-n // MAX_GRID)))
         return B

@@ -84,8 +84,11 @@ def test_marginal_part_is_the_mean_of_the_pointwise_features():
     z = fmap.transform(rows).astype(np.float64)
     mean = point.transform(x).astype(np.float64).reshape(-1, 20, 32).mean(axis=1)
     step = 2.0**-point.quantum_exponent_ + 2.0**-fmap.quantum_exponent_
-    np.testing.assert_allclose(z[:, :32], np.sqrt(0.75) * mean, atol=2 * step)
-    assert ((z**2).sum(axis=1) <= 1.0 + 1e-6).all()  # at most 1 = k(W, W)
+    # centred on the fit sample's mean features
+    np.testing.assert_allclose(z[:, :32] + fmap.offset_[:32], np.sqrt(0.75) * mean, atol=2 * step)
+    assert np.abs(z.mean(axis=0)).max() < 1e-6  # fitted on these rows: mean 0
+    raw = z + fmap.offset_
+    assert ((raw**2).sum(axis=1) <= 1.0 + 1e-6).all()  # at most 1 = k(W, W)
 
 
 def test_temporal_features_do_not_depend_on_the_tile_or_position():

@@ -166,3 +166,50 @@ def quantize(z: np.ndarray, exponent: int) -> np.ndarray:
 def groups_to_rows(z: np.ndarray) -> np.ndarray:
     """A (k, L, m) tile as (L, k * m) rows of features."""
     return z.transpose(1, 0, 2).reshape(z.shape[1], z.shape[0] * z.shape[2])
+
+
+@njit(nogil=True, cache=True)
+def window_means(z, window, out):
+    """Means over consecutive windows of ``window`` samples: ``z`` float32
+    (k, L * window, m) into ``out`` float32 (k, L, m).
+
+    Each mean is a float64 sum over the window's samples in order, divided by
+    ``window`` and rounded to float32: the same value wherever the window sits.
+    """
+    k, total, m = z.shape
+    n_windows = total // window
+    acc = np.empty(m, np.float64)
+    for g in range(k):
+        for i in range(n_windows):
+            acc[:] = 0.0
+            base = i * window
+            for t in range(window):
+                for j in range(m):
+                    acc[j] += np.float64(z[g, base + t, j])
+            for j in range(m):
+                out[g, i, j] = np.float32(acc[j] / window)
+
+
+@njit(nogil=True, cache=True)
+def threshold_shares(corr, thresholds, scale, out):
+    """``out[l, t * b + j] = scale * #{s : corr[l, t, s] > thresholds[t, j]} / w``.
+
+    ``corr`` float64 (L, m, w), ``thresholds`` float64 (m, b) ascending per
+    template, ``out`` float32 (L, m * b).  The counts are integers: exact.
+    """
+    n, m, w = corr.shape
+    b = thresholds.shape[1]
+    hist = np.empty(b + 1, np.int64)
+    for i in range(n):
+        for t in range(m):
+            hist[:] = 0
+            for s in range(w):
+                c = corr[i, t, s]
+                k = 0
+                for j in range(b):  # branch-free: the thresholds are ascending
+                    k += c > thresholds[t, j]
+                hist[k] += 1  # c is above exactly the first k thresholds
+            above = 0
+            for j in range(b - 1, -1, -1):
+                above += hist[j + 1]
+                out[i, t * b + j] = np.float32(np.float32(above) / np.float32(w)) * scale

@@ -18,6 +18,11 @@ window ``W`` gets one feature vector, the concatenation of
 
 The kernel between two windows is ``(1 - s) k_marginal + s k_shape`` with
 ``s = shape_share``.  Change-points have window resolution.
+
+The features are centred on their mean over the fit sample (``offset_``): a
+constant shift changes no gain, and windows of a steady cycle have features
+far from 0 but close to each other, so centred features make the search's
+bounds (which use the features' norms) tight.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Self
 
 import numpy as np
 
-from .._kernels.featurize import rff_tile
+from .._kernels.featurize import rff_tile, threshold_shares, window_means
 from .bandwidth import resolve_bandwidth
 from .base import as_sample, exponent_for_amplitude
 from .quadrature import MAX_DIM, QuadratureFF
@@ -69,6 +74,7 @@ class Temporal(InvariantWindow):
         "bandwidth_",
         "weights_",
         "amplitudes_",
+        "offset_",
         "quantum_exponent_",
         "seed_",
     )
@@ -122,12 +128,9 @@ class Temporal(InvariantWindow):
 
     @property
     def quantized_norm_bound_(self) -> float:
-        """Each part's norm is at most its weight (the marginal part is a mean of
-        unit vectors, the shape part has coordinates of at most
-        ``1 / sqrt(n_shape)``); float32 arithmetic adds a few ulps per value and
-        rounding onto the grid at most ``0.5`` per coordinate."""
-        self._check_fitted()
-        return 2.0**self.quantum_exponent_ * (1 + 1e-5) + 0.5 * np.sqrt(self.n_features_out_)
+        """-1: the centred features' norms are far below any bound known in
+        advance, so the data pass measures them."""
+        return -1.0
 
     @property
     def tile_groups_(self) -> tuple[int, int]:
@@ -154,8 +157,13 @@ class Temporal(InvariantWindow):
         self.weights_ = np.ascontiguousarray(weights, dtype=np.float32)
         self.amplitudes_ = np.ascontiguousarray(amplitudes, dtype=np.float32)
         a, b = self._weights()
+        # centred, a coordinate is at most twice the largest raw one
         largest = max(float(a) * float(np.max(self.amplitudes_)), float(b))
-        self.quantum_exponent_ = exponent_for_amplitude(largest)
+        self.quantum_exponent_ = exponent_for_amplitude(2.0 * largest)
+        self.offset_ = np.zeros(self.n_features_out_, dtype=np.float32)
+        raw = np.empty((1, rows.shape[0], self.n_features_out_), dtype=np.float32)
+        self._featurize_tile(rows, raw)
+        self.offset_ = raw[0].mean(axis=0, dtype=np.float64).astype(np.float32)
         return self
 
     def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
@@ -167,19 +175,15 @@ class Temporal(InvariantWindow):
         points = np.asarray(x).reshape(-1, d)
         per = max(1, _SUB_TILE // w)  # windows per sub-tile
         scratch = np.empty((2, per * w, m), dtype=np.float32)
+        means = np.empty((2, per, m), dtype=np.float32)
         for lo in range(0, n_windows, per):
             hi = min(n_windows, lo + per)
             buf = scratch[:, : (hi - lo) * w]
             rff_tile(points[lo * w : hi * w], self.center_, self.weights_, self.amplitudes_, buf)
-            # float64 sums in a fixed order: the same value wherever the window sits
-            values = buf.reshape(2, hi - lo, w, m).astype(np.float64)
-            means = values[:, :, 0].copy()
-            for j in range(1, w):
-                means += values[:, :, j]
-            means /= w
-            out[0, lo:hi, :m] = a * means[0].astype(np.float32)
-            out[0, lo:hi, m : 2 * m] = a * means[1].astype(np.float32)
-        corr = self._correlations(x)  # (L, m_templates, w)
-        above = (corr[:, :, None, :] > self.thresholds_[None, :, :, None]).sum(axis=3)
-        share = above.reshape(n_windows, -1).astype(np.float32) / np.float32(w)
-        np.multiply(share, b, out=out[0, :, 2 * m :])
+            window_means(buf, w, means)
+            out[0, lo:hi, :m] = a * means[0, : hi - lo]
+            out[0, lo:hi, m : 2 * m] = a * means[1, : hi - lo]
+        shares = np.empty((n_windows, self._n_shape), dtype=np.float32)
+        threshold_shares(self._correlations(x), self.thresholds_, b, shares)
+        out[0, :, 2 * m :] = shares
+        out[0] -= self.offset_
