@@ -745,7 +745,7 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
         _check_statistics(job.stats, job.signal)
     seconds_pass = time.perf_counter() - t_pass
     for job in jobs:
-        job.noise = _noise(job.stats)
+        job.noise = _noise(job.stats, pointwise=job.window == 1)
 
     def steps(job: _Job):
         kw = {"min_size": job.min_size, "log": job.log}
@@ -897,7 +897,10 @@ def _select_by_test(job: _Job, order, alpha: float, d_max: int) -> Selection:
         found = sorted(significant_splits(splits, job.stats.n, alpha))
         if found == accepted:
             break
-        noise = _noise(job.stats, np.asarray(found, dtype=np.int64), local=job.noise.local)
+        noise = _noise(
+            job.stats, np.asarray(found, dtype=np.int64), local=job.noise.local,
+            pointwise=job.window == 1,
+        )  # fmt: skip
         if noise is None:
             break
         accepted, job.noise = found, noise
@@ -960,17 +963,26 @@ def default_min_size(n: int) -> int:
 
 
 def _noise(
-    stats: BlockStats, exclude: np.ndarray | None = None, local: float | None = None
+    stats: BlockStats,
+    exclude: np.ndarray | None = None,
+    local: float | None = None,
+    pointwise: bool = True,
 ) -> LongRunNoise | None:
     """The features' long-run covariance from the prefix sums at full blocks,
     without the batches around the change-points ``exclude``, and the whole
     series' short-range level ``local`` (computed when not given: it does not
-    depend on ``exclude``)."""
+    depend on ``exclude``).
+
+    Samples segmented one by one have no cycle (or the period check would have
+    made windows of it): their dependence is extrapolated as an AR(1) of
+    batches when the batch estimate has not levelled off.  Windows of one
+    period hold the cycle's dependence within them and are not extrapolated
+    (see :func:`kcpstream.significance.long_run_noise`)."""
     full = stats.n // stats.block_size
     prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
         1.0, -stats.quantum_exponent
     )
-    noise = long_run_noise(prefix, stats.block_size, exclude)
+    noise = long_run_noise(prefix, stats.block_size, exclude, extrapolate=pointwise)
     if noise is None:
         return None
     if local is None:

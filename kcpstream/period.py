@@ -30,8 +30,9 @@ the autocorrelation of a stretch positive and slowly varying, with bumps):
   twice the bound (a bump on the slowly varying autocorrelation of level
   changes does not).
 
-Multiples of the period peak about as high as the period itself; the
-shortest peak within the bound of the highest is taken.
+Multiples of the period peak about as high as the period itself: of the
+peaks within the bound of the highest, the shortest of which the highest is
+a multiple (within an eighth) is taken.
 """
 
 from __future__ import annotations
@@ -117,9 +118,13 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
     if not significant.size:
         return None
     # a multiple of the period peaks as high, up to the noise: the shortest peak
-    # within the bound of the highest is the period
-    top = float(r[significant].max())
-    first = int(significant[r[significant] >= top - bound][0])
+    # within the bound of the highest of which the highest is a multiple is the period
+    highest = int(significant[np.argmax(r[significant])])
+    top = float(r[highest])
+    close = significant[r[significant] >= top - bound]
+    ratio = highest / close
+    divides = np.abs(ratio - np.round(ratio)) <= 0.125 * np.round(ratio)
+    first = int(close[divides][0])
     # ... and the top of that peak: noise puts local maxima on its flanks
     lo = hi = first
     while lo - 1 > crossing and r[lo - 1] >= top - bound:

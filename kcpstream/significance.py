@@ -163,8 +163,47 @@ def _grew(before: np.ndarray, sigma: np.ndarray, used: int) -> bool:
     return tr > tr0 * (1.0 + 2.0 * math.sqrt(2.0 / (max(used, 1) * max(dof, 1.0))))
 
 
+#: Largest lag-one correlation of batch sums an extrapolation uses.
+MAX_BATCH_CORRELATION = 0.9
+
+
+def _ar1_factor(prefix: np.ndarray, per_batch: int, exclude: np.ndarray) -> float:
+    """``(1 + rho) / (1 - rho)``: the long-run variance of an AR(1) sequence of
+    batch sums with lag-one correlation ``rho`` over their variance.
+
+    ``rho`` comes from the consecutive differences ``D`` of the sums over
+    batches of ``per_batch`` grid steps, not from the sums: for an AR(1),
+    ``corr(D_i, D_i+1) = -(1 - rho) / 2``, and a change of level moves one
+    difference (left out as an outlier, like those around ``exclude``), where
+    it would make every sum look correlated.  Pooled over the features;
+    ``rho`` is kept in ``[0, MAX_BATCH_CORRELATION]``.
+    """
+    k = (prefix.shape[1] - 1) // per_batch
+    idx = np.arange(0, (k + 1) * per_batch, per_batch)
+    diffs = np.diff(np.diff(prefix[:, idx], axis=1), axis=1)  # (p, k - 1)
+    keep = _kept(diffs, (diffs**2).sum(axis=0), rounds=2)
+    if exclude.size:
+        hit = np.zeros(k + 1, dtype=bool)
+        hit[np.minimum(exclude // per_batch, k)] = True
+        hit[np.maximum((exclude - 1) // per_batch, 0)] = True
+        keep &= ~(hit[:-2] | hit[1:-1] | hit[2:])[: keep.size]
+    pairs = keep[1:] & keep[:-1]
+    denom = float((diffs[:, keep] ** 2).sum())
+    if not denom > 0 or not pairs.any():
+        return 1.0
+    lag1 = float((diffs[:, 1:][:, pairs] * diffs[:, :-1][:, pairs]).sum())
+    # the same normalisation as the pairs' own: mean product over mean square
+    r_d = (lag1 / int(pairs.sum())) / (denom / int(keep.sum()))
+    rho = min(max(1.0 + 2.0 * r_d, 0.0), MAX_BATCH_CORRELATION)
+    return (1.0 + rho) / (1.0 - rho)
+
+
 def long_run_noise(
-    prefix: np.ndarray, block_size: int, exclude: np.ndarray | None = None
+    prefix: np.ndarray,
+    block_size: int,
+    exclude: np.ndarray | None = None,
+    *,
+    extrapolate: bool = True,
 ) -> LongRunNoise | None:
     """Estimate the features' long-run covariance from prefix sums on a block grid.
 
@@ -178,6 +217,14 @@ def long_run_noise(
     estimates seen, the one with the largest trace is kept: the conservative
     side, since an under-estimate makes every split look significant.
 
+    A short series may run out of batches before the plateau: its dependence
+    outlasts the longest batches it holds (an AR(1) with phi = 0.95 over 100
+    samples), and the estimate falls short.  With ``extrapolate``, the kept
+    estimate is then multiplied by ``(1 + rho) / (1 - rho)``, the long-run to
+    short-run ratio of an AR(1) sequence of batch sums, with ``rho`` from the
+    lag-one correlation of the longest batches' differences
+    (:func:`_ar1_factor`; a change of level moves one difference only).
+
     Parameters
     ----------
     prefix : numpy.ndarray, shape (p, m + 1)
@@ -189,6 +236,8 @@ def long_run_noise(
         Change-points (samples) already accepted: the batch differences
         around them are left out, so that the changes themselves are not
         taken for noise.
+    extrapolate : bool
+        Extrapolate an estimate that did not level off (see above).
 
     Returns
     -------
@@ -203,6 +252,7 @@ def long_run_noise(
     best = None
     previous = None
     per_batch = 1
+    plateau = False
     while True:
         ell = per_batch * block_size
         est = _batch_estimate(prefix, per_batch, ell, steps)
@@ -217,12 +267,19 @@ def long_run_noise(
             if best is None or tr > best[0]:
                 best = (tr, cand, ell, used)
         if previous is not None and not _grew(previous, sigma, used):
+            plateau = True
             break  # the plateau: longer batches would only add the changes' own spread
         previous = sigma
         per_batch *= 2
     if best is None:
         return None
     tr, sigma, ell, used = best
+    if extrapolate and not plateau and previous is not None:
+        # still growing at the longest batches the series holds: the dependence
+        # outlasts them, and the estimate falls short; the batch sums' own lag-one
+        # correlation extrapolates it as an AR(1) of batches would
+        sigma = sigma * _ar1_factor(prefix, per_batch // 2, steps)
+        tr = float(np.trace(sigma))
     tr2 = float((sigma * sigma).sum())
     if not tr > 0 or not tr2 > 0:  # noise-free: any change is certain, no change is none
         return LongRunNoise(0.0, 0.0, 0.0, int(ell), used)

@@ -63,6 +63,32 @@ def test_the_long_run_variance_of_an_ar1_is_found():
     assert noise.dof == pytest.approx(1.0)
 
 
+def test_a_series_shorter_than_its_dependence_is_extrapolated():
+    # 200 samples of an AR(1) with phi = 0.95: the batch means are still growing at
+    # the longest batches (25 of 8 samples); as an AR(1) of batch sums, the
+    # estimate moves towards the long-run variance, 400, which the batches miss
+    est, low = [], []
+    for seed in range(20):
+        x = _ar1(200, 0.95, seed)
+        prefix = np.concatenate([[0.0], np.cumsum(x)])[None, :]
+        est.append(long_run_noise(prefix, 1).trace)
+        low.append(long_run_noise(prefix, 1, extrapolate=False).trace)
+    assert all(e >= lo for e, lo in zip(est, low, strict=True))
+    assert np.median(low) < 100 < np.median(est)
+    # iid: the estimate levels off, nothing is extrapolated
+    x = np.random.default_rng(0).normal(size=200_000)
+    prefix = np.concatenate([[0.0], np.cumsum(x)])[None, :]
+    assert long_run_noise(prefix, 1).trace == long_run_noise(prefix, 1, extrapolate=False).trace
+
+
+@pytest.mark.parametrize("phi", [0.9, 0.95])
+def test_short_strongly_dependent_noise_gets_few_change_points(phi):
+    # n = 100: five to ten correlation lengths (38 % and 55 % of series had
+    # change-points before the extrapolation)
+    found = [kcpstream.segment(_ar1(100, phi, seed)).n_changepoints for seed in range(40)]
+    assert sum(k > 0 for k in found) <= 4, found
+
+
 def test_too_few_batches_give_no_estimate():
     assert long_run_noise(np.arange(10, dtype=float)[None, :], 1) is None
 
