@@ -204,6 +204,8 @@ def open_store(
                 f"{', '.join(sorted(arrays)) or 'none'}"
             )
         names = [variable]
+    if len(names) == 1 and not batch and not dims(arrays[names[0]]):
+        return path, names[0]  # no dimension names: xarray cannot open it, zarr can
     if (
         len(names) == 1
         and not batch

@@ -76,6 +76,23 @@ def test_segment_command_json_and_out(tmp_path):
     assert loaded.changepoints.tolist() == summary["changepoints"]
 
 
+def test_a_variable_without_dimension_names_is_read_by_path(tmp_path):
+    # a zarr group written without xarray: the variable has no dimension names,
+    # which xarray requires; the CLI reads it as a plain zarr array
+    import numpy as np
+    import zarr
+
+    t = np.arange(60_000)
+    x = np.where(t < 30_000, np.sin(2 * np.pi * t / 50), np.sign(np.sin(2 * np.pi * t / 50)))
+    x = x + 0.3 * np.random.default_rng(0).standard_normal(t.size)
+    group = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    group.create_array("x", data=x.astype("f4"), chunks=(10_000,))
+    args = ["segment", str(tmp_path / "g.zarr"), "--variable", "x", "--json"]
+    res = subprocess.run([_kcpstream(), *args], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["changepoints"] == [30_000]
+
+
 def test_segment_command_errors_are_one_line(tmp_path):
     store, _, _ = _store(tmp_path)
     cases = [
