@@ -197,3 +197,17 @@ def test_the_window_leaves_the_test_enough_windows():
     x = _sine(8_000, 800, noise=0.2, seed=6)  # a period of 800: at most 8000 // 16 = 500
     res = kcpstream.segment(x)
     assert res.params["window"] == 500
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunk=st.integers(min_value=500, max_value=40_000))
+def test_the_default_on_a_cycle_does_not_depend_on_the_chunking(chunk):
+    x = _sine(40_000, 60, seed=8)
+    x[25_000:] = np.sign(x[25_000:])
+    ref = kcpstream.segment(x)
+    res = kcpstream.segment(da.from_array(x, chunks=chunk))
+    assert res.params["window"] == ref.params["window"] is not None
+    assert res.changepoints.tolist() == ref.changepoints.tolist()
+    assert res.pvalues.tolist() == ref.pvalues.tolist()
+    again = kcpstream.segment(da.from_array(x, chunks=chunk))
+    assert again.changepoints.tolist() == res.changepoints.tolist()  # deterministic
