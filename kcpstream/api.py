@@ -16,18 +16,17 @@ import numpy as np
 from . import checkpoint
 from ._kernels.blockstats import split_gain
 from ._version import __version__
+from .autofeatures import auto_features
 from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal, make_feature_map
 from .features.base import DEFAULT_TILE
 from .passes import (
     SampleCache,
     data_passes,
-    fit_sample,
     in_memory_passes,
     pass_runs,
     release_worker_caches,
 )
-from .period import dominant_period
 from .result import Diagnostics, Segmentation
 from .search import (
     NotEnoughSplitsError,
@@ -475,10 +474,8 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
         # the stretches are read whole-chunk through the cache the pointwise
         # search would use, which keeps them for the data pass and the fit
         cache = SampleCache(_block_size(signal.n, st), max_bytes=st.cache_bytes)
-        features, read = _default_univariate(signal, st, cache)
-        if _is_auto(features):  # the fit sample lies inside the stretches just read
-            sample = _fit_rows(signal, st, read)
-        else:
+        features, sample = auto_features(signal, st.sample_size, st.seed, cache)
+        if sample is None:
             cache = None  # the windows are another signal, with a grid of their own
     fmap = make_feature_map(features, seed=st.seed, d=signal.d)
     window = fmap.window_samples
@@ -568,10 +565,6 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     return job
 
 
-#: Length of the stretches of consecutive samples the dominant period is estimated on.
-PERIOD_WIDTH = 8192
-
-
 def _block_size(n: int, st: _Settings, window: int = 1) -> int:
     """The block size of the statistics grid of a series of ``n`` samples (or
     windows of ``window`` samples: blocks of about as many samples as the
@@ -592,71 +585,6 @@ def _block_size(n: int, st: _Settings, window: int = 1) -> int:
 
 def _is_auto(features) -> bool:
     return isinstance(features, str) and features.strip().lower() == "auto"
-
-
-def _period_stretches(signal: Signal, st: _Settings, cache: SampleCache):
-    """Disjoint stretches of :data:`PERIOD_WIDTH` samples (or the whole series)
-    that start where the fit sample's windows start (the last ending at the
-    series' end), and the samples read for them: ``(pieces, (windows,
-    values))`` with ``windows`` the merged ``[start, end)`` read and
-    ``values`` their samples (m_i, d).
-
-    They are placed in time only, so the period (and the result) is the same
-    for every chunking; they hold the fit sample, and are read through
-    ``cache``, which keeps their chunks for the data pass.
-    """
-    n = signal.n
-    width = min(n, PERIOD_WIDTH)
-    merged: list[list[int]] = []
-    disjoint: list[tuple[int, int]] = []
-    for a, b in signal.fit_windows(st.sample_size):
-        lo = max(0, min(a, n - width))
-        hi = max(lo + width, b)
-        if merged and lo <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-        if not disjoint or lo >= disjoint[-1][1]:
-            disjoint.append((lo, lo + width))
-    windows = [(a, b) for a, b in merged]
-    values = fit_sample(signal, windows, cache)
-    bounds = np.cumsum([0] + [b - a for a, b in windows])
-    read = [values[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
-    pieces = [_cut(windows, read, a, b) for a, b in disjoint]
-    return pieces, (windows, read)
-
-
-def _cut(windows, values, a: int, b: int) -> np.ndarray:
-    """Samples ``[a, b)`` from ``values`` read for ``windows`` (one holds them)."""
-    k = next(k for k, (lo, hi) in enumerate(windows) if lo <= a and b <= hi)
-    return values[k][a - windows[k][0] : b - windows[k][0]]
-
-
-def _fit_rows(signal: Signal, st: _Settings, read) -> np.ndarray:
-    """The fit sample (:meth:`Signal.sample`), cut from the stretches ``read``."""
-    windows, values = read
-    rows = [_cut(windows, values, a, b) for a, b in signal.fit_windows(st.sample_size)]
-    return np.concatenate(rows, axis=0)
-
-
-def _default_univariate(signal: Signal, st: _Settings, cache: SampleCache):
-    """``features="auto"`` for one channel: windows of the dominant period
-    (:class:`Temporal`), or ``"auto"`` (the pointwise default) when there is no
-    period; and the stretches the period was estimated on (see
-    :func:`_period_stretches`).
-
-    The window is at most ``n // MIN_BATCHES`` samples: the test of a split
-    estimates the noise from at least :data:`MIN_BATCHES` batches of windows.
-    """
-    pieces, read = _period_stretches(signal, st, cache)
-    if not all(np.isfinite(v).all() for v in read[1]):
-        check_finite_index(signal.first_nonfinite(), signal.description)
-    period = dominant_period([v[:, 0] for v in pieces])
-    window = 1 if period is None else min(period, signal.n // MIN_BATCHES)
-    if window < 2:
-        return "auto", read
-    seed = 0 if st.seed is None else st.seed
-    return Temporal(DEFAULT_FEATURES, window=window, seed=seed), read
 
 
 def _spec(fmap: FeatureMap) -> str:

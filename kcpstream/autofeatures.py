@@ -1,0 +1,85 @@
+"""What ``features="auto"`` stands for, from a first look at the signal.
+
+For one channel, a few stretches of consecutive samples are read (through
+the job's sample cache, which keeps their chunks for the data pass) and
+:func:`kcpstream.period.dominant_period` looks for a cycle in them.  With a
+cycle, the signal is segmented as windows of one period with
+:class:`~kcpstream.features.Temporal` features; without one, sample by sample
+with the pointwise default (:func:`kcpstream.features.default_feature_map`),
+fitted on the fit sample cut from the stretches (no second read).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .features import DEFAULT_FEATURES, FeatureMap, Temporal
+from .passes import SampleCache, fit_sample
+from .period import dominant_period
+from .signal import Signal, check_finite_index
+from .significance import MIN_BATCHES
+
+__all__ = ["auto_features", "PERIOD_WIDTH"]
+
+#: Length of the stretches of consecutive samples the dominant period is estimated on.
+PERIOD_WIDTH = 8192
+
+
+def auto_features(
+    signal: Signal, sample_size: int, seed: int | None, cache: SampleCache
+) -> tuple[FeatureMap | str, np.ndarray | None]:
+    """The feature map ``"auto"`` stands for on a univariate ``signal``.
+
+    Returns ``(Temporal(window=period), None)`` when the signal has a cycle
+    (the window at most ``n // MIN_BATCHES`` samples, so that the test of a
+    split has :data:`~kcpstream.significance.MIN_BATCHES` batches of windows),
+    or ``("auto", fit_sample)``: the pointwise default and the fit sample of
+    :meth:`Signal.sample` with ``sample_size`` points, cut from the stretches.
+    """
+    pieces, read = _stretches(signal, sample_size, cache)
+    if not all(np.isfinite(v).all() for v in read[1]):
+        check_finite_index(signal.first_nonfinite(), signal.description)
+    period = dominant_period([v[:, 0] for v in pieces])
+    window = 1 if period is None else min(period, signal.n // MIN_BATCHES)
+    if window < 2:
+        windows, values = read
+        rows = [_cut(windows, values, a, b) for a, b in signal.fit_windows(sample_size)]
+        return "auto", np.concatenate(rows, axis=0)
+    return Temporal(DEFAULT_FEATURES, window=window, seed=0 if seed is None else seed), None
+
+
+def _stretches(signal: Signal, sample_size: int, cache: SampleCache):
+    """Disjoint stretches of :data:`PERIOD_WIDTH` samples (or the whole series)
+    that start where the fit sample's windows start (the last ending at the
+    series' end), and the samples read for them: ``(pieces, (windows,
+    values))`` with ``windows`` the merged ``[start, end)`` read and
+    ``values`` their samples (m_i, d).
+
+    They are placed in time only, so the period (and the result) is the same
+    for every chunking; they hold the fit sample.
+    """
+    n = signal.n
+    width = min(n, PERIOD_WIDTH)
+    merged: list[list[int]] = []
+    disjoint: list[tuple[int, int]] = []
+    for a, b in signal.fit_windows(sample_size):
+        lo = max(0, min(a, n - width))
+        hi = max(lo + width, b)
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+        if not disjoint or lo >= disjoint[-1][1]:
+            disjoint.append((lo, lo + width))
+    windows = [(a, b) for a, b in merged]
+    values = fit_sample(signal, windows, cache)
+    bounds = np.cumsum([0] + [b - a for a, b in windows])
+    read = [values[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+    pieces = [_cut(windows, read, a, b) for a, b in disjoint]
+    return pieces, (windows, read)
+
+
+def _cut(windows, values, a: int, b: int) -> np.ndarray:
+    """Samples ``[a, b)`` from ``values`` read for ``windows`` (one holds them)."""
+    k = next(k for k, (lo, hi) in enumerate(windows) if lo <= a and b <= hi)
+    return values[k][a - windows[k][0] : b - windows[k][0]]
