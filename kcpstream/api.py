@@ -206,10 +206,12 @@ def segment(
         ``2 * n_bkps + 1`` within that (at least ``n_bkps + 1``).  Unused
         with a numeric ``pen``.
     min_size : int, optional
-        Every segment keeps at least ``min_size`` samples (windows, for a
-        window map).  Default: ``max(2, n // 10_000)``
+        Every segment keeps at least ``min_size`` samples (for a window map,
+        the whole windows that hold them: ``ceil(min_size / window)``).
+        Default: ``max(2, n // 10_000)`` samples, or windows for a window map
         (:data:`MIN_SEGMENT_SHARE` of the series): on a long signal no
         segment of a few samples, whose gain is the few samples' own noise.
+        ``Segmentation.min_size`` is the minimum applied, in samples.
     min_duration : str, timedelta or number, optional
         The shortest segment as a duration of the time coordinate, instead
         of ``min_size``: ``"10min"``, ``pandas.Timedelta`` or
@@ -486,7 +488,8 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     if st.min_duration is not None:
         min_size = _samples_of(st.min_duration, original, window)
     else:
-        min_size = default_min_size(n) if st.min_size is None else st.min_size
+        # min_size counts samples; a window map keeps whole windows
+        min_size = default_min_size(n) if st.min_size is None else -(-st.min_size // window)
     if n < 2 * min_size:
         raise InputError(
             f"{signal.description} has {n} samples, fewer than 2*min_size={2 * min_size}: "
@@ -535,7 +538,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
         "pen": st.pen,
         "alpha": st.alpha if st.rule == "auto" else None,
         "d_max": d_max,
-        "min_size": min_size,
+        "min_size": min_size * window,  # samples (whole windows for a window map)
         "min_duration": None if st.min_duration is None else str(st.min_duration),
         "block_size": B,
         "seed": st.seed,
@@ -718,7 +721,7 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
             c["costs"],
             c["selection"],
             st.method,
-            j.min_size,
+            j.min_size * j.window,  # in samples
             t0,
             seconds_pass,
             "" if st.checkpoint is None else state[j.loaded, j.damaged],

@@ -138,7 +138,8 @@ def test_temporal_search_equals_the_bruteforce_scan_of_the_windows(
     if (q == q[0]).all() or n_bkps > n_windows // 2 - 1:
         return
     expected = reference_binseg(q, 2, n_bkps=n_bkps)
-    kw = dict(features=fitted, n_bkps=n_bkps, d_max=n_bkps + 1, min_size=2, block_size=block_size)
+    kw = dict(features=fitted, n_bkps=n_bkps, d_max=n_bkps + 1, min_size=2 * window)
+    kw["block_size"] = block_size  # min_size in samples: 2 windows
     data = da.from_array(x, chunks=chunk * window if chunk % 3 else chunk)
     if expected is None:  # no n_bkps splits leave 2 windows on every side
         with pytest.raises(NotEnoughSplitsError):

@@ -274,8 +274,10 @@ def test_min_duration_becomes_samples_at_the_sampling_interval():
     assert kcpstream.segment(da, min_duration=pd.Timedelta(minutes=10)).min_size == 60
     numeric = da.assign_coords(time=np.arange(da.size) * 0.5)  # seconds
     assert kcpstream.segment(numeric, min_duration=30.0).min_size == 60
-    # a window map counts windows
-    assert kcpstream.segment(da, min_duration="10min", window=20, n_bkps=1).min_size == 3
+    # a window map keeps whole windows: 60 samples are 3 windows of 20
+    windows = kcpstream.segment(da, min_duration="10min", window=20, n_bkps=1)
+    assert windows.min_size == 60 and windows.params["min_size"] == 60
+    assert kcpstream.segment(da, min_size=50, window=20, n_bkps=1).min_size == 60
 
 
 @pytest.mark.parametrize(
