@@ -230,10 +230,10 @@ def segment(
         features (each window's distribution and the shapes it traces), which
         see changes of shape and frequency that a pointwise kernel does not;
         change-points then have window resolution.  By default
-        (``features="auto"``, one channel) the window is the signal's dominant
+        (``features="auto"``) the window is the signal's dominant
         period when it has one (:func:`kcpstream.period.dominant_period` on
-        up to 8 disjoint stretches of 8192 samples spread over the series:
-        periods up to 1024 samples), at most ``n // 16`` samples so that the
+        up to 8 disjoint stretches of 8192 samples spread over the series,
+        every channel: periods up to 1024 samples), at most ``n // 16`` samples so that the
         test has enough windows; without a significant period the samples
         are segmented one by one.  Give ``window`` for longer cycles.
     block_size : int, optional
@@ -472,7 +472,7 @@ def _searched_in_memory(n: int, p: int, st: _Settings) -> bool:
 def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     """Checks that depend on the series, the fitted feature map, the block size."""
     cache = sample = None
-    if _is_auto(features) and signal.d == 1:
+    if _is_auto(features):
         # the stretches are read whole-chunk through the cache the pointwise
         # search would use, which keeps them for the data pass and the fit
         cache = SampleCache(_block_size(signal.n, st), max_bytes=st.cache_bytes)

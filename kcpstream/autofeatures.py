@@ -1,6 +1,6 @@
 """What ``features="auto"`` stands for, from a first look at the signal.
 
-For one channel, a few stretches of consecutive samples are read (through
+A few stretches of consecutive samples are read (through
 the job's sample cache, which keeps their chunks for the data pass) and
 :func:`kcpstream.period.dominant_period` looks for a cycle in them.  With a
 cycle, the signal is segmented as windows of one period with
@@ -28,7 +28,7 @@ PERIOD_WIDTH = 8192
 def auto_features(
     signal: Signal, sample_size: int, seed: int | None, cache: SampleCache
 ) -> tuple[FeatureMap | str, np.ndarray | None]:
-    """The feature map ``"auto"`` stands for on a univariate ``signal``.
+    """The feature map ``"auto"`` stands for on ``signal``.
 
     Returns ``(Temporal(window=period), None)`` when the signal has a cycle
     (the window at most ``n // MIN_BATCHES`` samples, so that the test of a
@@ -39,7 +39,9 @@ def auto_features(
     pieces, read = _stretches(signal, sample_size, cache)
     if not all(np.isfinite(v).all() for v in read[1]):
         check_finite_index(signal.first_nonfinite(), signal.description)
-    period = dominant_period([v[:, 0] for v in pieces])
+    # every channel of every stretch: the median autocorrelation shows a cycle
+    # that most channels share
+    period = dominant_period([v[:, j] for v in pieces for j in range(v.shape[1])])
     window = 1 if period is None else min(period, signal.n // MIN_BATCHES)
     if window < 2:
         windows, values = read

@@ -610,8 +610,11 @@ def window_signal(signal: Signal, window: int) -> Signal:
         )
     x = signal.data[: n_windows * window]
     typical = int(np.median(x.chunks[0]))
-    x = x.rechunk({0: max(window, typical // window * window)})
-    x = x.reshape(n_windows, window * signal.d)
+    # every channel in one chunk: a window row holds all of them
+    x = x.rechunk({0: max(window, typical // window * window), 1: -1})
+    # in two steps: dask splits the time axis evenly, then merges the window with
+    # the channels (one step is refused for more than one channel)
+    x = x.reshape(n_windows, window, signal.d).reshape(n_windows, window * signal.d)
     source = {**signal.source, "window": window}
     origin = None if signal.origin is None else signal.origin.derived(f"window={window}")
     return Signal(

@@ -212,3 +212,31 @@ def test_the_default_on_a_cycle_does_not_depend_on_the_chunking(chunk):
     assert res.pvalues.tolist() == ref.pvalues.tolist()
     again = kcpstream.segment(da.from_array(x, chunks=chunk))
     assert again.changepoints.tolist() == res.changepoints.tolist()  # deterministic
+
+
+def _channels(n, period, d, seed):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)[:, None]
+    x = np.sin(2 * np.pi * t / period + rng.uniform(0, 2 * np.pi, size=d))
+    return x + 0.3 * rng.normal(size=(n, d))
+
+
+def test_several_channels_with_a_shared_cycle_get_windows_and_no_change():
+    for seed in range(3):
+        res = kcpstream.segment(_channels(20_000, 100, 8, seed))
+        assert abs(res.params["window"] - 100) <= 1 and res.n_changepoints == 0
+
+
+def test_a_change_of_waveform_in_one_channel_of_several_is_found():
+    x = _channels(60_000, 40, 4, seed=0)
+    x[30_000:, 2] = np.sign(x[30_000:, 2])
+    res = kcpstream.segment(x)
+    assert res.params["window"] == 40 and res.changepoints.tolist() == [30_000]
+
+
+def test_windows_of_several_channels_split_over_chunks():
+    # dask refuses to reshape (n, d) into (n / w, w d) in one step
+    x = _channels(12_000, 30, 5, seed=1)
+    a = kcpstream.segment(da.from_array(x, chunks=(1_000, 2)), window=30, n_bkps=1)
+    b = kcpstream.segment(x, window=30, n_bkps=1)
+    assert a.changepoints.tolist() == b.changepoints.tolist()
