@@ -122,15 +122,8 @@ class Signal:
             from .passes import fit_sample
 
             return fit_sample(self, windows, cache)
-        return np.concatenate(self.stretches(max_points, max_windows), axis=0)
-
-    def stretches(self, max_points: int, max_windows: int = 8) -> list[np.ndarray]:
-        """The windows of :meth:`fit_windows` as separate float64 arrays (m_i, d):
-        stretches of consecutive samples placed in time (the same for every
-        chunking), for statistics of the order of samples."""
-        windows = self.fit_windows(max_points, max_windows)
         rows = dask.compute(*[self.data[a:b] for a, b in windows])
-        return [np.asarray(r, dtype=np.float64) for r in rows]
+        return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
 
     def first_nonfinite(self) -> int | None:
         """Index of the first sample with a NaN or inf in any channel, or None."""

@@ -36,7 +36,7 @@ from .bandwidth import resolve_bandwidth
 from .base import as_sample, exponent_for_amplitude
 from .quadrature import MAX_DIM, QuadratureFF
 from .rff import RFF
-from .window import InvariantWindow
+from .window import InvariantWindow, check_window_and_bins
 
 __all__ = ["Temporal"]
 
@@ -89,10 +89,7 @@ class Temporal(InvariantWindow):
         bandwidth: float | str = "auto",
         seed: int | None = 0,
     ) -> None:
-        if not isinstance(window, int | np.integer) or window < 2:
-            raise ValueError(f"window must be an integer >= 2 samples, got {window!r}")
-        if not isinstance(n_bins, int | np.integer) or n_bins < 1:
-            raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+        check_window_and_bins(window, n_bins)
         if (
             not isinstance(n_features, int | np.integer)
             or n_features % 2
@@ -183,7 +180,5 @@ class Temporal(InvariantWindow):
             window_means(buf, w, means)
             out[0, lo:hi, :m] = a * means[0, : hi - lo]
             out[0, lo:hi, m : 2 * m] = a * means[1, : hi - lo]
-        shares = np.empty((n_windows, self._n_shape), dtype=np.float32)
-        threshold_shares(self._correlations(x), self.thresholds_, b, shares)
-        out[0, :, 2 * m :] = shares
+        threshold_shares(self._correlations(x), self.thresholds_, b, out[0, :, 2 * m :])
         out[0] -= self.offset_

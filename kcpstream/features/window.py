@@ -26,10 +26,20 @@ from typing import Self
 
 import numpy as np
 
+from .._kernels.featurize import threshold_shares
 from .base import FeatureMap, as_sample, exponent_for_amplitude
 from .rff import resolve_seed
 
 __all__ = ["InvariantWindow"]
+
+
+def check_window_and_bins(window, n_bins) -> None:
+    """A window of at least 2 samples and at least one threshold per template, or
+    a ``ValueError`` naming the bad parameter."""
+    if not isinstance(window, int | np.integer) or window < 2:
+        raise ValueError(f"window must be an integer >= 2 samples, got {window!r}")
+    if not isinstance(n_bins, int | np.integer) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
 
 
 class InvariantWindow(FeatureMap):
@@ -57,10 +67,7 @@ class InvariantWindow(FeatureMap):
     def __init__(
         self, n_features: int = 64, *, window: int = 64, n_bins: int = 8, seed: int | None = 0
     ) -> None:
-        if not isinstance(window, int | np.integer) or window < 2:
-            raise ValueError(f"window must be an integer >= 2 samples, got {window!r}")
-        if not isinstance(n_bins, int | np.integer) or n_bins < 1:
-            raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+        check_window_and_bins(window, n_bins)
         if (
             not isinstance(n_features, int | np.integer)
             or n_features < n_bins
@@ -130,8 +137,5 @@ class InvariantWindow(FeatureMap):
         self.seed_ = seed
 
     def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
-        corr = self._correlations(x)  # (L, m, w)
-        above = (corr[:, :, None, :] > self.thresholds_[None, :, :, None]).sum(axis=3)  # (L, m, b)
         amp = np.float32(1.0 / np.sqrt(self.n_features))
-        share = above.reshape(len(corr), -1).astype(np.float32) / np.float32(self.window)
-        np.multiply(share, amp, out=out[0])
+        threshold_shares(self._correlations(x), self.thresholds_, amp, out[0])
