@@ -182,7 +182,11 @@ def segment(
         :mod:`kcpstream.significance`); a split counts when its
         p-value is at most ``alpha`` and the split above it counted, and the
         best segmentation with that many change-points among the path's is
-        returned, with a p-value per change-point (``pvalues``).
+        returned once each of its change-points is significant between its
+        neighbours (a larger one when all of its change-points are, at
+        ``alpha`` corrected for where their neighbours could lie: a short
+        segment inside a long one), with a p-value per change-point
+        (``pvalues``).
         ``"slope"``: the penalty ``c1 log binom(n-1, D-1) + c2 D`` of Arlot,
         Celisse & Harchaoui, calibrated on the path by the slope heuristic
         (:mod:`kcpstream.select`), which assumes independent samples.  A number: a
@@ -758,7 +762,7 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
             check_enough_splits(len(path), st.n_bkps, job.min_size, allow_fewer=False)
         grid = np.array([0, *sorted(path), n])
         costs, partitions = optimal_partitions(stats, grid, job.d_max, job.min_size)
-        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, st.alpha)
+        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, partitions, st.alpha)
         changepoints = partitions[selection.n_segments - 1]
         rank = {c: i for i, c in enumerate(path)}
         return {
@@ -771,7 +775,7 @@ def _choose(job: _Job, order, st: _Settings) -> dict:
     grid = dp_grid(stats, path)
     d_dp = st.n_bkps + 1 if st.rule == "n_bkps" else job.d_max  # the DP's largest D
     costs, partitions = optimal_partitions(stats, grid, d_dp, job.min_size)
-    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, st.alpha)
+    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, partitions, st.alpha)
     chosen = partitions[selection.n_segments - 1]
     if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
         raise NotEnoughSplitsError(
@@ -790,14 +794,14 @@ def _binseg_path_costs(stats, order) -> np.ndarray:
     return np.asarray(costs)
 
 
-def _select(rule, costs, n, n_bkps, pen, job, order, alpha) -> Selection:
+def _select(rule, costs, n, n_bkps, pen, job, order, partitions, alpha) -> Selection:
     finite = costs[np.isfinite(costs)] if rule != "n_bkps" else costs
     if rule == "n_bkps":
         return Selection("n_bkps", n_bkps + 1, len(costs))
     if rule == "pen":
         return select_by_penalty(finite, pen)
     if rule == "auto":
-        return _select_by_test(job, order, alpha, len(costs))
+        return _select_by_test(job, order, partitions, alpha, len(costs))
     if len(finite) < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations, but only "
@@ -806,13 +810,14 @@ def _select(rule, costs, n, n_bkps, pen, job, order, alpha) -> Selection:
     return slope_heuristic(finite, n)
 
 
-def _select_by_test(job: _Job, order, alpha: float, d_max: int) -> Selection:
-    """The number of binary segmentation's splits that are significant top down.
+def _select_by_test(job: _Job, order, partitions, alpha: float, d_max: int) -> Selection:
+    """The number of change-points that are significant (:func:`_significant`).
 
-    The noise is estimated again without the changes accepted so far, until
-    the accepted set no longer changes: with no change found (every series
-    without change, but for ``alpha``) the whole series is the noise.
-    ``job.noise`` ends as the estimate the splits were last tested against.
+    The noise is estimated again without the change-points chosen so far,
+    until they no longer change: with none chosen (every series without
+    change, but for about ``alpha``) the whole series is the noise.
+    ``job.noise`` ends as the estimate the change-points were last tested
+    against.
     """
     if job.noise is None:
         raise InputError(
@@ -821,11 +826,7 @@ def _select_by_test(job: _Job, order, alpha: float, d_max: int) -> Selection:
         )
     accepted: list[int] = []
     for _ in range(MAX_NOISE_ROUNDS):
-        splits = [
-            (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.end))
-            for seg in order
-        ]
-        found = sorted(significant_splits(splits, job.stats.n, alpha))
+        found = _significant(job, order, partitions, alpha)
         if found == accepted:
             break
         noise = _noise(
@@ -838,6 +839,44 @@ def _select_by_test(job: _Job, order, alpha: float, d_max: int) -> Selection:
     return Selection(
         "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=job.noise.to_dict()
     )
+
+
+def _significant(job: _Job, order, partitions, alpha: float) -> list[int]:
+    """The change-points that are significant, from binary segmentation's
+    splits ``order`` and the best segmentation into D segments
+    ``partitions[D - 1]`` among their positions.
+
+    * Top down: a split counts when its p-value is at most ``alpha`` and the
+      split above it counted (:func:`~kcpstream.select.significant_splits`),
+      which gives D segments.
+    * Each change-point of the segmentation chosen must be significant
+      between its neighbours: D is lowered until every local p-value is at
+      most ``alpha`` (a split near a change whose rest is left in the next
+      segment does not survive its neighbours).
+    * A single split cannot see a short segment inside a long one, or two
+      changes that cancel: a larger D is taken when every change-point of its
+      segmentation has a local p-value at most ``alpha (min_size / m)^2``,
+      for ``m`` samples between its neighbours: a Bonferroni correction for
+      where both neighbours could lie (which the segmentation chose).
+    """
+    splits = [
+        (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.end)) for seg in order
+    ]
+    top_down = len(significant_splits(splits, job.stats.n, alpha)) + 1
+    top_down = min(top_down, len(partitions))
+    for d in range(len(partitions), top_down, -1):
+        chosen = partitions[d - 1]
+        if chosen is None:
+            continue
+        bounds = np.array([0, *map(int, chosen), job.stats.n])
+        levels = alpha * (job.min_size / (bounds[2:] - bounds[:-2])) ** 2
+        if (_local_pvalues(job, chosen) <= levels).all():
+            return [int(c) for c in chosen]
+    for d in range(top_down, 1, -1):
+        chosen = partitions[d - 1]
+        if chosen is not None and (_local_pvalues(job, chosen) <= alpha).all():
+            return [int(c) for c in chosen]
+    return []
 
 
 def _pvalue(job: _Job, gain_q: float, start: int, end: int) -> float:

@@ -121,10 +121,7 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
     # within the bound of the highest of which the highest is a multiple is the period
     highest = int(significant[np.argmax(r[significant])])
     top = float(r[highest])
-    close = significant[r[significant] >= top - bound]
-    ratio = highest / close
-    divides = np.abs(ratio - np.round(ratio)) <= 0.125 * np.round(ratio)
-    first = int(close[divides][0])
+    first = _shortest_divisor(highest, significant[r[significant] >= top - bound])
     # ... and the top of that peak: noise puts local maxima on its flanks
     lo = hi = first
     while lo - 1 > crossing and r[lo - 1] >= top - bound:
@@ -136,6 +133,18 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
     if echo is None or not echo > bound:
         return None
     return period
+
+
+def _shortest_divisor(highest: int, lags: np.ndarray) -> int:
+    """The shortest of the increasing ``lags`` of which ``highest`` is a multiple
+    within an eighth of that lag (``highest`` itself when no shorter one is).
+
+    The tolerance is in periods, not in multiples of them: one that grew with
+    the multiple would let any lag a quarter of ``highest`` or shorter pass
+    for a divisor (``highest / lag`` is always within half of an integer)."""
+    ratio = highest / np.asarray(lags, dtype=np.float64)
+    divides = np.abs(ratio - np.round(ratio)) <= 0.125
+    return int(np.asarray(lags)[divides][0]) if divides.any() else int(highest)
 
 
 def _echo(r: np.ndarray, lag: int, period: int) -> float | None:

@@ -127,8 +127,8 @@ class Segmentation:
         two neighbours under the dependence-aware test of
         :mod:`kcpstream.significance` (the chance of so large a gain in a
         stretch without change, with serial dependence accounted for; small
-        is sure).  ``pen="auto"`` keeps splits at ``p <= alpha`` top down, so
-        thresholding these values needs no new run.  NaN where the noise
+        is sure).  ``pen="auto"`` keeps only change-points with
+        ``p <= alpha``, so thresholding these values needs no new run.  NaN where the noise
         could not be estimated.
     """
 

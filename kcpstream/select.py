@@ -7,7 +7,9 @@ pick ``D``:
 * ``n_bkps=K``: ``D = K + 1``;
 * ``pen=beta``: minimise ``C(D) + beta (D - 1)``;
 * ``pen="auto"``: binary segmentation's splits tested top down
-  (:func:`significant_splits`, with the p-values of :mod:`kcpstream.significance`);
+  (:func:`significant_splits`, with the p-values of :mod:`kcpstream.significance`),
+  then each change-point of the chosen segmentation between its neighbours
+  (in :mod:`kcpstream.api`, which holds the block statistics);
 * ``pen="slope"``: the penalty of Arlot, Celisse & Harchaoui,
   ``pen(D) = c1 log binom(n - 1, D - 1) + c2 D``, with ``c1, c2`` calibrated
   by the slope heuristic: over the largest ``D`` the cost of the best

@@ -29,7 +29,7 @@ Two approximations make that a p-value:
 pass): sums over batches of ``ell`` samples and their consecutive
 differences (a mean change affects one difference, not all of them; one
 that is implausibly large under the others' spread is left out), at batch
-lengths doubling until the estimate stops growing, each also extrapolated
+lengths doubling until the estimate stops changing, each also extrapolated
 for the bias of short batches (:func:`long_run_noise`).  Dependence and
 cycles at the scale the batches reach count as noise, not as change.
 """
@@ -120,7 +120,11 @@ def _kept(diffs: np.ndarray, ss: np.ndarray, rounds: int) -> np.ndarray:
         tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
         if not tr > 0:  # no variation between batches but at the outliers: noise-free
             break
-        cut = float(np.median(ss)) * _chi2_ratio(max(tr * tr / tr2, 1.0), OUTLIER_QUANTILE)
+        # discrete data (sparse counts, flags) can have most differences exactly 0:
+        # their median says nothing of the spread, the mean (larger, so fewer
+        # differences are left out) does
+        middle = float(np.median(ss)) or float(np.mean(ss))
+        cut = middle * _chi2_ratio(max(tr * tr / tr2, 1.0), OUTLIER_QUANTILE)
         keep = ss <= cut
     return keep
 
@@ -151,16 +155,29 @@ def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int, exclude: np.nd
     return diffs[:, keep] @ diffs[:, keep].T / (2.0 * ell * used), used
 
 
-def _grew(before: np.ndarray, sigma: np.ndarray, used: int) -> bool:
-    """Whether the trace grew from ``before`` to ``sigma`` by more than twice the
-    standard error of a trace estimated from ``used`` differences (relative
-    ``sqrt(2 / (used nu))`` for ``nu`` effective degrees of freedom)."""
+#: Standard errors by which a longer batches' estimate must exceed the shorter's
+#: to count as more dependence uncovered.
+GROW_Z = 2.0
+#: ... and fall below it to count as anti-correlated batches averaged out (a rare
+#: event by chance, since it discards the larger, conservative estimate).
+SHRINK_Z = 4.0
+
+
+def _change(before: np.ndarray, sigma: np.ndarray, used: int) -> int:
+    """+1 when the trace grew from ``before`` to ``sigma`` by more than
+    :data:`GROW_Z` standard errors of a trace estimated from ``used``
+    differences (relative ``sqrt(2 / (used nu))`` for ``nu`` effective
+    degrees of freedom), -1 when it shrank by more than :data:`SHRINK_Z` of
+    them, 0 otherwise."""
     tr0, tr = float(np.trace(before)), float(np.trace(sigma))
     if not tr0 > 0:
-        return tr > 0
+        return int(tr > 0)
     tr2 = float((sigma * sigma).sum())
     dof = tr * tr / tr2 if tr2 > 0 else 1.0
-    return tr > tr0 * (1.0 + 2.0 * math.sqrt(2.0 / (max(used, 1) * max(dof, 1.0))))
+    se = math.sqrt(2.0 / (max(used, 1) * max(dof, 1.0)))
+    if tr > tr0 * (1.0 + GROW_Z * se):
+        return 1
+    return -1 if tr < tr0 * (1.0 - SHRINK_Z * se) else 0
 
 
 #: Largest lag-one correlation of batch sums an extrapolation uses.
@@ -215,7 +232,11 @@ def long_run_noise(
     (dependence still being uncovered); past that plateau longer batches
     would mostly add the spread of the changes between them.  Of the
     estimates seen, the one with the largest trace is kept: the conservative
-    side, since an under-estimate makes every split look significant.
+    side, since an under-estimate makes every split look significant.  Only
+    an estimate far below the previous one (by :data:`SHRINK_Z` standard
+    errors) sets the shorter ones aside: consecutive batches were
+    anti-correlated (windows of half a cycle alternate between its halves),
+    which short batches over-state and longer ones average out.
 
     A short series may run out of batches before the plateau: its dependence
     outlasts the longest batches it holds (an AR(1) with phi = 0.95 over 100
@@ -259,14 +280,19 @@ def long_run_noise(
         if est is None:
             break
         sigma, used = est
+        change = 1 if previous is None else _change(previous, sigma, used)
+        if change < 0:
+            # shorter batches over-stated it: consecutive batches anti-correlated
+            # (windows of half a cycle alternate), which longer ones average out
+            best = None
         candidates = [sigma]
-        if previous is not None:
+        if previous is not None and change >= 0:
             candidates.append(2.0 * sigma - previous)
         for cand in candidates:
             tr = float(np.trace(cand))
             if best is None or tr > best[0]:
                 best = (tr, cand, ell, used)
-        if previous is not None and not _grew(previous, sigma, used):
+        if change == 0:
             plateau = True
             break  # the plateau: longer batches would only add the changes' own spread
         previous = sigma
@@ -335,7 +361,10 @@ def local_noise(spread: tuple[float, float] | None, noise: LongRunNoise) -> Long
     if spread is None or not noise.local > 0:
         return noise
     tr, tr2 = spread
-    inflation = max(1.0, noise.trace / noise.local)
+    # below 1 when the series' batches are anti-correlated (windows of half a
+    # cycle); a long-run estimate of 0 (no spread between batches) says nothing of
+    # a segment that has its own
+    inflation = noise.trace / noise.local if noise.trace > 0 else 1.0
     trace = max(noise.trace, tr * inflation)
     scale = max(noise.scale, tr2 / tr * inflation)
     if trace == noise.trace and scale == noise.scale:

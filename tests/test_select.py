@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream import datasets
@@ -70,7 +72,9 @@ def test_selection_penalty_and_json():
 
 @pytest.mark.parametrize("method", ["binseg", "dynp"])
 def test_default_is_auto_and_shows_its_work(method):
-    sig = datasets.piecewise_constant(3_000, 4, jump=3.0, seed=0)
+    # (the draw of seed 0 has a split of the segment [757, 1450) at p = 0.0099, one
+    # of the alpha-level false alarms the next test allows for)
+    sig = datasets.piecewise_constant(3_000, 4, jump=3.0, seed=1)
     res = kcpstream.segment(sig.x, method=method)
     assert res.selection.rule == "auto" and res.selection.alpha == DEFAULT_ALPHA
     assert res.n_changepoints == res.selection.n_segments - 1
@@ -108,3 +112,38 @@ def test_linear_penalty_with_dynp():
     res = kcpstream.segment(sig.x, features=fmap, pen=50.0, method="dynp")
     crit = res.path_costs + 50.0 * np.arange(len(res.path_costs))
     assert res.selection.n_segments == int(np.argmin(crit)) + 1
+
+
+def test_a_short_segment_inside_a_long_one_is_found():
+    # a shift of one standard deviation over 200 of 4000 samples: the best single
+    # split of the whole series barely sees it (1 draw in 10 before), the
+    # segmentation into three segments has both its change-points significant
+    found = []
+    for seed in range(10):
+        x = np.random.default_rng(seed).standard_normal(4000)
+        x[1900:2100] += 1.0
+        cps = kcpstream.segment(x).changepoints
+        found.append(len(cps) == 2 and abs(cps[0] - 1900) < 50 and abs(cps[1] - 2100) < 50)
+    assert sum(found) >= 8
+
+
+def test_short_segments_of_noise_are_not_changes():
+    # a segmentation of noise can always isolate a few extreme samples, whose
+    # splits are then significant between their neighbours: they must pass a level
+    # corrected for where both neighbours could lie (half the draws had a
+    # change-point without it)
+    rng = np.random.default_rng(5)
+    found = [kcpstream.segment(rng.standard_normal(10_000)).n_changepoints for _ in range(20)]
+    assert sum(k > 0 for k in found) <= 2, found
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(1, 6),
+    st.floats(0.3, 3.0),
+)
+def test_every_change_point_chosen_is_significant_between_its_neighbours(seed, k, jump):
+    sig = datasets.piecewise_constant(2_000, k, jump=jump, seed=seed)
+    res = kcpstream.segment(sig.x)
+    assert np.all(res.pvalues <= DEFAULT_ALPHA)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy.signal import lfilter
 
 import kcpstream
-from kcpstream.significance import LongRunNoise, long_run_noise, split_pvalue
+from kcpstream.significance import LongRunNoise, local_noise, long_run_noise, split_pvalue
 
 
 def _ar1(n: int, phi: float, seed: int) -> np.ndarray:
@@ -87,6 +87,35 @@ def test_short_strongly_dependent_noise_gets_few_change_points(phi):
     # change-points before the extrapolation)
     found = [kcpstream.segment(_ar1(100, phi, seed)).n_changepoints for seed in range(40)]
     assert sum(k > 0 for k in found) <= 4, found
+
+
+def test_anti_correlated_features_get_their_long_run_variance():
+    # x_t = e_t - 0.8 e_(t-1): long-run variance (1 - 0.8)^2 = 0.04, while batches of
+    # one sample see 1 + 0.8^2 + 0.8 = 2.44 (windows of half a cycle alternate
+    # like this); longer batches average the alternation out and are kept
+    e = np.random.default_rng(2).standard_normal(200_001)
+    x = e[1:] - 0.8 * e[:-1]
+    noise = long_run_noise(np.concatenate([[0.0], np.cumsum(x)])[None, :], 1)
+    assert 0.03 < noise.trace < 0.06
+
+
+def test_sparse_flags_have_noise():
+    # 95 % of consecutive differences are exactly 0: the spread of the others is
+    # the noise (a median of 0 once made the estimate 0, every split certain)
+    f = (np.random.default_rng(3).random(200_000) < 0.05).astype(float)
+    noise = long_run_noise(np.concatenate([[0.0], np.cumsum(f)])[None, :], 1)
+    assert noise.trace == pytest.approx(0.05 * 0.95, rel=0.1)
+
+
+def test_a_segment_is_scaled_by_the_series_long_run_to_short_range_ratio():
+    # below 1 as well: anti-correlated batches make the series' long-run trace a
+    # quarter of its short-range one, and a segment's own level is scaled alike
+    noise = LongRunNoise(trace=1.0, scale=0.25, dof=4.0, batch=4, n_batches=100, local=4.0)
+    assert local_noise((4.0, 4.0), noise).trace == pytest.approx(1.0)
+    assert local_noise((8.0, 16.0), noise).trace == pytest.approx(2.0)
+    # a long-run estimate of 0 (no spread between batches) keeps a segment's own
+    zero = LongRunNoise(trace=0.0, scale=0.0, dof=0.0, batch=4, n_batches=100, local=4.0)
+    assert local_noise((8.0, 16.0), zero).trace == pytest.approx(8.0)
 
 
 def test_too_few_batches_give_no_estimate():

@@ -12,7 +12,7 @@ from scipy.signal import lfilter
 import kcpstream
 from kcpstream import NotEnoughSplitsError, datasets
 from kcpstream.features import QuadratureFF, Temporal
-from kcpstream.period import dominant_period
+from kcpstream.period import _shortest_divisor, dominant_period
 
 from .reference import quantized, reference_binseg
 
@@ -64,6 +64,15 @@ def test_a_cycle_of_spikes_has_its_own_period_not_a_harmonic():
 def test_noise_drift_and_changes_have_no_period(make):
     found = [dominant_period(_stretches(make(seed))) for seed in range(10)]
     assert found == [None] * 10
+
+
+def test_a_lag_divides_the_highest_peak_within_an_eighth_of_itself():
+    assert _shortest_divisor(60, np.array([17, 30, 60])) == 30
+    # 60 / 17 = 3.53 is within half of 4: a tolerance of an eighth of the multiple
+    # (0.5 at 4) took 17 for a divisor
+    assert _shortest_divisor(60, np.array([17, 60])) == 60
+    assert _shortest_divisor(61, np.array([15, 61])) == 15  # 4.07 periods
+    assert _shortest_divisor(61, np.array([])) == 61
 
 
 def test_too_short_stretches_have_no_period():
