@@ -1018,7 +1018,8 @@ def _build_result(
     cost = float(segment_costs.sum())
     w = job.window  # positions of feature vectors -> samples
     n_samples = job.original.n if job.original is not None else stats.n
-    changepoints = np.asarray(changepoints, dtype=np.int64) * w
+    positions = np.asarray(changepoints, dtype=np.int64)
+    changepoints = positions * w
     order = np.asarray(order, dtype=np.int64) * w
     sample_bounds = np.array([0, *changepoints, n_samples], dtype=np.int64)
     time_axis = job.original.time if job.original is not None else signal.time
@@ -1065,5 +1066,5 @@ def _build_result(
         segment_costs=segment_costs,
         times=times,
         params={"source": signal.source, **job.params},
-        pvalues=_local_pvalues(job, np.asarray(changepoints, dtype=np.int64) // w),
+        pvalues=_local_pvalues(job, positions),
     )

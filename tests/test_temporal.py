@@ -12,7 +12,7 @@ from scipy.signal import lfilter
 import kcpstream
 from kcpstream import NotEnoughSplitsError, datasets
 from kcpstream.features import QuadratureFF, Temporal
-from kcpstream.period import _shortest_divisor, dominant_period
+from kcpstream.period import _shortest_divisor, dominant_period, period_and_delay
 
 from .reference import quantized, reference_binseg
 
@@ -75,6 +75,13 @@ def test_a_lag_divides_the_highest_peak_within_an_eighth_of_itself():
     assert _shortest_divisor(61, np.array([])) == 61
 
 
+def test_the_delay_is_the_first_zero_crossing_of_a_cycle():
+    period, delay = period_and_delay([_sine(8192, 100, noise=0.1, seed=s) for s in range(4)])
+    assert period == 100 and 24 <= delay <= 26  # a quarter period for a sine
+    ar = lfilter([1.0], [1.0, -0.9], np.random.default_rng(0).standard_normal(8192))
+    assert period_and_delay([ar]) == (None, None)  # no cycle, no delay vectors
+
+
 def test_too_short_stretches_have_no_period():
     assert dominant_period([np.arange(10.0)]) is None
     assert dominant_period([]) is None
@@ -100,10 +107,22 @@ def test_marginal_part_is_the_mean_of_the_pointwise_features():
     assert ((raw**2).sum(axis=1) <= 1.0 + 1e-6).all()  # at most 1 = k(W, W)
 
 
-def test_temporal_features_do_not_depend_on_the_tile_or_position():
+def test_delay_vectors_run_around_the_window():
+    rows = np.arange(2 * 6 * 2, dtype=float).reshape(2, 12)  # 2 windows of 6 samples, d = 2
+    got = Temporal(16, window=6, n_bins=4, delay=2)._rows(rows).reshape(2, 6, 6)
+    cube = rows.reshape(2, 6, 2)
+    for k in range(2):
+        for t in range(6):
+            expected = np.r_[cube[k, t], cube[k, (t + 2) % 6], cube[k, (t + 4) % 6]]
+            np.testing.assert_array_equal(got[k, t], expected)
+
+
+@pytest.mark.parametrize("delay", [0, 5])
+def test_temporal_features_do_not_depend_on_the_tile_or_position(delay):
     x = _sine(64 * 300, 64, seed=2)
     rows = x.reshape(-1, 64)
-    fmap = Temporal(48, window=64, n_bins=8).fit(rows)
+    fmap = Temporal(48, window=64, n_bins=8, delay=delay).fit(rows)
+    assert fmap.n_features_in_ == 64
     whole = fmap.transform(rows)
     for tile in (1, 7, 1000):
         assert np.array_equal(fmap.transform(rows, tile=tile), whole)
@@ -120,6 +139,9 @@ def test_temporal_features_do_not_depend_on_the_tile_or_position():
         ({"n_features": 63}, "must be even"),
         ({"shape_share": 1.5}, "shape_share must be a number in"),
         ({"shape_share": True}, "shape_share must be a number in"),
+        ({"delay": 8}, r"delay must be an integer in \[0, window=8\)"),
+        ({"delay": -1}, "delay must be an integer"),
+        ({"delay": True}, "delay must be an integer"),
     ],
 )
 def test_bad_temporal_parameters_are_refused(kwargs, message):
@@ -135,14 +157,16 @@ def test_bad_temporal_parameters_are_refused(kwargs, message):
     n_bkps=st.integers(0, 3),
     chunk=st.integers(1, 200),
     block_size=st.integers(1, 9),
+    delay=st.integers(0, 8),
 )
 def test_temporal_search_equals_the_bruteforce_scan_of_the_windows(
-    seed, window, n_windows, n_bkps, chunk, block_size
+    seed, window, n_windows, n_bkps, chunk, block_size, delay
 ):
     rng = np.random.default_rng(seed)
     levels = np.repeat(rng.normal(scale=2, size=4), -(-n_windows * window // 4))
     x = rng.normal(size=n_windows * window) + levels[: n_windows * window]
-    fitted = Temporal(16, window=window, n_bins=4, seed=seed % 7).fit(x.reshape(-1, window))
+    rows = x.reshape(-1, window)
+    fitted = Temporal(16, window=window, n_bins=4, seed=seed % 7, delay=delay % window).fit(rows)
     q = quantized(fitted.transform(x.reshape(-1, window)), fitted.quantum_exponent_)
     if (q == q[0]).all() or n_bkps > n_windows // 2 - 1:
         return
@@ -171,14 +195,18 @@ def test_a_fixed_cycle_is_not_a_change(n):
 
 
 def test_the_default_sees_a_change_of_frequency_the_pointwise_map_does_not():
-    rng = np.random.default_rng(0)
     t = np.arange(6000)
-    x = np.r_[np.sin(t * 2 * np.pi / 40), np.sin(t * 2 * np.pi / 25)]
-    x += 0.2 * rng.standard_normal(x.size)
-    res = kcpstream.segment(x)
-    w = res.params["window"]
-    assert w is not None and res.n_changepoints == 1
-    assert abs(int(res.changepoints[0]) - 6000) <= w
+    exact = 0
+    for seed in range(5):  # each stretch without change has an alpha-level false alarm
+        rng = np.random.default_rng(seed)
+        x = np.r_[np.sin(t * 2 * np.pi / 40), np.sin(t * 2 * np.pi / 25)]
+        x += 0.2 * rng.standard_normal(x.size)
+        res = kcpstream.segment(x)
+        w = res.params["window"]
+        assert w is not None and res.features.delay > 0  # the cycle's delay vectors
+        assert min(abs(res.changepoints - 6000)) <= w  # never missed
+        exact += res.n_changepoints == 1
+    assert exact >= 4
     assert kcpstream.segment(x, features="quadrature").n_changepoints != 1
 
 
@@ -207,6 +235,7 @@ def test_the_window_leaves_the_test_enough_windows():
     x = _sine(8_000, 800, noise=0.2, seed=6)  # a period of 800: at most 8000 // 16 = 500
     res = kcpstream.segment(x)
     assert res.params["window"] == 500
+    assert 150 <= res.features.delay <= 250  # a quarter period, the first zero crossing
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])

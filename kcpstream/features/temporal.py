@@ -5,12 +5,17 @@ one period of the signal's dominant cycle, see :mod:`kcpstream.period`); each
 window ``W`` gets one feature vector, the concatenation of
 
 * the **mean of the pointwise Gaussian-kernel features** of its samples
-  (quadrature features for up to 3 channels, random Fourier features beyond):
+  (quadrature features for up to 3 values, random Fourier features beyond):
   the kernel mean embedding of the window's empirical distribution.  Summed
   over a segment it is the pointwise features' sum divided by ``window``, so
   this part sees every change of the marginal distribution the pointwise
   kernel sees; a cycle of one window's length averages out within each
-  window instead of making the sequence dependent;
+  window instead of making the sequence dependent.  With ``delay > 0`` the
+  points are the window's *delay vectors* ``(x[t], x[t + delay],
+  x[t + 2 delay])``, indices modulo the window (a window of one period is
+  one turn of the cycle): their distribution is how the samples follow one
+  another -- the cycle's waveform, slopes and curvature -- as well as their
+  values;
 * the **group-invariant shape features** of
   :class:`~kcpstream.features.InvariantWindow` (the distribution over cyclic
   shifts of the window's projections on random templates): changes of
@@ -58,6 +63,9 @@ class Temporal(InvariantWindow):
         Weight ``s`` of the shape kernel, in [0, 1].
     n_bins : int
         Thresholds per template of the shape part.
+    delay : int
+        Lag of the delay vectors of the marginal part, in ``[0, window)``; 0
+        for the samples themselves.
     bandwidth : float, "auto" or "median"
         Bandwidth of the pointwise Gaussian kernel (see
         :func:`~kcpstream.features.bandwidth.resolve_bandwidth`).
@@ -66,7 +74,15 @@ class Temporal(InvariantWindow):
     """
 
     name = "temporal"
-    _param_names = ("n_features", "window", "shape_share", "n_bins", "bandwidth", "seed")
+    _param_names = (
+        "n_features",
+        "window",
+        "shape_share",
+        "n_bins",
+        "bandwidth",
+        "seed",
+        "delay",
+    )
     _fitted_names = (
         "templates_",
         "thresholds_",
@@ -88,8 +104,15 @@ class Temporal(InvariantWindow):
         n_bins: int = 8,
         bandwidth: float | str = "auto",
         seed: int | None = 0,
+        delay: int = 0,
     ) -> None:
         check_window_and_bins(window, n_bins)
+        if (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | np.integer)
+            or not 0 <= delay < window
+        ):
+            raise ValueError(f"delay must be an integer in [0, window={window}), got {delay!r}")
         if (
             not isinstance(n_features, int | np.integer)
             or n_features % 2
@@ -112,6 +135,7 @@ class Temporal(InvariantWindow):
         self.shape_share = float(shape_share)
         self.bandwidth = bandwidth
         self.seed = seed
+        self.delay = int(delay)
 
     @property
     def _n_shape(self) -> int:
@@ -122,6 +146,11 @@ class Temporal(InvariantWindow):
         if not self.is_fitted:
             return self.n_features
         return self._n_shape + 2 * int(self.weights_.shape[1])
+
+    @property
+    def n_features_in_(self) -> int:
+        n = super().n_features_in_  # the window rows the shape part sees
+        return n // 3 if self.delay else n
 
     @property
     def quantized_norm_bound_(self) -> float:
@@ -140,7 +169,9 @@ class Temporal(InvariantWindow):
         return a, b
 
     def fit(self, sample: np.ndarray) -> Self:
-        rows = as_sample(sample)
+        windows = as_sample(sample)
+        # (a row of another length is refused by _fit_shape, with its own message)
+        rows = self._rows(windows) if windows.shape[1] % self.window == 0 else windows
         self._fit_shape(rows, self._n_shape // self.n_bins)
         d = rows.shape[1] // self.window
         points = rows.reshape(-1, d)
@@ -157,19 +188,33 @@ class Temporal(InvariantWindow):
         # centred, a coordinate is at most twice the largest raw one
         largest = max(float(a) * float(np.max(self.amplitudes_)), float(b))
         self.quantum_exponent_ = exponent_for_amplitude(2.0 * largest)
-        self.offset_ = np.zeros(self.n_features_out_, dtype=np.float32)
-        raw = np.empty((1, rows.shape[0], self.n_features_out_), dtype=np.float32)
-        self._featurize_tile(rows, raw)
+        # the quadrature rule may have fewer nodes than asked for (3 channels): the
+        # size comes from the weights drawn (n_features_out_ reads it once fitted)
+        size = self._n_shape + 2 * int(self.weights_.shape[1])
+        self.offset_ = np.zeros(size, dtype=np.float32)
+        raw = np.empty((1, windows.shape[0], size), dtype=np.float32)
+        self._featurize_tile(windows, raw)
         self.offset_ = raw[0].mean(axis=0, dtype=np.float64).astype(np.float32)
         return self
+
+    def _rows(self, rows: np.ndarray) -> np.ndarray:
+        """Windows ``rows`` (k, window * d) as the features see them: themselves,
+        or with ``delay`` the window's delay vectors (k, window * 3 d), sample
+        indices modulo the window."""
+        if not self.delay:
+            return rows
+        w = self.window
+        cube = np.asarray(rows).reshape(rows.shape[0], w, -1)
+        later = [np.roll(cube, -k * self.delay, axis=1) for k in (1, 2)]
+        return np.concatenate([cube, *later], axis=2).reshape(rows.shape[0], -1)
 
     def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
         w = self.window
         n_windows = x.shape[0]
-        d = x.shape[1] // w
         m = self.weights_.shape[1]
         a, b = self._weights()
-        points = np.asarray(x).reshape(-1, d)
+        x = self._rows(x)
+        points = np.asarray(x).reshape(-1, x.shape[1] // w)
         per = max(1, _SUB_TILE // w)  # windows per sub-tile
         scratch = np.empty((2, per * w, m), dtype=np.float32)
         means = np.empty((2, per, m), dtype=np.float32)
