@@ -131,6 +131,17 @@ def test_temporal_features_do_not_depend_on_the_tile_or_position(delay):
     assert back == fmap and np.array_equal(back.transform(rows), whole)
 
 
+@pytest.mark.parametrize("d", [2, 3, 4])
+def test_several_channels_in_windows_are_featurized(d):
+    # three channels take a quadrature rule with fewer nodes than asked for
+    x = np.random.default_rng(d).standard_normal((40 * 30, d))
+    rows = x.reshape(-1, 40 * d)
+    fmap = Temporal(64, window=40).fit(rows)
+    z = fmap.transform(rows)
+    assert z.shape == (30, fmap.n_features_out_) and fmap.offset_.shape == (z.shape[1],)
+    assert kcpstream.segment(x, window=40).n_changepoints == 0
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
