@@ -2,14 +2,11 @@
 
 A few stretches of consecutive samples are read (through
 the job's sample cache, which keeps their chunks for the data pass) and
-:func:`kcpstream.period.period_and_delay` looks for a cycle in them.  With a
+:func:`kcpstream.period.dominant_period` looks for a cycle in them.  With a
 cycle, the signal is segmented as windows of one period with
-:class:`~kcpstream.features.Temporal` features, whose marginal part sees the
-window's delay vectors (the lag where the autocorrelation first crosses
-zero): how the samples of the cycle follow one another, not only their
-values.  Without one, sample by sample with the pointwise default
-(:func:`kcpstream.features.default_feature_map`), fitted on the fit sample
-cut from the stretches (no second read).
+:class:`~kcpstream.features.Temporal` features; without one, sample by sample
+with the pointwise default (:func:`kcpstream.features.default_feature_map`),
+fitted on the fit sample cut from the stretches (no second read).
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import numpy as np
 
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal
 from .passes import SampleCache, fit_sample
-from .period import period_and_delay
+from .period import dominant_period
 from .signal import Signal, check_finite_index
 from .significance import MIN_BATCHES
 
@@ -33,11 +30,10 @@ def auto_features(
 ) -> tuple[FeatureMap | str, np.ndarray | None]:
     """The feature map ``"auto"`` stands for on ``signal``.
 
-    Returns ``(Temporal(window=period, delay=lag), None)`` when the signal
-    has a cycle (the window at most ``n // MIN_BATCHES`` samples, so that the
-    test of a split has :data:`~kcpstream.significance.MIN_BATCHES` batches
-    of windows; the delay, when shorter than the window), or
-    ``("auto", fit_sample)``: the pointwise default and the fit sample of
+    Returns ``(Temporal(window=period), None)`` when the signal has a cycle
+    (the window at most ``n // MIN_BATCHES`` samples, so that the test of a
+    split has :data:`~kcpstream.significance.MIN_BATCHES` batches of windows),
+    or ``("auto", fit_sample)``: the pointwise default and the fit sample of
     :meth:`Signal.sample` with ``sample_size`` points, cut from the stretches.
     """
     pieces, read = _stretches(signal, sample_size, cache)
@@ -45,15 +41,13 @@ def auto_features(
         check_finite_index(signal.first_nonfinite(), signal.description)
     # every channel of every stretch: the median autocorrelation shows a cycle
     # that most channels share
-    period, delay = period_and_delay([v[:, j] for v in pieces for j in range(v.shape[1])])
+    period = dominant_period([v[:, j] for v in pieces for j in range(v.shape[1])])
     window = 1 if period is None else min(period, signal.n // MIN_BATCHES)
     if window < 2:
         windows, values = read
         rows = [_cut(windows, values, a, b) for a, b in signal.fit_windows(sample_size)]
         return "auto", np.concatenate(rows, axis=0)
-    delay = delay if delay is not None and delay < window else 0
-    seed = 0 if seed is None else seed
-    return Temporal(DEFAULT_FEATURES, window=window, delay=delay, seed=seed), None
+    return Temporal(DEFAULT_FEATURES, window=window, seed=0 if seed is None else seed), None
 
 
 def _stretches(signal: Signal, sample_size: int, cache: SampleCache):

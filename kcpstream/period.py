@@ -41,7 +41,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["dominant_period", "period_and_delay", "PERIOD_LEVEL", "MIN_PERIOD"]
+__all__ = ["dominant_period", "PERIOD_LEVEL", "MIN_PERIOD"]
 
 #: Chance that a short-memory series without a cycle is given a period.
 PERIOD_LEVEL = 1e-3
@@ -70,42 +70,6 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
         crossing that passes the tests above and is within the bound of the
         highest; None when there is none (or too few samples).
     """
-    return period_and_delay(stretches, level=level)[0]
-
-
-def period_and_delay(
-    stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL
-) -> tuple[int | None, int | None]:
-    """:func:`dominant_period` and, with a period, the delay of the signal's
-    delay vectors.
-
-    The delay is the first zero crossing of the median autocorrelation: the
-    lag at which the samples stop being alike (the usual delay of a
-    delay-coordinate embedding; a quarter period for a sine).  Without a
-    cycle there is none: the autocorrelation of a signal whose level changes
-    stays positive for about a segment's length, and delay vectors that long
-    would blur its change-points.
-
-    Returns
-    -------
-    (int or None, int or None)
-        The period and the delay.
-    """
-    acf = _median_acf(stretches)
-    if acf is None:
-        return None, None
-    r, m = acf
-    below = np.flatnonzero(r < 0)
-    if not below.size:
-        return None, None  # never decorrelates within the stretches: a trend or red noise
-    crossing = int(below[0])
-    period = _period(r, m, crossing, level)
-    return period, None if period is None else crossing
-
-
-def _median_acf(stretches: list[np.ndarray]) -> tuple[np.ndarray, float] | None:
-    """The median over the stretches of their autocorrelations at lags up to a
-    quarter of the shortest, and the samples ``m`` its variance is worth."""
     pieces = [np.asarray(s, dtype=np.float64).ravel() for s in stretches]
     pieces = [p for p in pieces if p.size]
     if not pieces:
@@ -128,12 +92,10 @@ def _median_acf(stretches: list[np.ndarray]) -> tuple[np.ndarray, float] | None:
     m = sum(p.size for p in pieces)
     if len(acfs) > 2:
         m = m * 2.0 / np.pi  # the median of k estimates has about pi / 2 their mean's variance
-    return r, float(m)
-
-
-def _period(r: np.ndarray, m: float, crossing: int, level: float) -> int | None:
-    """The period from the median autocorrelation ``r`` (see the module docstring)."""
-    max_lag = r.size - 1
+    below = np.flatnonzero(r < 0)
+    if not below.size:
+        return None  # never decorrelates within the stretches: a trend or red noise
+    crossing = int(below[0])
     lags = np.arange(max(crossing, MIN_PERIOD) + 1, max_lag)
     if not lags.size:
         return None

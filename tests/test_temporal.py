@@ -12,7 +12,7 @@ from scipy.signal import lfilter
 import kcpstream
 from kcpstream import NotEnoughSplitsError, datasets
 from kcpstream.features import QuadratureFF, Temporal
-from kcpstream.period import _shortest_divisor, dominant_period, period_and_delay
+from kcpstream.period import _shortest_divisor, dominant_period
 
 from .reference import quantized, reference_binseg
 
@@ -73,13 +73,6 @@ def test_a_lag_divides_the_highest_peak_within_an_eighth_of_itself():
     assert _shortest_divisor(60, np.array([17, 60])) == 60
     assert _shortest_divisor(61, np.array([15, 61])) == 15  # 4.07 periods
     assert _shortest_divisor(61, np.array([])) == 61
-
-
-def test_the_delay_is_the_first_zero_crossing_of_a_cycle():
-    period, delay = period_and_delay([_sine(8192, 100, noise=0.1, seed=s) for s in range(4)])
-    assert period == 100 and 24 <= delay <= 26  # a quarter period for a sine
-    ar = lfilter([1.0], [1.0, -0.9], np.random.default_rng(0).standard_normal(8192))
-    assert period_and_delay([ar]) == (None, None)  # no cycle, no delay vectors
 
 
 def test_too_short_stretches_have_no_period():
@@ -214,7 +207,7 @@ def test_the_default_sees_a_change_of_frequency_the_pointwise_map_does_not():
         x += 0.2 * rng.standard_normal(x.size)
         res = kcpstream.segment(x)
         w = res.params["window"]
-        assert w is not None and res.features.delay > 0  # the cycle's delay vectors
+        assert w is not None
         assert min(abs(res.changepoints - 6000)) <= w  # never missed
         exact += res.n_changepoints == 1
     assert exact >= 4
@@ -246,7 +239,6 @@ def test_the_window_leaves_the_test_enough_windows():
     x = _sine(8_000, 800, noise=0.2, seed=6)  # a period of 800: at most 8000 // 16 = 500
     res = kcpstream.segment(x)
     assert res.params["window"] == 500
-    assert 150 <= res.features.delay <= 250  # a quarter period, the first zero crossing
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,16 +10,19 @@ window ``W`` gets one feature vector, the concatenation of
   over a segment it is the pointwise features' sum divided by ``window``, so
   this part sees every change of the marginal distribution the pointwise
   kernel sees; a cycle of one window's length averages out within each
-  window instead of making the sequence dependent.  With ``delay > 0`` the
-  points are the window's *delay vectors* ``(x[t], x[t + delay],
-  x[t + 2 delay])``, indices modulo the window (a window of one period is
-  one turn of the cycle): their distribution is how the samples follow one
-  another -- the cycle's waveform, slopes and curvature -- as well as their
-  values;
+  window instead of making the sequence dependent;
 * the **group-invariant shape features** of
   :class:`~kcpstream.features.InvariantWindow` (the distribution over cyclic
   shifts of the window's projections on random templates): changes of
   waveform and frequency that leave the marginal distribution alone.
+
+With ``delay > 0`` both parts see the window as its *delay vectors*
+``(x[t], x[t + delay], x[t + 2 delay])`` (3 d channels), indices modulo the
+window (a window of one period is one turn of the cycle): their
+distribution is how the samples follow one another -- slopes, curvature --
+as well as their values.  It is an option, not the default's: on the TSSB
+series it moved the default's covering by less than the spread between its
+variants, at almost twice the cost (``benchmarks/results/real.md``).
 
 The kernel between two windows is ``(1 - s) k_marginal + s k_shape`` with
 ``s = shape_share``.  Change-points have window resolution.
@@ -64,7 +67,7 @@ class Temporal(InvariantWindow):
     n_bins : int
         Thresholds per template of the shape part.
     delay : int
-        Lag of the delay vectors of the marginal part, in ``[0, window)``; 0
+        Lag of the delay vectors the window is seen as, in ``[0, window)``; 0
         for the samples themselves.
     bandwidth : float, "auto" or "median"
         Bandwidth of the pointwise Gaussian kernel (see
