@@ -16,7 +16,7 @@ import numpy as np
 from . import checkpoint
 from ._kernels.blockstats import split_gain
 from ._version import __version__
-from .autofeatures import auto_features
+from .autofeatures import PERIOD_WIDTH, auto_features, block_cycle
 from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal, make_feature_map
 from .features.base import DEFAULT_TILE
@@ -466,6 +466,8 @@ class _Job:
     params: dict = field(default_factory=dict)  # the call's settings, for the result
     damaged: bool = False  # a checkpoint was found damaged: recomputed, written again
     in_memory: bool = False  # one block per sample, searched without reading data again
+    auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
+    samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
 
 
 def _searched_in_memory(n: int, p: int, st: _Settings) -> bool:
@@ -483,6 +485,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
         features, sample = auto_features(signal, st.sample_size, st.seed, cache)
         if sample is None:
             cache = None  # the windows are another signal, with a grid of their own
+    auto = _is_auto(features)  # "auto" still: sample by sample (no cycle seen)
     fmap = make_feature_map(features, seed=st.seed, d=signal.d)
     window = fmap.window_samples
     original = signal
@@ -506,14 +509,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"min_size={min_size} (at most {n // min_size - 1}); ask for fewer or lower "
             "min_size"
         )
-    if st.n_bkps is not None and st.d_max is None:
-        # binary segmentation proposes twice as many candidates as change-points
-        # asked for (within the default path), among which the best are chosen
-        d_max = max(st.n_bkps + 1, min(2 * st.n_bkps + 1, DEFAULT_D_MAX, n // min_size))
-    elif st.n_bkps is not None:
-        d_max = max(st.d_max, st.n_bkps + 1)
-    else:
-        d_max = min(st.d_max or DEFAULT_D_MAX, n // min_size)
+    d_max = _d_max(st, n, min_size)
     if st.rule == "slope" and d_max < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
@@ -535,6 +531,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
     job = _Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
+    job.auto = auto
     job.params = {  # what the result was made with, kept in its JSON
         "method": st.method,
         "rule": st.rule,
@@ -570,6 +567,52 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             # the key holds for both searches: search as the stored statistics allow
             job.in_memory = job.stats.block_size == 1
     return job
+
+
+def _d_max(st: _Settings, n: int, min_size: int) -> int:
+    """The most segments of the path for ``n`` samples (windows) and ``min_size``."""
+    if st.n_bkps is not None and st.d_max is None:
+        # binary segmentation proposes twice as many candidates as change-points
+        # asked for (within the default path), among which the best are chosen
+        return max(st.n_bkps + 1, min(2 * st.n_bkps + 1, DEFAULT_D_MAX, n // min_size))
+    if st.n_bkps is not None:
+        return max(st.d_max, st.n_bkps + 1)
+    return min(st.d_max or DEFAULT_D_MAX, n // min_size)
+
+
+def _long_cycle(job: _Job, st: _Settings) -> _Job | None:
+    """The job at windows of a cycle the period check could not see, or None.
+
+    For ``features="auto"`` segmented sample by sample: a cycle longer than
+    the period check's reach (:data:`~kcpstream.autofeatures.PERIOD_WIDTH`
+    / 8 samples) that shows in the features' block sums
+    (:func:`~kcpstream.autofeatures.block_cycle`) is segmented as windows of
+    whole blocks holding one cycle, each the mean of its samples' features:
+    from the statistics of the data pass alone, in memory, at window
+    resolution (the cycle's phase is no change).
+    """
+    stats = job.stats
+    if not job.auto or job.window != 1 or stats.block_size * stats.n_blocks < 2:
+        return None
+    full = stats.n // stats.block_size
+    steps = block_cycle(stats.prefix[:, : full + 1])
+    if steps is None or steps * stats.block_size <= PERIOD_WIDTH // 8:
+        return None
+    window = steps * stats.block_size
+    windows = stats.windows(steps)
+    m = windows.n
+    if st.min_duration is not None:
+        min_size = _samples_of(st.min_duration, job.signal, window)
+    else:
+        min_size = default_min_size(m) if st.min_size is None else -(-st.min_size // window)
+    if m < 2 * min_size or (st.n_bkps is not None and st.n_bkps > m // min_size - 1):
+        return None  # the windows cannot hold the segments asked for: sample by sample
+    d_max = _d_max(st, m, min_size)
+    out = _Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, window=window)
+    out.original, out.stats, out.in_memory, out.loaded = job.signal, windows, True, job.loaded
+    out.samples_per_pass = stats.n
+    out.params = {**job.params, "d_max": d_max, "min_size": min_size * window, "window": window}
+    return out
 
 
 def _block_size(n: int, st: _Settings, window: int = 1) -> int:
@@ -679,6 +722,8 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
     for job in jobs:
         _check_statistics(job.stats, job.signal)
     seconds_pass = time.perf_counter() - t_pass
+    stored = jobs  # the checkpoint keeps the data pass's statistics
+    jobs = [_long_cycle(job, st) or job for job in jobs]
     for job in jobs:
         job.noise = _noise(job.stats, pointwise=job.window == 1)
 
@@ -707,7 +752,7 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
             c["gains"] = _local_gains(job.stats, cps)
             c["order"] = cps
     if st.checkpoint is not None:
-        for job in jobs:
+        for job in stored:
             attrs = {
                 "kcpstream": __version__,
                 "features": job.fmap.to_json(),
@@ -1030,11 +1075,12 @@ def _build_result(
             "start": time_axis.at(sample_bounds[:-1]),
             "end": time_axis.at(sample_bounds[1:] - 1),
         }
-    passed = 0 if job.loaded else stats.n
+    per_pass = stats.n if job.samples_per_pass is None else job.samples_per_pass
+    passed = 0 if job.loaded else per_pass
     featurized = passed + log.samples_scanned
     diagnostics = Diagnostics(
         samples_featurized=int(featurized),
-        passes=featurized / stats.n,
+        passes=featurized / per_pass,
         seconds=time.perf_counter() - t0,
         seconds_data_pass=seconds_pass,
         n_blocks=stats.n_blocks,

@@ -19,10 +19,12 @@ from .period import dominant_period
 from .signal import Signal, check_finite_index
 from .significance import MIN_BATCHES
 
-__all__ = ["auto_features", "PERIOD_WIDTH"]
+__all__ = ["auto_features", "block_cycle", "PERIOD_WIDTH"]
 
 #: Length of the stretches of consecutive samples the dominant period is estimated on.
 PERIOD_WIDTH = 8192
+#: Most block sums per feature :func:`block_cycle` looks for a cycle in.
+BLOCK_CYCLE_POINTS = 1 << 15
 
 
 def auto_features(
@@ -85,3 +87,33 @@ def _cut(windows, values, a: int, b: int) -> np.ndarray:
     """Samples ``[a, b)`` from ``values`` read for ``windows`` (one holds them)."""
     k = next(k for k, (lo, hi) in enumerate(windows) if lo <= a and b <= hi)
     return values[k][a - windows[k][0] : b - windows[k][0]]
+
+
+def block_cycle(prefix: np.ndarray) -> int | None:
+    """A cycle of the features' block sums, in blocks, or None.
+
+    ``prefix`` (p, m + 1) holds the features' sums over the first ``j`` whole
+    blocks.  A cycle longer than the stretches the period check reads
+    (:data:`PERIOD_WIDTH`) still shows in the block sums of the data pass:
+    :func:`~kcpstream.period.dominant_period` over every feature's sequence
+    of block sums (the median autocorrelation of the features, with the same
+    guards against changes), kept when the series holds at least
+    :data:`~kcpstream.significance.MIN_BATCHES` cycles.
+    """
+    blocks = prefix.shape[1] - 1
+    # at most BLOCK_CYCLE_POINTS sums per feature (a cycle of fewer blocks than the
+    # step is one the period check sees)
+    step = max(1, -(-blocks // BLOCK_CYCLE_POINTS))
+    coarse = np.asarray(prefix[:, : blocks // step * step + 1 : step], dtype=np.float64)
+    sums = np.diff(coarse, axis=1)
+    if sums.shape[1] < 8 * MIN_BATCHES:
+        return None
+    # the direction the block sums vary most in: a cycle of the kernel mean
+    # embedding shows there (features that barely see it would outvote it in
+    # a median over features)
+    centred = sums - sums.mean(axis=1, keepdims=True)
+    u, _, _ = np.linalg.svd(centred @ centred.T)
+    period = dominant_period([u[:, 0] @ centred])
+    if period is None or sums.shape[1] // period < MIN_BATCHES:
+        return None
+    return period * step

@@ -110,6 +110,17 @@ class BlockStats:
         obj._pieces = {}
         return obj
 
+    def windows(self, steps: int) -> BlockStats:
+        """Statistics with one block per window of ``steps`` whole blocks: the
+        window's feature is the sum of its samples' (quantized units, exact),
+        so a segmentation of the windows is one of the samples at window
+        resolution with the kernel of the windows' mean features."""
+        m = (self.n // self.block_size) // steps
+        prefix = np.ascontiguousarray(self.prefix[:, : m * steps + 1 : steps])
+        sums = np.diff(prefix, axis=1).astype(np.float64)
+        q = (sums * sums).sum(axis=0)
+        return BlockStats.from_samples(self.quantum_exponent, prefix, q, q)
+
     # -- sizes ------------------------------------------------------------
     @property
     def n_blocks(self) -> int:

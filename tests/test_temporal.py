@@ -13,6 +13,7 @@ import kcpstream
 from kcpstream import NotEnoughSplitsError, datasets
 from kcpstream.features import QuadratureFF, Temporal
 from kcpstream.period import _shortest_divisor, dominant_period
+from kcpstream.stats import BlockStats
 
 from .reference import quantized, reference_binseg
 
@@ -281,3 +282,56 @@ def test_windows_of_several_channels_split_over_chunks():
     a = kcpstream.segment(da.from_array(x, chunks=(1_000, 2)), window=30, n_bkps=1)
     b = kcpstream.segment(x, window=30, n_bkps=1)
     assert a.changepoints.tolist() == b.changepoints.tolist()
+
+
+def _long_cycle(n, cycles, seed, amplitude_after=None):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    level = np.ones(n)
+    if amplitude_after is not None:
+        level[amplitude_after[0] :] = amplitude_after[1]
+    phase = rng.uniform(0, 2 * np.pi)
+    return level * np.sin(2 * np.pi * cycles * t / n + phase) + 0.5 * rng.standard_normal(n)
+
+
+def test_a_cycle_longer_than_the_period_check_is_not_a_change():
+    # 20 cycles of 50 000 samples: beyond the stretches of the period check, seen
+    # in the block sums of the data pass (4 draws in 5 had 99 change-points before)
+    for seed in range(3):
+        res = kcpstream.segment(_long_cycle(1_000_000, 20, seed))
+        assert res.n_changepoints == 0
+        assert abs(res.params["window"] - 50_000) < 500
+        assert res.diagnostics.samples_featurized_pass == 1_000_000  # one pass, no more
+
+
+def test_a_change_of_a_long_cycle_is_found_at_window_resolution():
+    x = _long_cycle(1_000_000, 20, 0, amplitude_after=(600_000, 2.0))
+    res = kcpstream.segment(x)
+    w = res.params["window"]
+    assert res.n_changepoints == 1 and abs(int(res.changepoints[0]) - 600_000) <= w
+    assert res.changepoints[0] % w == 0 and res.pvalues[0] <= 0.01
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunk=st.integers(min_value=3_000, max_value=200_000))
+def test_a_long_cycle_does_not_depend_on_the_chunking(chunk):
+    x = _long_cycle(400_000, 20, 1, amplitude_after=(250_000, 1.8))
+    whole = kcpstream.segment(x)
+    res = kcpstream.segment(da.from_array(x, chunks=chunk))
+    assert res.params["window"] == whole.params["window"] is not None
+    assert res.changepoints.tolist() == whole.changepoints.tolist()
+
+
+def test_windows_of_block_statistics_hold_the_window_sums():
+    rng = np.random.default_rng(0)
+    q = rng.integers(-50, 50, size=(1000, 3))
+    norms = (q.astype(float) ** 2).sum(axis=1)
+    prefix = np.c_[np.zeros((3, 1), np.int64), q.T.cumsum(axis=1)]
+    stats = BlockStats.from_samples(0, prefix, norms, norms)
+    w = stats.windows(7)
+    sums = q[: 142 * 7].reshape(142, 7, 3).sum(axis=1)
+    assert w.n == 142 and w.block_size == 1
+    np.testing.assert_array_equal(np.diff(w.prefix, axis=1), sums.T)
+    assert w.cost(0, w.n) == pytest.approx(
+        float((sums.astype(float) ** 2).sum() - (sums.sum(axis=0).astype(float) ** 2).sum() / 142)
+    )
