@@ -592,7 +592,7 @@ def _long_cycle(job: _Job, st: _Settings) -> _Job | None:
     resolution (the cycle's phase is no change).
     """
     stats = job.stats
-    if not job.auto or job.window != 1 or stats.block_size * stats.n_blocks < 2:
+    if not job.auto or job.window != 1:
         return None
     full = stats.n // stats.block_size
     steps = block_cycle(stats.prefix[:, : full + 1])

@@ -6,7 +6,10 @@ the job's sample cache, which keeps their chunks for the data pass) and
 cycle, the signal is segmented as windows of one period with
 :class:`~kcpstream.features.Temporal` features; without one, sample by sample
 with the pointwise default (:func:`kcpstream.features.default_feature_map`),
-fitted on the fit sample cut from the stretches (no second read).
+fitted on the fit sample cut from the stretches (no second read).  A cycle
+too long for the stretches is looked for after the data pass, in the block
+sums of the features (:func:`block_cycle`; the job is then segmented as
+windows of it, see ``kcpstream.api._long_cycle``).
 """
 
 from __future__ import annotations
@@ -95,10 +98,10 @@ def block_cycle(prefix: np.ndarray) -> int | None:
     ``prefix`` (p, m + 1) holds the features' sums over the first ``j`` whole
     blocks.  A cycle longer than the stretches the period check reads
     (:data:`PERIOD_WIDTH`) still shows in the block sums of the data pass:
-    :func:`~kcpstream.period.dominant_period` over every feature's sequence
-    of block sums (the median autocorrelation of the features, with the same
-    guards against changes), kept when the series holds at least
-    :data:`~kcpstream.significance.MIN_BATCHES` cycles.
+    :func:`~kcpstream.period.dominant_period` (with its guards against
+    changes) of their projection on their first principal direction, kept
+    when the series holds at least :data:`~kcpstream.significance.MIN_BATCHES`
+    cycles.
     """
     blocks = prefix.shape[1] - 1
     # at most BLOCK_CYCLE_POINTS sums per feature (a cycle of fewer blocks than the

@@ -114,3 +114,27 @@ def test_another_min_size_reuses_the_statistics_not_the_segments(tmp_path, first
     assert again.changepoints.tolist() == fresh.changepoints.tolist()
     assert again.gains.tolist() == fresh.gains.tolist()
     assert np.diff([0, *again.changepoints, len(x)]).min() >= second
+
+
+def test_a_long_cycle_found_after_the_pass_is_found_again_from_the_checkpoint(tmp_path):
+    # the checkpoint keeps the samples' block statistics, not the cycle's windows
+    n = 400_000
+    t = np.arange(n)
+    rng = np.random.default_rng(3)
+    x = np.sin(2 * np.pi * 20 * t / n) * np.where(t < 250_000, 1.0, 1.8)
+    x = (x + 0.5 * rng.standard_normal(n)).astype(np.float32)
+    path = str(tmp_path / "cycle.zarr")
+    arr = zarr.open_array(path, mode="w", shape=(n,), chunks=(50_000,), dtype="f4")
+    arr[:] = x
+    ck = str(tmp_path / "ck")
+    first = kcpstream.segment(path, checkpoint=ck)
+    again = kcpstream.segment(path, checkpoint=ck)
+    w = first.params["window"]
+    # a change inside a window makes that window a mixture of both sides, which can
+    # stand apart as a segment of its own with the next window
+    assert w is not None and 1 <= first.n_changepoints <= 2
+    assert all(abs(int(c) - 250_000) <= 2 * w for c in first.changepoints)
+    assert again.diagnostics.checkpoint == "loaded"
+    assert again.changepoints.tolist() == first.changepoints.tolist()
+    assert again.params["window"] == first.params["window"]
+    np.testing.assert_array_equal(again.pvalues, first.pvalues)
