@@ -16,7 +16,7 @@ import numpy as np
 from . import checkpoint
 from ._kernels.blockstats import split_gain
 from ._version import __version__
-from .autofeatures import PERIOD_WIDTH, auto_features, block_cycle
+from .autofeatures import auto_features, block_cycle
 from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal, make_feature_map
 from .features.base import DEFAULT_TILE
@@ -350,7 +350,7 @@ def segment(
         raise InputError("give n_bkps or pen, not both")
     if window is not None:
         window = _check_positive_int("window", window, 2)
-        if not (isinstance(features, str) and features.strip().lower() == "auto"):
+        if not _is_auto(features):
             raise InputError(
                 "window= chooses the temporal feature map; give window or features, not both "
                 "(a window map takes its own window: features=Temporal(window=...))"
@@ -492,11 +492,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     if window > 1:  # a window map segments the sequence of windows
         signal = window_signal(signal, window)
     n = signal.n
-    if st.min_duration is not None:
-        min_size = _samples_of(st.min_duration, original, window)
-    else:
-        # min_size counts samples; a window map keeps whole windows
-        min_size = default_min_size(n) if st.min_size is None else -(-st.min_size // window)
+    min_size = _min_size(st, original, n, window)
     if n < 2 * min_size:
         raise InputError(
             f"{signal.description} has {n} samples, fewer than 2*min_size={2 * min_size}: "
@@ -569,6 +565,15 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     return job
 
 
+def _min_size(st: _Settings, signal: Signal, n: int, window: int) -> int:
+    """``min_size`` in feature vectors, for ``n`` of them of ``window`` samples
+    of ``signal`` each: ``min_duration`` or ``min_size`` (samples: a window map
+    keeps the whole windows that hold them), else :func:`default_min_size`."""
+    if st.min_duration is not None:
+        return _samples_of(st.min_duration, signal, window)
+    return default_min_size(n) if st.min_size is None else -(-st.min_size // window)
+
+
 def _d_max(st: _Settings, n: int, min_size: int) -> int:
     """The most segments of the path for ``n`` samples (windows) and ``min_size``."""
     if st.n_bkps is not None and st.d_max is None:
@@ -595,16 +600,13 @@ def _long_cycle(job: _Job, st: _Settings) -> _Job | None:
     if not job.auto or job.window != 1:
         return None
     full = stats.n // stats.block_size
-    steps = block_cycle(stats.prefix[:, : full + 1])
-    if steps is None or steps * stats.block_size <= PERIOD_WIDTH // 8:
+    steps = block_cycle(stats.prefix[:, : full + 1], stats.block_size)
+    if steps is None:
         return None
     window = steps * stats.block_size
     windows = stats.windows(steps)
     m = windows.n
-    if st.min_duration is not None:
-        min_size = _samples_of(st.min_duration, job.signal, window)
-    else:
-        min_size = default_min_size(m) if st.min_size is None else -(-st.min_size // window)
+    min_size = _min_size(st, job.signal, m, window)
     if m < 2 * min_size or (st.n_bkps is not None and st.n_bkps > m // min_size - 1):
         return None  # the windows cannot hold the segments asked for: sample by sample
     d_max = _d_max(st, m, min_size)
@@ -908,18 +910,15 @@ def _significant(job: _Job, order, partitions, alpha: float) -> list[int]:
         (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.end)) for seg in order
     ]
     top_down = len(significant_splits(splits, job.stats.n, alpha)) + 1
-    top_down = min(top_down, len(partitions))
-    for d in range(len(partitions), top_down, -1):
+    for d in range(len(partitions), 1, -1):
         chosen = partitions[d - 1]
         if chosen is None:
             continue
-        bounds = np.array([0, *map(int, chosen), job.stats.n])
-        levels = alpha * (job.min_size / (bounds[2:] - bounds[:-2])) ** 2
+        levels = alpha
+        if d > top_down:  # beyond what the splits showed: corrected for the neighbours
+            bounds = np.array([0, *map(int, chosen), job.stats.n])
+            levels = alpha * (job.min_size / (bounds[2:] - bounds[:-2])) ** 2
         if (_local_pvalues(job, chosen) <= levels).all():
-            return [int(c) for c in chosen]
-    for d in range(top_down, 1, -1):
-        chosen = partitions[d - 1]
-        if chosen is not None and (_local_pvalues(job, chosen) <= alpha).all():
             return [int(c) for c in chosen]
     return []
 

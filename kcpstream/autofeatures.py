@@ -92,12 +92,13 @@ def _cut(windows, values, a: int, b: int) -> np.ndarray:
     return values[k][a - windows[k][0] : b - windows[k][0]]
 
 
-def block_cycle(prefix: np.ndarray) -> int | None:
+def block_cycle(prefix: np.ndarray, block_size: int) -> int | None:
     """A cycle of the features' block sums, in blocks, or None.
 
     ``prefix`` (p, m + 1) holds the features' sums over the first ``j`` whole
-    blocks.  A cycle longer than the stretches the period check reads
-    (:data:`PERIOD_WIDTH`) still shows in the block sums of the data pass:
+    blocks of ``block_size`` samples.  A cycle longer than the stretches the
+    period check reads can show (over ``PERIOD_WIDTH // 8`` samples; shorter
+    ones are that check's to find) still shows in the block sums of the data pass:
     :func:`~kcpstream.period.dominant_period` (with its guards against
     changes) of their projection on their first principal direction, kept
     when the series holds at least :data:`~kcpstream.significance.MIN_BATCHES`
@@ -118,5 +119,7 @@ def block_cycle(prefix: np.ndarray) -> int | None:
     u, _, _ = np.linalg.svd(centred @ centred.T)
     period = dominant_period([u[:, 0] @ centred])
     if period is None or sums.shape[1] // period < MIN_BATCHES:
+        return None
+    if period * step * block_size <= PERIOD_WIDTH // 8:
         return None
     return period * step

@@ -129,23 +129,33 @@ def _kept(diffs: np.ndarray, ss: np.ndarray, rounds: int) -> np.ndarray:
     return keep
 
 
+def _batch_differences(prefix: np.ndarray, per_batch: int) -> tuple[int, np.ndarray]:
+    """``(k, D)``: the number ``k`` of whole batches of ``per_batch`` grid steps
+    and the consecutive differences ``D`` (p, k - 1) of their sums."""
+    k = (prefix.shape[1] - 1) // per_batch
+    idx = np.arange(0, (k + 1) * per_batch, per_batch)
+    return k, np.diff(prefix[:, idx], n=2, axis=1)
+
+
+def _clear_of(exclude: np.ndarray, per_batch: int, k: int) -> np.ndarray:
+    """Mask of the ``k - 1`` differences of consecutive batch sums that touch no
+    batch holding a position of ``exclude`` (grid steps): a change at ``c``
+    moves the batch holding it (and, on a boundary, the one before)."""
+    hit = np.zeros(k + 1, dtype=bool)
+    hit[np.minimum(exclude // per_batch, k)] = True
+    hit[np.maximum((exclude - 1) // per_batch, 0)] = True
+    return ~(hit[:-2] | hit[1:-1] | hit[2:])
+
+
 def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int, exclude: np.ndarray):
     """Covariance estimate from batches of ``per_batch`` grid steps (``ell`` samples):
     ``(Sigma, used)``, or None with too few batches.  Differences of two
     batches that hold a position of ``exclude`` (in grid steps) are left out."""
-    k = (prefix.shape[1] - 1) // per_batch
+    k, diffs = _batch_differences(prefix, per_batch)
     if k < MIN_BATCHES:
         return None
-    idx = np.arange(0, (k + 1) * per_batch, per_batch)
-    sums = np.diff(prefix[:, idx], axis=1)  # (p, k) batch sums
-    diffs = np.diff(sums, axis=1)  # (p, k - 1)
     if exclude.size:
-        # a change at c: the batch holding c (and, on a boundary, the one before)
-        hit = np.zeros(k + 1, dtype=bool)
-        hit[np.minimum(exclude // per_batch, k)] = True
-        hit[np.maximum((exclude - 1) // per_batch, 0)] = True
-        clean = ~(hit[:-2] | hit[1:-1] | hit[2:]) if k > 1 else np.zeros(0, bool)
-        diffs = diffs[:, clean[: diffs.shape[1]]]
+        diffs = diffs[:, _clear_of(exclude, per_batch, k)]
         if diffs.shape[1] < MIN_BATCHES // 2:
             return None
     keep = _kept(diffs, (diffs**2).sum(axis=0), rounds=2)
@@ -195,15 +205,10 @@ def _ar1_factor(prefix: np.ndarray, per_batch: int, exclude: np.ndarray) -> floa
     it would make every sum look correlated.  Pooled over the features;
     ``rho`` is kept in ``[0, MAX_BATCH_CORRELATION]``.
     """
-    k = (prefix.shape[1] - 1) // per_batch
-    idx = np.arange(0, (k + 1) * per_batch, per_batch)
-    diffs = np.diff(np.diff(prefix[:, idx], axis=1), axis=1)  # (p, k - 1)
+    k, diffs = _batch_differences(prefix, per_batch)
     keep = _kept(diffs, (diffs**2).sum(axis=0), rounds=2)
     if exclude.size:
-        hit = np.zeros(k + 1, dtype=bool)
-        hit[np.minimum(exclude // per_batch, k)] = True
-        hit[np.maximum((exclude - 1) // per_batch, 0)] = True
-        keep &= ~(hit[:-2] | hit[1:-1] | hit[2:])[: keep.size]
+        keep &= _clear_of(exclude, per_batch, k)
     pairs = keep[1:] & keep[:-1]
     denom = float((diffs[:, keep] ** 2).sum())
     if not denom > 0 or not pairs.any():
