@@ -35,8 +35,8 @@ def store_bytes(path: str, metadata: bool = True) -> int:
 def segment_in_child(call: str) -> dict:
     """Evaluate ``call`` (an expression giving a Segmentation; ``np``, ``xr`` and
     ``kcpstream`` are imported) in a fresh process after a warm-up call that
-    compiles: its seconds, change-points, time stamps, samples featurized / n
-    and the process's peak RSS."""
+    compiles: its seconds, change-points, time stamps, samples featurized / n,
+    samples read again, data-pass tasks and the process's peak RSS."""
     import subprocess
     import sys
 
@@ -51,6 +51,8 @@ def segment_in_child(call: str) -> dict:
         "times = [str(x) for x in res.changepoint_times] if res.times is not None else None\n"
         "print(json.dumps({'seconds': s, 'changepoints': res.changepoints.tolist(),"
         " 'times': times, 'passes': res.diagnostics.passes,"
+        " 'read_again': res.diagnostics.samples_read_again,"
+        " 'pass_tasks': res.diagnostics.pass_tasks,"
         " 'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

@@ -21,7 +21,7 @@ import dask
 import dask.base
 import dask.local
 import dask.threaded
-from dask._task_spec import Task
+from dask._task_spec import Task, TaskRef
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 __all__ = ["TaskBatch", "active_client", "in_process_scheduler"]
@@ -57,6 +57,7 @@ class TaskBatch:
         self._merge = merge_per_thread
         self._calls: list[tuple[Callable, tuple, str | None]] = []
         self._extra: dict = {}  # tasks the calls depend on
+        self._dependencies: list[tuple[tuple, Task, str | None]] = []  # and their homes
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -68,15 +69,30 @@ class TaskBatch:
         if graph:
             self._extra.update(graph)
 
+    def dependency(
+        self, func: Callable, *args: Any, home: str | None = None, graph: dict | None = None
+    ) -> TaskRef:
+        """A call whose value other calls of the batch take as an argument:
+        they are given the reference returned, and get the value in its place
+        (computed once, by one task, on worker ``home`` if it is given;
+        ``graph``: the tasks it depends on)."""
+        key = (f"{self._prefix}-dep", len(self._dependencies))
+        if graph:
+            self._extra.update(graph)
+        self._dependencies.append((key, Task(key, func, *args), home))
+        return TaskRef(key)
+
     def compute(self, progress: bool = False) -> list:
         """Run every call with the active scheduler; a progress bar on stderr if asked."""
         if not self._calls:
             return []
         client = active_client()
-        if client is not None and self._merge and not progress:
+        if client is not None and self._merge and not progress and not self._dependencies:
             return self._compute_merged(client)
         keys = [(self._prefix, i) for i in range(len(self._calls))]
         layers: dict[str | None, dict] = {}
+        for key, task, home in self._dependencies:
+            layers.setdefault(home, {})[key] = task
         for key, (func, args, home) in zip(keys, self._calls, strict=True):
             layers.setdefault(home, {})[key] = Task(key, func, *args)
         if client is not None:
@@ -91,7 +107,8 @@ class TaskBatch:
             return list(client.gather(futures))
         dsk = {k: v for layer in (self._extra, *layers.values()) for k, v in layer.items()}
         get = dask.base.get_scheduler() or dask.threaded.get
-        if len(keys) == 1 and not progress and in_process_scheduler():
+        alone = len(keys) == 1 and not self._dependencies
+        if alone and not progress and in_process_scheduler():
             get = dask.local.get_sync  # one call: a thread pool would only add a hand-off
         if not progress:
             return list(get(dsk, keys))

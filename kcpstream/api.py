@@ -24,7 +24,7 @@ from .passes import (
     SampleCache,
     data_passes,
     in_memory_passes,
-    pass_runs,
+    pass_task_count,
     release_worker_caches,
 )
 from .result import Diagnostics, Segmentation
@@ -263,7 +263,12 @@ def segment(
         reads batched in the same rounds.  Returns a
         :class:`~kcpstream.BatchSegmentation`.
     chunks : int, optional
-        Chunk length along time (in-memory input is wrapped without a copy).
+        Chunk length along time of the tasks (in-memory input is wrapped
+        without a copy).  For a zarr store it is rounded up to whole stored
+        chunks: a store decodes whole chunks, so a task on part of one would
+        decode all of it.  A stored chunk much longer than a task is read once
+        and featurized in slices by several tasks (one task per chunk under a
+        pool of processes, which would copy it to each).
     missing : {"error", "fill"}, default "error"
         A chunk absent from a zarr store (zarr reads it as the fill value) is
         an :class:`~kcpstream.InputError` naming its samples; ``"fill"`` reads
@@ -1093,7 +1098,7 @@ def _build_result(
         samples_read_again=job.cache.samples_read_again,
         pass_tasks=0
         if job.loaded or job.in_memory
-        else len(pass_runs(signal.chunk_starts, signal.row_bytes)),
+        else pass_task_count(signal, job.params["block_size"]),
         in_memory=job.in_memory,
     )
     return Segmentation(

@@ -338,6 +338,8 @@ def scan_run(
     if read:
         x = source.read()
         xs = [x[r.piece_start - source.start : r.piece_end - source.start] for r in reqs]
+        if local is not None and len(source.starts) == 2 and local.oversized(x.nbytes):
+            local.add_chunk(source.start, x)  # read whole for every piece: keep it
         if local is not None:
             for r, xr in zip(reqs, xs, strict=True):
                 local.add_piece(r.piece_start, r.piece_end, xr)
@@ -358,13 +360,21 @@ TASK_BYTES = 4 * 2**20
 MIN_PASS_TASKS = 64
 
 
+#: A chunk of more than this many tasks' worth of samples is featurized in slices.
+SPLIT_CHUNK_TASKS = 8
+
+
+def pass_target(n: int, row_bytes: int) -> int:
+    """Samples a data-pass task aims at: :data:`TASK_BYTES` of samples, or
+    1 / :data:`MIN_PASS_TASKS` of the signal if that is less."""
+    return max(1, min(TASK_BYTES // max(1, row_bytes), -(-n // MIN_PASS_TASKS)))
+
+
 def pass_runs(starts: np.ndarray, row_bytes: int) -> list[tuple[int, int]]:
     """Consecutive chunks (``starts``: chunk starts and ``n``) grouped into the
     data pass's tasks, ``(first, last)`` inclusive: chunks are added to a run
-    while it is shorter than :data:`TASK_BYTES` of samples (or than
-    1 / :data:`MIN_PASS_TASKS` of the signal, if that is less)."""
-    n = int(starts[-1])
-    target = max(1, min(TASK_BYTES // max(1, row_bytes), -(-n // MIN_PASS_TASKS)))
+    while it is shorter than :func:`pass_target`'s samples."""
+    target = pass_target(int(starts[-1]), row_bytes)
     runs: list[tuple[int, int]] = []
     first = 0
     for i in range(len(starts) - 1):
@@ -372,6 +382,86 @@ def pass_runs(starts: np.ndarray, row_bytes: int) -> list[tuple[int, int]]:
             runs.append((first, i))
             first = i + 1
     return runs
+
+
+def slice_cuts(start: int, end: int, target: int, block_size: int) -> np.ndarray | None:
+    """Where a chunk ``[start, end)`` is cut into slices featurized by tasks of
+    their own (``[start, ..., end]``, inner cuts on block boundaries), or None
+    when it is one task: it holds at most :data:`SPLIT_CHUNK_TASKS` times
+    ``target`` samples.
+
+    A chunk is the unit a store decodes: a task per chunk reads it once, but
+    a chunk of hundreds of MB would then be featurized by one thread while
+    the others wait.  Its slices share one read of it instead; cut on block
+    boundaries, they give each block the same tiles as the whole chunk, so
+    the statistics are the same bits."""
+    if end - start <= SPLIT_CHUNK_TASKS * target:
+        return None
+    step = -(-target // block_size) * block_size
+    inner = np.arange((start // step + 1) * step, end, step, dtype=np.int64)
+    return np.concatenate([[start], inner, [end]]).astype(np.int64)
+
+
+def pass_plan(signal: Signal, block_size: int) -> list[tuple[int, int, np.ndarray | None]]:
+    """The data pass's tasks: runs of chunks ``(first, last, cuts)``
+    (:func:`pass_runs`), ``cuts`` the slices of a large chunk
+    (:func:`slice_cuts`) or None.  Slices share their chunk where tasks share
+    memory (threads) or a worker keeps it (distributed); a pool of processes
+    would copy it to each, so there every chunk is one task."""
+    starts = signal.chunk_starts
+    target = pass_target(signal.n, signal.row_bytes)
+    sliced = _caches_reachable()
+    return [
+        (first, last, slice_cuts(int(starts[first]), int(starts[last + 1]), target, block_size)
+         if first == last and sliced else None)
+        for first, last in pass_runs(starts, signal.row_bytes)
+    ]  # fmt: skip
+
+
+def pass_task_count(signal: Signal, block_size: int) -> int:
+    """Tasks of the data pass (a sliced chunk: its read, its slices, their merge)."""
+    return sum(1 if cuts is None else len(cuts) + 1 for _, _, cuts in pass_plan(signal, block_size))
+
+
+def held_chunk(
+    source: SourceSlice, cache: CacheHandle | None
+) -> tuple[np.ndarray, bool, str | None]:
+    """The one chunk of ``source``, a dask task whose value the tasks of its
+    slices share: ``(samples, from_cache, worker)``, taken from the job's
+    sample cache in this process or read and offered to it."""
+    local = cache.resolve() if cache is not None else None
+    x = None if local is None else local.chunk(source.start)
+    if x is not None:
+        return x, True, _worker_address()
+    (x,) = source.read_chunks([0])
+    if local is not None:
+        local.add_chunk(source.start, x)
+    return x, False, _worker_address()
+
+
+def slice_block_stats(
+    held: tuple, chunk_start: int, start: int, end: int, fmap: FeatureMap, block_size: int,
+    tile: int,
+) -> dict:  # fmt: skip
+    """:func:`chunk_block_stats` of samples ``[start, end)`` of a held chunk."""
+    x = _as_2d(held[0])
+    return chunk_block_stats(
+        x[start - chunk_start : end - chunk_start], start, fmap, block_size, tile
+    )
+
+
+def merge_slices(held: tuple, *parts: dict) -> list[dict]:
+    """The statistics of a chunk from those of its slices (in order, on block
+    boundaries: their blocks follow each other), as :func:`read_block_stats`
+    gives them."""
+    bad = [p["first_bad"] for p in parts if p["first_bad"] >= 0]
+    if bad:
+        return [{"first_bad": min(bad)}]
+    out = {"first_bad": -1, "first_block": parts[0]["first_block"], "from_cache": held[1],
+           "worker": held[2]}  # fmt: skip
+    for name in ("counts", "S", "Q", "M2", "R"):
+        out[name] = np.concatenate([p[name] for p in parts])
+    return [out]
 
 
 def read_block_stats(
@@ -430,15 +520,25 @@ def _pass_tasks(
     reader = signal.reader
     handle = cache.handle if cache is not None and _caches_reachable() else None
     here = handle is not None and in_process_scheduler()
-    for first, last in pass_runs(reader.starts, signal.row_bytes):
+    for first, last, cuts in pass_plan(signal, block_size):
         held, home = None, None
-        if here:  # chunks the fit sample read in this process: the task holds them
+        if here and cuts is None:  # chunks the fit sample read in this process: the task holds them
             found = {i - first: cache.chunk(int(reader.starts[i])) for i in range(first, last + 1)}
             held = {i: x for i, x in found.items() if x is not None} or None
-        elif handle is not None:  # chunks the fit sample left in a worker's cache
+        elif handle is not None and not here:  # chunks the fit sample left in a worker's cache
             home = _home_of(cache, reader.starts, first, last)
-        reader.add_task(batch, read_block_stats, first, last, fmap, block_size, tile, handle,
-                        held, home=home)  # fmt: skip
+        if cuts is None:
+            reader.add_task(batch, read_block_stats, first, last, fmap, block_size, tile, handle,
+                            held, home=home)  # fmt: skip
+            continue
+        # one read of the chunk (from the cache where the fit left it), shared by its slices
+        chunk = reader.add_dependency(batch, held_chunk, first, last, handle, home=home)
+        a = int(reader.starts[first])
+        parts = [
+            batch.dependency(slice_block_stats, chunk, a, lo, hi, fmap, block_size, tile, home=home)
+            for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)
+        ]
+        batch.add(merge_slices, chunk, *parts, home=home)
 
 
 def read_rows(
@@ -661,6 +761,13 @@ class SampleCache:
     with a score (the largest split gain inside the chunk, from its own block
     statistics), and a chunk with a change in it outscores a chunk without.
 
+    A chunk larger than that share cannot be kept among the others; the last
+    one offered is kept apart, beyond the budget.  Reading any part of it
+    again decodes all of it (a compressed codec has no partial reads), for
+    each round of refinement that needs a piece of it, and decoding it once
+    already needed that much memory: the bound is the budget plus the
+    largest chunk.
+
     Tasks reach the cache through its :attr:`handle`, resolved in the process
     that runs them: there this very object; in a distributed worker, that
     worker's own cache for the same job (with the same budget), which
@@ -679,6 +786,7 @@ class SampleCache:
         self._chunks: dict[int, np.ndarray] = {}  # start -> samples
         self._scores: dict[int, float] = {}
         self._chunk_starts: list[int] = []  # sorted
+        self._oversized: int | None = None  # start of the chunk kept beyond the budget
         self._lowest: list[tuple[float, int]] = []  # heap of (score, start), some stale
         self._pieces: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._by_block: dict[int, list[tuple[int, int]]] = {}
@@ -699,12 +807,15 @@ class SampleCache:
         it is kept.  Offering a kept chunk again updates its score."""
         score = float(score) if score == score else -np.inf  # NaN: the lowest
         with self._lock:
+            if start == self._oversized:
+                return True
             if start in self._chunks:
                 self._scores[start] = score
                 heapq.heappush(self._lowest, (score, start))
                 return True
-            if x.nbytes > self.chunk_budget:
-                return False
+            if self.oversized(x.nbytes):
+                self._keep_oversized(start, x.copy() if copy else x)
+                return True
             while self.chunk_bytes + x.nbytes > self.chunk_budget:
                 while self._lowest[0][0] != self._scores.get(self._lowest[0][1]):
                     heapq.heappop(self._lowest)  # an entry for an old score
@@ -725,6 +836,23 @@ class SampleCache:
             self.nbytes += x.nbytes
             self._evict_pieces()
             return True
+
+    def oversized(self, nbytes: int) -> bool:
+        """Whether a chunk of ``nbytes`` is larger than the chunks' budget."""
+        return nbytes > self.chunk_budget
+
+    @property
+    def oversized_bytes(self) -> int:
+        """Bytes of the chunk kept beyond the budget (0 if none)."""
+        return 0 if self._oversized is None else self._chunks[self._oversized].nbytes
+
+    def _keep_oversized(self, start: int, x: np.ndarray) -> None:
+        if self._oversized is not None:  # one at a time: the last offered
+            del self._chunks[self._oversized]
+            del self._chunk_starts[bisect.bisect_left(self._chunk_starts, self._oversized)]
+        self._chunks[start] = x
+        self._oversized = start
+        bisect.insort(self._chunk_starts, start)
 
     def chunk(self, start: int) -> np.ndarray | None:
         """The cached chunk starting at ``start``, if any."""

@@ -317,14 +317,25 @@ class ChunkReader:
     def add_task(self, batch, func, first: int, last: int, *args, home: str | None = None) -> None:
         """Add ``func(slice of chunks first .. last, *args)`` to a
         :class:`~kcpstream._graph.TaskBatch` (to prefer worker ``home``)."""
+        call, graph = self._call(func, first, last, args)
+        batch.add(*call, home=home, graph=graph)
+
+    def add_dependency(self, batch, func, first: int, last: int, *args, home: str | None = None):
+        """:meth:`add_task` as a :meth:`~kcpstream._graph.TaskBatch.dependency`
+        of the batch's calls: returns the reference to its value."""
+        call, graph = self._call(func, first, last, args)
+        return batch.dependency(*call, home=home, graph=graph)
+
+    def _call(self, func, first: int, last: int, args: tuple) -> tuple[tuple, dict | None]:
+        """``(func, source, *args)`` on chunks ``first .. last`` and the graph it needs."""
         source = self.run(first, last)
         if self.self_contained:
-            batch.add(func, source, *args, home=home)
-        else:  # the chunks are the task's dependencies, made from keys the cluster holds
-            keys = self._keys[first : last + 1]
-            parts = List(*(TaskRef(k) for k in keys))
-            graph = _subgraph(self._graph, keys, self._deps)
-            batch.add(_with_parts, func, source, parts, *args, home=home, graph=graph)
+            return (func, source, *args), None
+        # the chunks are the task's dependencies, made from keys the cluster holds
+        keys = self._keys[first : last + 1]
+        parts = List(*(TaskRef(k) for k in keys))
+        graph = _subgraph(self._graph, keys, self._deps)
+        return (_with_parts, func, source, parts, *args), graph
 
 
 def check_finite_index(first_bad: int | None, description: str) -> None:
@@ -449,7 +460,8 @@ def as_signal(
         Time dimension of an xarray object (default: ``"time"``, or the only one).
     chunks : int, optional
         Chunk length along time for in-memory input (default: a few chunks per
-        core, at most 2**20 samples; numpy arrays are wrapped without a copy).
+        core, at most 2**20 samples; numpy arrays are wrapped without a copy);
+        for a zarr store, rounded up to whole stored chunks.
     missing : {"error", "fill"}
         What an absent chunk of a zarr store is: an :class:`InputError` naming
         its samples (default), or the array's fill value (for stores that leave
@@ -477,6 +489,7 @@ def as_signal(
     arrays: list = []
     token = ""
     opened = None
+    stored_chunk = 0  # a zarr store's chunk length along time
     if isinstance(data, str | os.PathLike):
         opened = _open_zarr(data, variable, storage_options)
         if opened[2] is not None and not pv.stored_as_values(opened[0]):
@@ -492,12 +505,14 @@ def as_signal(
         store_array = CheckedArray(arr, description)
         x = _from_zarr(store_array)
         stores = [pv.StoredArray(arr, 0, (0, int(arr.shape[0])))]
+        stored_chunk = int(arr.chunks[0]) if arr.ndim else 0
     elif _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
         store_array = CheckedArray(data, description)
         x = _from_zarr(store_array)
         stores = [pv.StoredArray(data, 0, (0, int(data.shape[0]) if data.ndim else 0))]
+        stored_chunk = int(data.chunks[0]) if data.ndim else 0
     elif isinstance(data, da.Array):
         description = "dask array"
         source = {"kind": "dask", "name": data.name}
@@ -565,6 +580,8 @@ def as_signal(
             f"{description} has unknown chunk sizes; call .compute_chunk_sizes() first"
         )
     if chunks is not None and source["kind"] != "numpy":
+        if stored_chunk:  # a store decodes whole chunks: a task never takes part of one
+            chunks = -(-chunks // stored_chunk) * stored_chunk
         x = x.rechunk({0: chunks})
     if len(x.chunks[1]) > 1:
         x = x.rechunk({1: -1})

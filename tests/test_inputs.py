@@ -217,11 +217,15 @@ def _kept_by_reference(budget: int, offers) -> dict[int, float]:
     """The chunks a cache keeps, the obvious way: drop the lowest score (then the
     lowest start) while the new chunk does not fit and outscores it."""
     kept: dict[int, tuple[float, int]] = {}
+    oversized = None
     for start, nbytes, score in offers:
+        if start == oversized:
+            continue
         if start in kept:
             kept[start] = (score, kept[start][1])
             continue
-        if nbytes > budget:
+        if nbytes > budget:  # kept apart, beyond the budget: the last one offered
+            oversized = start
             continue
         accepted = True
         while sum(nb for _, nb in kept.values()) + nbytes > budget:
@@ -232,7 +236,7 @@ def _kept_by_reference(budget: int, offers) -> dict[int, float]:
             del kept[lowest]
         if accepted:
             kept[start] = (score, nbytes)
-    return {a: sc for a, (sc, _) in kept.items()}
+    return {a: sc for a, (sc, _) in kept.items()}, oversized
 
 
 @settings(max_examples=300, deadline=None)
@@ -240,7 +244,7 @@ def _kept_by_reference(budget: int, offers) -> dict[int, float]:
     st.lists(
         st.tuples(
             st.integers(0, 12),  # which chunk (start = 1000 * it)
-            st.integers(1, 6),  # its length in rows of 8 bytes x 10
+            st.integers(1, 15),  # its length in rows of 8 bytes x 10 (over 12: oversized)
             st.sampled_from([-np.inf, 0.0, 1.0, 2.0, 2.5, 3.0, 7.0]),
         ),
         max_size=60,
@@ -257,10 +261,13 @@ def test_sample_cache_keeps_what_the_reference_policy_keeps(offers):
         rows = lengths.setdefault(start, 10 * rows)  # a chunk keeps its length
         cache.add_chunk(start, np.full((rows, 1), float(which)), score=score)
         made.append((start, rows * 8, score))
-    expected = _kept_by_reference(cache.chunk_budget, made)
-    assert {a for a in range(0, 13000, 1000) if cache.chunk(a) is not None} == set(expected)
+    expected, oversized = _kept_by_reference(cache.chunk_budget, made)
+    held = {a for a in range(0, 13000, 1000) if cache.chunk(a) is not None}
+    assert held == set(expected) | ({oversized} - {None})
     assert cache.chunk_bytes == sum(lengths[a] * 8 for a in expected) <= cache.chunk_budget
-    for a in expected:  # the sorted starts the joins use
+    assert cache.oversized_bytes == (0 if oversized is None else lengths[oversized] * 8)
+    assert cache.nbytes == cache.chunk_bytes  # the oversized chunk is not in the budget
+    for a in held:  # the sorted starts the joins use
         np.testing.assert_array_equal(cache.get(a, a + lengths[a]), cache.chunk(a))
 
 

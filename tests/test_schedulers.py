@@ -32,6 +32,15 @@ def small_chunks(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def one_chunk(tmp_path_factory):
+    """The same signal in one chunk: the data pass featurizes it in slices."""
+    sig = datasets.changing_distribution(300_000, 6, seed=5)
+    path = tmp_path_factory.mktemp("one") / "s.zarr"
+    datasets.write_zarr(sig.x, path, chunks=300_000)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
 def threaded(store):
     with dask.config.set(scheduler="threads"):
         return kcpstream.segment(store, n_bkps=8)
@@ -48,6 +57,44 @@ def _same(res, ref):
 def test_local_schedulers(store, threaded, scheduler):
     with dask.config.set(scheduler=scheduler):
         _same(kcpstream.segment(store, n_bkps=8), threaded)
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "sync", "processes"])
+def test_one_large_chunk_is_read_once_and_featurized_in_slices(one_chunk, threaded, scheduler):
+    from kcpstream.passes import SPLIT_CHUNK_TASKS, pass_target
+
+    target = pass_target(300_000, 8)
+    assert 300_000 > SPLIT_CHUNK_TASKS * target  # large enough to be sliced
+    with dask.config.set(scheduler=scheduler):
+        res = kcpstream.segment(one_chunk, n_bkps=8)
+        # a cache budget below the chunk: it is kept beyond it, so refinement
+        # does not decode the whole chunk again for each round
+        small_cache = kcpstream.segment(one_chunk, n_bkps=8, cache_bytes=2**20)
+    _same(res, threaded)
+    _same(small_cache, threaded)
+    assert res.diagnostics.n_chunks == 1
+    if scheduler == "processes":  # a pool would copy the chunk to every slice's task
+        assert res.diagnostics.pass_tasks == 1
+        return
+    slices = -(-300_000 // -(-target // res.diagnostics.block_size) // res.diagnostics.block_size)
+    assert res.diagnostics.pass_tasks >= slices + 2 > SPLIT_CHUNK_TASKS  # read, slices, merge
+    for r in (res, small_cache):
+        assert r.diagnostics.samples_read_again == 0 < r.diagnostics.samples_scanned
+
+
+def test_a_nan_in_a_sliced_chunk_is_named(tmp_path):
+    x = datasets.changing_distribution(300_000, 2, seed=1).x.copy()
+    x[123_457] = np.nan
+    path = tmp_path / "nan.zarr"
+    datasets.write_zarr(x, path, chunks=300_000)
+    with pytest.raises(kcpstream.InputError, match="index 123457"):
+        kcpstream.segment(str(path), n_bkps=2, features="rff:16")
+
+
+def test_chunks_smaller_than_a_stored_chunk_are_rounded_up_to_whole_ones(store, threaded):
+    res = kcpstream.segment(store, n_bkps=8, chunks=50_000)  # stored: 40 000
+    _same(res, threaded)
+    assert res.diagnostics.n_chunks == -(-300_000 // 80_000)
 
 
 def _in_memory(path: str) -> np.ndarray:
@@ -93,7 +140,7 @@ def _pass_reads_again(path: str) -> int:
     return cache.samples_read_again
 
 
-def test_distributed_local_cluster_with_processes(store, small_chunks, threaded):
+def test_distributed_local_cluster_with_processes(store, small_chunks, one_chunk, threaded):
     # Tasks are sent to the worker holding their chunks, but allowed elsewhere (a
     # worker may leave); distributed's work stealing may then move one to balance
     # load, and its chunk is read again.  Without stealing the reads below are
@@ -108,6 +155,7 @@ def test_distributed_local_cluster_with_processes(store, small_chunks, threaded)
         res = kcpstream.segment(store, n_bkps=8)
         no_cache = kcpstream.segment(store, n_bkps=8, cache_bytes=0)
         grouped = kcpstream.segment(small_chunks, n_bkps=8)
+        sliced = kcpstream.segment(one_chunk, n_bkps=8)
         grouped_pass_read_again = _pass_reads_again(small_chunks)
         held = client.run(_worker_caches_held)
         # an array the cluster already holds: tasks take its chunks as dependencies
@@ -123,6 +171,10 @@ def test_distributed_local_cluster_with_processes(store, small_chunks, threaded)
     assert numpy_direct is None
     _same(res, threaded)
     _same(no_cache, threaded)
+    # one chunk: read by one task, featurized by its slices' tasks on the worker
+    # holding it, kept there for refinement
+    _same(sliced, threaded)
+    assert sliced.diagnostics.pass_tasks > 8 and sliced.diagnostics.samples_read_again == 0
     for r in in_memory:
         _same(r, threaded)
     # each worker kept the chunks it read (the fit sample's too); the data pass and
