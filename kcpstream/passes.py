@@ -434,8 +434,8 @@ def held_chunk(
     if x is not None:
         return x, True, _worker_address()
     (x,) = source.read_chunks([0])
-    if local is not None:
-        local.add_chunk(source.start, x)
+    if local is not None and local.oversized(x.nbytes):
+        local.add_chunk(source.start, x)  # (others once their slices score them)
     return x, False, _worker_address()
 
 
@@ -450,10 +450,11 @@ def slice_block_stats(
     )
 
 
-def merge_slices(held: tuple, *parts: dict) -> list[dict]:
-    """The statistics of a chunk from those of its slices (in order, on block
-    boundaries: their blocks follow each other), as :func:`read_block_stats`
-    gives them."""
+def merge_slices(held: tuple, start: int, cache: CacheHandle | None, *parts: dict) -> list[dict]:
+    """The statistics of the chunk at ``start`` from those of its slices (in
+    order, on block boundaries: their blocks follow each other), as
+    :func:`read_block_stats` gives them; the chunk is offered to the job's
+    sample cache with its score, as there."""
     bad = [p["first_bad"] for p in parts if p["first_bad"] >= 0]
     if bad:
         return [{"first_bad": min(bad)}]
@@ -461,6 +462,8 @@ def merge_slices(held: tuple, *parts: dict) -> list[dict]:
            "worker": held[2]}  # fmt: skip
     for name in ("counts", "S", "Q", "M2", "R"):
         out[name] = np.concatenate([p[name] for p in parts])
+    if cache is not None:
+        cache.resolve().add_chunk(start, held[0], chunk_score(out["counts"], out["S"]))
     return [out]
 
 
@@ -538,7 +541,7 @@ def _pass_tasks(
             batch.dependency(slice_block_stats, chunk, a, lo, hi, fmap, block_size, tile, home=home)
             for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)
         ]
-        batch.add(merge_slices, chunk, *parts, home=home)
+        batch.add(merge_slices, chunk, a, handle, *parts, home=home)
 
 
 def read_rows(
