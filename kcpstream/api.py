@@ -8,16 +8,16 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from . import checkpoint
-from ._kernels.blockstats import split_gain
 from ._version import __version__
 from .autofeatures import auto_features, block_cycle
-from .dynp import MAX_GRID, dp_grid, optimal_partitions, refine_steps
+from .choose import choose, local_gains, local_pvalues, noise_of
+from .dynp import refine_steps
+from .errors import InputError
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal, make_feature_map
 from .features.base import DEFAULT_TILE
 from .passes import (
@@ -27,90 +27,26 @@ from .passes import (
     pass_task_count,
     release_worker_caches,
 )
+from .plan import (
+    MAX_D_MAX,
+    Job,
+    Settings,
+    auto_block_size,
+    block_size_of,
+    check_positive_int,
+    d_max_of,
+    default_min_size,
+    is_auto,
+    limit_in_memory,
+    min_size_of,
+    searched_in_memory,
+)
 from .result import Diagnostics, Segmentation
-from .search import (
-    NotEnoughSplitsError,
-    SearchLog,
-    binseg_steps,
-    check_enough_splits,
-    dense_binseg_steps,
-    drive_many,
-    scans_from_prefix,
-)
-from .select import Selection, select_by_penalty, significant_splits, slope_heuristic
-from .signal import InputError, Signal, as_signal, check_finite_index, window_signal
-from .significance import (
-    DEFAULT_ALPHA,
-    MIN_BATCHES,
-    LongRunNoise,
-    local_batch,
-    local_noise,
-    long_run_noise,
-    robust_cov,
-    segment_spread,
-    split_pvalue,
-)
-from .stats import BlockStats
+from .search import SearchLog, binseg_steps, dense_binseg_steps, drive_many, scans_from_prefix
+from .signal import Signal, as_signal, check_finite_index, window_signal
+from .significance import DEFAULT_ALPHA
 
 __all__ = ["segment", "auto_block_size", "default_min_size"]
-
-#: Blocks the automatic grid aims at: enough for tight pruning bounds, few enough
-#: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
-#: scans stay small (16 MiB of prefix sums at p = 64).
-TARGET_BLOCKS = 2**15
-#: Blocks all the series of one call aim at together: past 32 series a batch
-#: shares them (the statistics take about ``8 (p + 3)`` bytes per block, 17 MiB
-#: per series at 2**15 blocks and p = 64), so they stay within about 0.5 GiB.
-TARGET_BATCH_BLOCKS = 2**20
-#: The default ``min_size`` is this share of the series (at least 2 samples): on a
-#: long signal a segment of a few samples is below any plot's resolution and
-#: its gain is dominated by the few samples' own noise, not by a change.
-MIN_SEGMENT_SHARE = 1e-4
-#: Rounds of noise estimation without the changes accepted so far (``pen="auto"``).
-MAX_NOISE_ROUNDS = 8
-#: Default largest number of segments on the path (pen="auto"; bounds the n_bkps default).
-DEFAULT_D_MAX = 100
-#: Largest d_max accepted (a path of segmentations longer than this costs minutes).
-MAX_D_MAX = 1000
-#: Smallest automatic block size: below it the per-block work (statistics, and
-#: the boundary scans of every segment) costs more than the samples it saves
-#: reading again (n = 1e6: 0.28 s with blocks of 31, 0.16 s with 64 to 512;
-#: 1e4 and 1e5, both test signals: fastest with 64 or 128).
-MIN_AUTO_BLOCK = 64
-#: Largest block size: a refinement read keeps one block's features in memory.
-MAX_BLOCK = 2**18
-#: Largest ``n * p`` (samples times features) searched in memory: the signal is
-#: read whole, every sample featurized once and the exact prefix sum of every
-#: position kept (``8 n p`` bytes, 32 MiB at this size), so binary segmentation
-#: is one compiled loop with no dask graph after the read.  ``benchmarks/bench_small.py``
-#: places it: at n = 64000 with 64 features in memory is as fast as the block
-#: grid with ``n_bkps`` and faster with ``pen="auto"``; beyond, the block grid's
-#: pruned scans win.
-DENSE_MAX_VALUES = 2**22
-#: Most bytes of exact prefix sums the series searched in memory may hold together
-#: in one call: a batch of many small series would otherwise keep ``8 n p`` bytes
-#: for each of them at once.  The series beyond it use the block grid (the same
-#: change-points, statistics of ``8 n p / B`` bytes).
-DENSE_BATCH_BYTES = 2**30
-
-
-def auto_block_size(n: int, series: int = 1) -> int:
-    """Block size B for ``n`` samples: about :data:`TARGET_BLOCKS` blocks, at least
-    :data:`MIN_AUTO_BLOCK` samples; fewer when the ``series`` segmented in one
-    call would hold more than :data:`TARGET_BATCH_BLOCKS` together.
-
-    Smaller blocks make the pruning bounds tighter (fewer samples read again)
-    at the price of a larger grid (about ``8 (p + 3)`` bytes of statistics per
-    block) and longer boundary scans.
-    """
-    target = max(1, min(TARGET_BLOCKS, TARGET_BATCH_BLOCKS // max(1, series)))
-    return int(min(MAX_BLOCK, max(MIN_AUTO_BLOCK, -(-n // target))))
-
-
-def _check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def segment(
@@ -339,7 +275,7 @@ def segment(
     """
     t0 = time.perf_counter()
     if min_size is not None:
-        min_size = _check_positive_int("min_size", min_size)
+        min_size = check_positive_int("min_size", min_size)
         if min_duration is not None:
             raise InputError("give min_size (samples) or min_duration (time), not both")
     if (
@@ -348,21 +284,21 @@ def segment(
         or not (0.0 < float(alpha) < 1.0)
     ):
         raise InputError(f"alpha must be a number in (0, 1), got {alpha!r}")
-    tile = _check_positive_int("tile", tile)
-    cache_bytes = _check_positive_int("cache_bytes", cache_bytes, 0)
-    sample_size = _check_positive_int("sample_size", sample_size, 2)
+    tile = check_positive_int("tile", tile)
+    cache_bytes = check_positive_int("cache_bytes", cache_bytes, 0)
+    sample_size = check_positive_int("sample_size", sample_size, 2)
     if n_bkps is not None and pen is not None:
         raise InputError("give n_bkps or pen, not both")
     if window is not None:
-        window = _check_positive_int("window", window, 2)
-        if not _is_auto(features):
+        window = check_positive_int("window", window, 2)
+        if not is_auto(features):
             raise InputError(
                 "window= chooses the temporal feature map; give window or features, not both "
                 "(a window map takes its own window: features=Temporal(window=...))"
             )
         features = Temporal(DEFAULT_FEATURES, window=window)
     if n_bkps is not None:
-        n_bkps = _check_positive_int("n_bkps", n_bkps, 0)
+        n_bkps = check_positive_int("n_bkps", n_bkps, 0)
         rule = "n_bkps"
     elif pen is None or (isinstance(pen, str) and pen in ("auto", "slope")):
         rule, pen = pen or "auto", None
@@ -376,7 +312,7 @@ def segment(
     if method not in ("binseg", "dynp"):
         raise InputError(f"method must be 'binseg' or 'dynp', got {method!r}")
     if d_max is not None:
-        d_max = _check_positive_int("d_max", d_max, 1)
+        d_max = check_positive_int("d_max", d_max, 1)
         if d_max > MAX_D_MAX:
             raise InputError(
                 f"d_max={d_max} is more than the {MAX_D_MAX} segments kcpstream searches a "
@@ -385,7 +321,7 @@ def segment(
             )
     if checkpoint is not None:
         _check_checkpoint(checkpoint)
-    settings = _Settings(
+    settings = Settings(
         rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
         cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),
         alpha=float(alpha), min_duration=min_duration,
@@ -429,75 +365,24 @@ def _check_checkpoint(path) -> None:
         raise InputError(str(exc)) from None
 
 
-@dataclass(frozen=True)
-class _Settings:
-    rule: str
-    n_bkps: int | None
-    pen: float | None
-    method: str
-    d_max: int | None
-    min_size: int | None  # None: default_min_size(n)
-    block_size: int | None
-    seed: int | None
-    sample_size: int
-    tile: int
-    cache_bytes: int
-    checkpoint: str | None
-    progress: bool
-    n_series: int = 1  # segmented in this call (a batch shares the automatic grid's blocks)
-    alpha: float = DEFAULT_ALPHA
-    min_duration: Any = None  # min_size as a duration of the time coordinate
-
-
-@dataclass
-class _Job:
-    """One series: its signal, fitted map, block size, cache and what the search found."""
-
-    signal: Signal
-    fmap: FeatureMap
-    block_size: int
-    d_max: int
-    cache: SampleCache
-    min_size: int = 2
-    noise: LongRunNoise | None = None  # the features' long-run covariance
-    spreads: dict = field(default_factory=dict)  # each tested segment's own short-range spread
-    log: SearchLog = field(default_factory=SearchLog)
-    stats: BlockStats | None = None
-    window: int = 1  # samples per feature vector
-    original: Signal | None = None  # the signal before windowing
-    key: str | None = None  # checkpoint fingerprint
-    known: dict = field(default_factory=dict)  # segments evaluated exactly
-    loaded: bool = False
-    params: dict = field(default_factory=dict)  # the call's settings, for the result
-    damaged: bool = False  # a checkpoint was found damaged: recomputed, written again
-    in_memory: bool = False  # one block per sample, searched without reading data again
-    auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
-    samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
-
-
-def _searched_in_memory(n: int, p: int, st: _Settings) -> bool:
-    """Whether a series of ``n`` samples and ``p`` features is searched in memory."""
-    return st.block_size in (None, 1) and n * p <= DENSE_MAX_VALUES
-
-
-def _prepare(signal: Signal, features, st: _Settings) -> _Job:
+def _prepare(signal: Signal, features, st: Settings) -> Job:
     """Checks that depend on the series, the fitted feature map, the block size."""
     cache = sample = None
-    if _is_auto(features):
+    if is_auto(features):
         # the stretches are read whole-chunk through the cache the pointwise
         # search would use, which keeps them for the data pass and the fit
-        cache = SampleCache(_block_size(signal.n, st), max_bytes=st.cache_bytes)
+        cache = SampleCache(block_size_of(signal.n, st), max_bytes=st.cache_bytes)
         features, sample = auto_features(signal, st.sample_size, st.seed, cache)
         if sample is None:
             cache = None  # the windows are another signal, with a grid of their own
-    auto = _is_auto(features)  # "auto" still: sample by sample (no cycle seen)
+    auto = is_auto(features)  # "auto" still: sample by sample (no cycle seen)
     fmap = make_feature_map(features, seed=st.seed, d=signal.d)
     window = fmap.window_samples
     original = signal
     if window > 1:  # a window map segments the sequence of windows
         signal = window_signal(signal, window)
     n = signal.n
-    min_size = _min_size(st, original, n, window)
+    min_size = min_size_of(st, original, n, window)
     if n < 2 * min_size:
         raise InputError(
             f"{signal.description} has {n} samples, fewer than 2*min_size={2 * min_size}: "
@@ -510,13 +395,13 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"min_size={min_size} (at most {n // min_size - 1}); ask for fewer or lower "
             "min_size"
         )
-    d_max = _d_max(st, n, min_size)
+    d_max = d_max_of(st, n, min_size)
     if st.rule == "slope" and d_max < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
             f"(n={n}, min_size={min_size}); give n_bkps or pen, or a larger d_max"
         )
-    B = _block_size(n, st, window)
+    B = block_size_of(n, st, window)
     if cache is None:
         cache = SampleCache(B, max_bytes=st.cache_bytes)
     if not fmap.is_fitted:
@@ -531,7 +416,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
             f"the fitted feature map expects d={fmap.n_features_in_} channels but "
             f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
         )
-    job = _Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
+    job = Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
     job.auto = auto
     job.params = {  # what the result was made with, kept in its JSON
         "method": st.method,
@@ -548,7 +433,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
         "features": _spec(fmap),
         "window": window if window > 1 else None,
     }
-    job.in_memory = _searched_in_memory(n, fmap.n_features_out_, st)
+    job.in_memory = searched_in_memory(n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
         identity = signal.identity
         if identity is None:
@@ -570,27 +455,7 @@ def _prepare(signal: Signal, features, st: _Settings) -> _Job:
     return job
 
 
-def _min_size(st: _Settings, signal: Signal, n: int, window: int) -> int:
-    """``min_size`` in feature vectors, for ``n`` of them of ``window`` samples
-    of ``signal`` each: ``min_duration`` or ``min_size`` (samples: a window map
-    keeps the whole windows that hold them), else :func:`default_min_size`."""
-    if st.min_duration is not None:
-        return _samples_of(st.min_duration, signal, window)
-    return default_min_size(n) if st.min_size is None else -(-st.min_size // window)
-
-
-def _d_max(st: _Settings, n: int, min_size: int) -> int:
-    """The most segments of the path for ``n`` samples (windows) and ``min_size``."""
-    if st.n_bkps is not None and st.d_max is None:
-        # binary segmentation proposes twice as many candidates as change-points
-        # asked for (within the default path), among which the best are chosen
-        return max(st.n_bkps + 1, min(2 * st.n_bkps + 1, DEFAULT_D_MAX, n // min_size))
-    if st.n_bkps is not None:
-        return max(st.d_max, st.n_bkps + 1)
-    return min(st.d_max or DEFAULT_D_MAX, n // min_size)
-
-
-def _long_cycle(job: _Job, st: _Settings) -> _Job | None:
+def _long_cycle(job: Job, st: Settings) -> Job | None:
     """The job at windows of a cycle the period check could not see, or None.
 
     For ``features="auto"`` segmented sample by sample: a cycle longer than
@@ -611,37 +476,15 @@ def _long_cycle(job: _Job, st: _Settings) -> _Job | None:
     window = steps * stats.block_size
     windows = stats.windows(steps)
     m = windows.n
-    min_size = _min_size(st, job.signal, m, window)
+    min_size = min_size_of(st, job.signal, m, window)
     if m < 2 * min_size or (st.n_bkps is not None and st.n_bkps > m // min_size - 1):
         return None  # the windows cannot hold the segments asked for: sample by sample
-    d_max = _d_max(st, m, min_size)
-    out = _Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, window=window)
+    d_max = d_max_of(st, m, min_size)
+    out = Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, window=window)
     out.original, out.stats, out.in_memory, out.loaded = job.signal, windows, True, job.loaded
     out.samples_per_pass = stats.n
     out.params = {**job.params, "d_max": d_max, "min_size": min_size * window, "window": window}
     return out
-
-
-def _block_size(n: int, st: _Settings, window: int = 1) -> int:
-    """The block size of the statistics grid of a series of ``n`` samples (or
-    windows of ``window`` samples: blocks of about as many samples as the
-    samples' own grid would have, since a refinement reads whole blocks)."""
-    if st.block_size is None:
-        B = max(1, auto_block_size(n * window, st.n_series) // window)
-        if st.method == "dynp":  # a grid of every sample when the DP can afford it
-            B = max(1, min(B, -(-n // MAX_GRID)))
-        return B
-    B = _check_positive_int("block_size", st.block_size)
-    if B > MAX_BLOCK:
-        raise InputError(
-            f"block_size={B} is larger than {MAX_BLOCK}: a refinement read keeps one "
-            "block's features in memory; use a smaller block_size"
-        )
-    return B
-
-
-def _is_auto(features) -> bool:
-    return isinstance(features, str) and features.strip().lower() == "auto"
 
 
 def _spec(fmap: FeatureMap) -> str:
@@ -650,67 +493,16 @@ def _spec(fmap: FeatureMap) -> str:
     return f"{type(fmap).__name__}({args})"
 
 
-def _samples_of(duration: Any, signal: Signal, window: int) -> int:
-    """``min_duration`` as a number of samples (windows, for a window map) at
-    the mean sampling interval of the signal's time coordinate."""
-    axis = signal.time
-    if axis is None or axis.coord is None:
-        raise InputError(
-            f"min_duration needs a time coordinate, and {signal.description} has none; "
-            "give min_size in samples, or an xarray object with a time coordinate"
-        )
-    if signal.n < 2:
-        return 1
-    first, last = axis.at([0, signal.n - 1])
-    span = last - first
-    if np.asarray(span).dtype.kind == "m":
-        import pandas as pd
-
-        try:
-            wanted = pd.Timedelta(duration)
-        except (TypeError, ValueError):
-            raise InputError(
-                f"min_duration={duration!r} is not a duration; give one like '10min' or "
-                "pandas.Timedelta(minutes=10)"
-            ) from None
-        if pd.isna(wanted):
-            raise InputError(f"min_duration={duration!r} is not a duration")
-        ratio = wanted / pd.Timedelta(span) * (signal.n - 1)
-    else:
-        if isinstance(duration, bool) or not isinstance(duration, int | float | np.number):
-            raise InputError(
-                f"min_duration={duration!r}: the time coordinate holds numbers, so give the "
-                "duration as a number in its units"
-            )
-        ratio = float(duration) / float(span) * (signal.n - 1)
-    if not (math.isfinite(ratio) and ratio > 0):
-        raise InputError(f"min_duration={duration!r} must be a positive duration")
-    return max(1, math.ceil(ratio / window - 1e-9))
-
-
-def _limit_in_memory(jobs: list[_Job]) -> None:
-    """Series past :data:`DENSE_BATCH_BYTES` of in-memory prefix sums, in order,
-    go to the block grid instead."""
-    held = 0
-    for job in jobs:
-        if job.in_memory and not job.loaded:
-            size = 8 * (job.signal.n + 1) * job.fmap.n_features_out_
-            if held + size > DENSE_BATCH_BYTES:
-                job.in_memory = False
-            else:
-                held += size
-
-
-def _run(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
+def _run(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     """Every phase for all series at once: one data pass, searches in lockstep rounds."""
-    _limit_in_memory(jobs)
+    limit_in_memory(jobs)
     try:
         return _run_phases(jobs, st, t0)
     finally:  # the samples workers kept for refinement are freed, whatever happened
         release_worker_caches([j.cache for j in jobs])
 
 
-def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation]:
+def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     t_pass = time.perf_counter()
     todo = [j for j in jobs if not j.loaded and not j.in_memory]
     small = [j for j in jobs if not j.loaded and j.in_memory]
@@ -732,9 +524,9 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
     stored = jobs  # the checkpoint keeps the data pass's statistics
     jobs = [_long_cycle(job, st) or job for job in jobs]
     for job in jobs:
-        job.noise = _noise(job.stats, pointwise=job.window == 1)
+        job.noise = noise_of(job.stats, pointwise=job.window == 1)
 
-    def steps(job: _Job):
+    def steps(job: Job):
         kw = {"min_size": job.min_size, "log": job.log}
         search = dense_binseg_steps if job.in_memory else binseg_steps
         if not job.in_memory:
@@ -743,20 +535,20 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
             return search(job.stats, pen=st.pen, **kw)
         return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
 
-    def refinement(job: _Job, chosen: dict):
+    def refinement(job: Job, chosen: dict):
         if job.in_memory:  # every position is a grid point: no data read, no round
             steps = refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=SearchLog())
             return scans_from_prefix(steps, job.stats, job.min_size)
         return refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=job.log)
 
     orders = _drive(jobs, steps, st.tile)
-    chosen = [_choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
+    chosen = [choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
     if st.method == "dynp":
         of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
         refined = _drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile)
         for job, c, cps in zip(jobs, chosen, refined, strict=True):
             c["changepoints"] = cps
-            c["gains"] = _local_gains(job.stats, cps)
+            c["gains"] = local_gains(job.stats, cps)
             c["order"] = cps
     if st.checkpoint is not None:
         for job in stored:
@@ -786,233 +578,7 @@ def _run_phases(jobs: list[_Job], st: _Settings, t0: float) -> list[Segmentation
     ]
 
 
-def _choose(job: _Job, order, st: _Settings) -> dict:
-    """The path's costs, the chosen number of segments and its change-points."""
-    stats, n = job.stats, job.stats.n
-    path = [seg.split for seg in order]
-    if st.method == "binseg" and st.rule == "pen":
-        costs = _binseg_path_costs(stats, order)
-        # binary segmentation's rule: every split the search made had a gain above
-        # pen (the costs, in float, cannot tell a gain of a few quanta from none)
-        selection = Selection("pen", len(path) + 1, len(costs), pen=float(st.pen))
-        changepoints = np.array(sorted(path[: selection.n_segments - 1]), dtype=np.int64)
-        gain_of = {seg.split: seg.gain * stats.unit for seg in order}
-        return {
-            "costs": costs,
-            "selection": selection,
-            "changepoints": changepoints,
-            "gains": np.array([gain_of[c] for c in changepoints]),
-            "order": np.array(path[: selection.n_segments - 1], dtype=np.int64),
-        }
-    if st.method == "binseg":
-        # the best segmentation for each D among binary segmentation's candidates
-        # (an exact DP over at most d_max points, no data read): never costlier
-        # than the greedy first splits, which it recovers from where the greedy
-        # order went wrong, and the path the slope heuristic is fitted on (the
-        # greedy path's costs fall too slowly)
-        if st.rule == "n_bkps":
-            check_enough_splits(len(path), st.n_bkps, job.min_size, allow_fewer=False)
-        grid = np.array([0, *sorted(path), n])
-        costs, partitions = optimal_partitions(stats, grid, job.d_max, job.min_size)
-        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, partitions, st.alpha)
-        changepoints = partitions[selection.n_segments - 1]
-        rank = {c: i for i, c in enumerate(path)}
-        return {
-            "costs": costs,
-            "selection": selection,
-            "changepoints": changepoints,
-            "gains": _local_gains(stats, changepoints),
-            "order": np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64),
-        }
-    grid = dp_grid(stats, path)
-    d_dp = st.n_bkps + 1 if st.rule == "n_bkps" else job.d_max  # the DP's largest D
-    costs, partitions = optimal_partitions(stats, grid, d_dp, job.min_size)
-    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, partitions, st.alpha)
-    chosen = partitions[selection.n_segments - 1]
-    if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
-        raise NotEnoughSplitsError(
-            f"no segmentation into {selection.n_segments} segments of at least "
-            f"{job.min_size} samples exists on the grid; lower n_bkps or min_size"
-        )
-    return {"costs": costs, "selection": selection, "changepoints": chosen, "grid": grid}
-
-
-def _binseg_path_costs(stats, order) -> np.ndarray:
-    """Cost after each split: a split replaces one segment's cost by its two halves'."""
-    costs = [stats.cost(0, stats.n)]
-    for seg in order:
-        a, c, e = seg.start, seg.split, seg.end
-        costs.append(costs[-1] - stats.cost(a, e) + stats.cost(a, c) + stats.cost(c, e))
-    return np.asarray(costs)
-
-
-def _select(rule, costs, n, n_bkps, pen, job, order, partitions, alpha) -> Selection:
-    finite = costs[np.isfinite(costs)] if rule != "n_bkps" else costs
-    if rule == "n_bkps":
-        return Selection("n_bkps", n_bkps + 1, len(costs))
-    if rule == "pen":
-        return select_by_penalty(finite, pen)
-    if rule == "auto":
-        return _select_by_test(job, order, partitions, alpha, len(costs))
-    if len(finite) < 4:
-        raise InputError(
-            f"the automatic penalty needs a path of at least 4 segmentations, but only "
-            f"{len(finite)} exist for this signal with min_size; give n_bkps or pen"
-        )
-    return slope_heuristic(finite, n)
-
-
-def _select_by_test(job: _Job, order, partitions, alpha: float, d_max: int) -> Selection:
-    """The number of change-points that are significant (:func:`_significant`).
-
-    The noise is estimated again without the change-points chosen so far,
-    until they no longer change: with none chosen (every series without
-    change, but for about ``alpha``) the whole series is the noise.
-    ``job.noise`` ends as the estimate the change-points were last tested
-    against.
-    """
-    if job.noise is None:
-        raise InputError(
-            f"{job.signal.description} is too short to estimate its noise (the test "
-            f"needs {MIN_BATCHES} blocks of samples); give n_bkps or pen"
-        )
-    accepted: list[int] = []
-    for _ in range(MAX_NOISE_ROUNDS):
-        found = _significant(job, order, partitions, alpha)
-        if found == accepted:
-            break
-        noise = _noise(
-            job.stats, np.asarray(found, dtype=np.int64), local=job.noise.local,
-            pointwise=job.window == 1,
-        )  # fmt: skip
-        if noise is None:
-            break
-        accepted, job.noise = found, noise
-    return Selection(
-        "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=job.noise.to_dict()
-    )
-
-
-def _significant(job: _Job, order, partitions, alpha: float) -> list[int]:
-    """The change-points that are significant, from binary segmentation's
-    splits ``order`` and the best segmentation into D segments
-    ``partitions[D - 1]`` among their positions.
-
-    * Top down: a split counts when its p-value is at most ``alpha`` and the
-      split above it counted (:func:`~kcpstream.select.significant_splits`),
-      which gives D segments.
-    * Each change-point of the segmentation chosen must be significant
-      between its neighbours: D is lowered until every local p-value is at
-      most ``alpha`` (a split near a change whose rest is left in the next
-      segment does not survive its neighbours).
-    * A single split cannot see a short segment inside a long one, or two
-      changes that cancel: a larger D is taken when every change-point of its
-      segmentation has a local p-value at most ``alpha (min_size / m)^2``,
-      for ``m`` samples between its neighbours: a Bonferroni correction for
-      where both neighbours could lie (which the segmentation chose).
-    """
-    splits = [
-        (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.end)) for seg in order
-    ]
-    top_down = len(significant_splits(splits, job.stats.n, alpha)) + 1
-    for d in range(len(partitions), 1, -1):
-        chosen = partitions[d - 1]
-        if chosen is None:
-            continue
-        levels = alpha
-        if d > top_down:  # beyond what the splits showed: corrected for the neighbours
-            bounds = np.array([0, *map(int, chosen), job.stats.n])
-            levels = alpha * (job.min_size / (bounds[2:] - bounds[:-2])) ** 2
-        if (_local_pvalues(job, chosen) <= levels).all():
-            return [int(c) for c in chosen]
-    return []
-
-
-def _pvalue(job: _Job, gain_q: float, start: int, end: int) -> float:
-    """p-value of a split of ``[start, end)`` with gain ``gain_q`` (quantized units).
-
-    A gain within the float rounding of exact integer sums is no gain: a split
-    of a constant stretch is never a change-point, even when the noise is 0."""
-    stats = job.stats
-    if not gain_q > stats.gain_rounding(end - start):
-        return 1.0
-    if (start, end) not in job.spreads:
-        job.spreads[(start, end)] = segment_spread(
-            _local_diffs(stats, start, end), _noise_batch(stats)
-        )
-    noise = local_noise(job.spreads[(start, end)], job.noise)
-    return split_pvalue(gain_q * stats.unit, end - start, job.min_size, noise)
-
-
-def _noise_batch(stats: BlockStats) -> int:
-    """Samples per batch of the local noise levels (:func:`local_batch`)."""
-    return local_batch(stats.n, stats.block_size)
-
-
-def _local_diffs(stats: BlockStats, start: int, end: int) -> np.ndarray:
-    """Consecutive differences of the batch sums (feature units) of the batches of
-    :func:`_noise_batch` samples that lie inside ``[start, end)``."""
-    ell = _noise_batch(stats)
-    steps = ell // stats.block_size
-    j0 = -(-start // ell) * steps
-    j1 = (end // ell) * steps
-    if j1 - j0 < 3 * steps:
-        return np.zeros((stats.n_features, 0))
-    cols = stats.prefix[:, j0 : j1 + 1 : steps].astype(np.float64)
-    return np.diff(cols, n=2, axis=1) * math.ldexp(1.0, -stats.quantum_exponent)
-
-
-def _local_pvalues(job: _Job, changepoints: np.ndarray) -> np.ndarray:
-    """p-value of each change-point's split between its two neighbours."""
-    if job.noise is None:
-        return np.full(len(changepoints), np.nan)
-    stats = job.stats
-    gains = _local_gains(stats, changepoints) / stats.unit
-    bounds = [0, *map(int, changepoints), stats.n]
-    return np.array(
-        [_pvalue(job, g, a, e) for g, a, e in zip(gains, bounds[:-2], bounds[2:], strict=True)],
-        dtype=np.float64,
-    )
-
-
-def default_min_size(n: int) -> int:
-    """``min_size`` when none is given: :data:`MIN_SEGMENT_SHARE` of the series, at
-    least 2 samples (or windows)."""
-    return max(2, int(n * MIN_SEGMENT_SHARE))
-
-
-def _noise(
-    stats: BlockStats,
-    exclude: np.ndarray | None = None,
-    local: float | None = None,
-    pointwise: bool = True,
-) -> LongRunNoise | None:
-    """The features' long-run covariance from the prefix sums at full blocks,
-    without the batches around the change-points ``exclude``, and the whole
-    series' short-range level ``local`` (computed when not given: it does not
-    depend on ``exclude``).
-
-    Samples segmented one by one have no cycle (or the period check would have
-    made windows of it): their dependence is extrapolated as an AR(1) of
-    batches when the batch estimate has not levelled off.  Windows of one
-    period hold the cycle's dependence within them and are not extrapolated
-    (see :func:`kcpstream.significance.long_run_noise`)."""
-    full = stats.n // stats.block_size
-    prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
-        1.0, -stats.quantum_exponent
-    )
-    noise = long_run_noise(prefix, stats.block_size, exclude, extrapolate=pointwise)
-    if noise is None:
-        return None
-    if local is None:
-        whole = _local_diffs(stats, 0, stats.block_size * full)
-        if whole.shape[1] == 0:
-            return noise
-        local = float(np.trace(robust_cov(whole, _noise_batch(stats))))
-    return dataclasses.replace(noise, local=local)
-
-
-def _drive(jobs: list[_Job], make_steps, tile: int) -> list:
+def _drive(jobs: list[Job], make_steps, tile: int) -> list:
     """:func:`drive_many` over every job, the jobs of one ``min_size`` in lockstep."""
     outcomes: list = [None] * len(jobs)
     for size in sorted({j.min_size for j in jobs}):
@@ -1021,17 +587,6 @@ def _drive(jobs: list[_Job], make_steps, tile: int) -> list:
         for i, out in zip(ids, drive_many(runs, size, tile), strict=True):
             outcomes[i] = out
     return outcomes
-
-
-def _local_gains(stats, changepoints) -> np.ndarray:
-    """Cost increase if each change-point were removed (its two neighbours fixed)."""
-    bounds = [0, *map(int, changepoints), stats.n]
-    gains = []
-    for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True):
-        pa = stats.prefix_at(a)[0]
-        total = stats.prefix_at(e)[0] - pa
-        gains.append(split_gain(c - a, e - c, stats.prefix_at(c)[0] - pa, total) * stats.unit)
-    return np.asarray(gains)
 
 
 def _check_statistics(stats, signal: Signal) -> None:
@@ -1116,5 +671,5 @@ def _build_result(
         segment_costs=segment_costs,
         times=times,
         params={"source": signal.source, **job.params},
-        pvalues=_local_pvalues(job, positions),
+        pvalues=local_pvalues(job, positions),
     )

@@ -54,8 +54,8 @@ class Diagnostics:
         checkpoint was loaded or the series was searched in memory).
     in_memory : bool
         The series was small enough (``n * p`` at most
-        :data:`kcpstream.api.DENSE_MAX_VALUES`, no ``block_size`` given; in a
-        batch, within :data:`kcpstream.api.DENSE_BATCH_BYTES` of prefix sums
+        :data:`kcpstream.plan.DENSE_MAX_VALUES`, no ``block_size`` given; in a
+        batch, within :data:`kcpstream.plan.DENSE_BATCH_BYTES` of prefix sums
         for all such series) to be read whole, featurized once and searched
         with the exact prefix sum of every position (``block_size`` 1, no
         refinement read, no dask graph after the read), or its checkpoint

@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from kcpstream._kernels.blockstats import cusum_gains, split_gain
-from kcpstream.api import DEFAULT_D_MAX
+from kcpstream.plan import DEFAULT_D_MAX
 
 
 def quantized(features: np.ndarray, exponent: int) -> np.ndarray:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kcpstream
-import kcpstream.api
+import kcpstream.plan
 from kcpstream import InputError, Linear, NotEnoughSplitsError, datasets
 from kcpstream._kernels.blockstats import cusum_gains
 from kcpstream._kernels.dense import SCAN_TILE, best_split_between, dense_binseg
@@ -208,11 +208,11 @@ def test_in_memory_diagnostics_say_every_sample_was_read_and_featurized_once():
 
 def test_the_threshold_on_samples_times_features(monkeypatch):
     x = _signal(1000)
-    monkeypatch.setattr(kcpstream.api, "DENSE_MAX_VALUES", 1000 * 64)
+    monkeypatch.setattr(kcpstream.plan, "DENSE_MAX_VALUES", 1000 * 64)
     assert kcpstream.segment(x, n_bkps=3).diagnostics.in_memory  # 1000 x 64 features
     assert not kcpstream.segment(x, n_bkps=3, features="rff:66").diagnostics.in_memory
     assert not kcpstream.segment(x, n_bkps=3, block_size=64).diagnostics.in_memory
-    monkeypatch.setattr(kcpstream.api, "DENSE_MAX_VALUES", 999 * 64)
+    monkeypatch.setattr(kcpstream.plan, "DENSE_MAX_VALUES", 999 * 64)
     big = kcpstream.segment(x, n_bkps=3)
     assert not big.diagnostics.in_memory and big.diagnostics.block_size == 64
     monkeypatch.undo()
@@ -237,7 +237,7 @@ def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
     unlimited = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
     assert [r.diagnostics.in_memory for _, r in unlimited] == [True, True, True]
     each = 8 * 4_001 * 64  # exact prefix sums of one series
-    monkeypatch.setattr(kcpstream.api, "DENSE_BATCH_BYTES", 2 * each + each // 2)
+    monkeypatch.setattr(kcpstream.plan, "DENSE_BATCH_BYTES", 2 * each + each // 2)
     limited = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
     assert [r.diagnostics.in_memory for _, r in limited] == [True, True, False]
     assert limited["c"].diagnostics.block_size == 64
@@ -248,16 +248,16 @@ def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
 
 def test_a_large_batch_shares_the_automatic_grids_blocks(monkeypatch):
     da_ = _three_sensors()
-    monkeypatch.setattr(kcpstream.api, "DENSE_MAX_VALUES", 0)  # the block grid
+    monkeypatch.setattr(kcpstream.plan, "DENSE_MAX_VALUES", 0)  # the block grid
     alone = [kcpstream.segment(da_.sel(sensor=s), n_bkps=3) for s in "abc"]
     assert {r.diagnostics.block_size for r in alone} == {64}  # 4000 / 64 blocks each
-    monkeypatch.setattr(kcpstream.api, "TARGET_BATCH_BLOCKS", 60)  # 20 blocks per series
+    monkeypatch.setattr(kcpstream.plan, "TARGET_BATCH_BLOCKS", 60)  # 20 blocks per series
     batch = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
     assert [r.diagnostics.block_size for _, r in batch] == [200, 200, 200]
     for a, (_, b) in zip(alone, batch, strict=True):
         assert a.changepoints.tolist() == b.changepoints.tolist()
         assert a.gains.tolist() == b.gains.tolist()
-    assert kcpstream.api.auto_block_size(10**9, series=10**9) == kcpstream.api.MAX_BLOCK
+    assert kcpstream.plan.auto_block_size(10**9, series=10**9) == kcpstream.plan.MAX_BLOCK
 
 
 @pytest.mark.parametrize("first", [{"block_size": 64}, {}])  # the block grid, in memory

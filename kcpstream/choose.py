@@ -1,0 +1,267 @@
+"""How many change-points: from binary segmentation's path to the segmentation returned.
+
+``n_bkps``, a penalty, the slope heuristic, or (``pen="auto"``) the test of
+each split against the features' long-run covariance
+(:mod:`kcpstream.significance`), with the exact DP over the path's
+change-points (:mod:`kcpstream.dynp`).  I/O-free: it works on a job's block
+statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ._kernels.blockstats import split_gain
+from .dynp import dp_grid, optimal_partitions
+from .errors import InputError
+from .plan import Job, Settings
+from .search import NotEnoughSplitsError, check_enough_splits
+from .select import Selection, select_by_penalty, significant_splits, slope_heuristic
+from .significance import (
+    MIN_BATCHES,
+    LongRunNoise,
+    local_batch,
+    local_noise,
+    long_run_noise,
+    robust_cov,
+    segment_spread,
+    split_pvalue,
+)
+from .stats import BlockStats
+
+#: Rounds of noise estimation without the changes accepted so far (``pen="auto"``).
+MAX_NOISE_ROUNDS = 8
+
+
+def choose(job: Job, order, st: Settings) -> dict:
+    """The path's costs, the chosen number of segments and its change-points."""
+    stats, n = job.stats, job.stats.n
+    path = [seg.split for seg in order]
+    if st.method == "binseg" and st.rule == "pen":
+        costs = _binseg_path_costs(stats, order)
+        # binary segmentation's rule: every split the search made had a gain above
+        # pen (the costs, in float, cannot tell a gain of a few quanta from none)
+        selection = Selection("pen", len(path) + 1, len(costs), pen=float(st.pen))
+        changepoints = np.array(sorted(path[: selection.n_segments - 1]), dtype=np.int64)
+        gain_of = {seg.split: seg.gain * stats.unit for seg in order}
+        return {
+            "costs": costs,
+            "selection": selection,
+            "changepoints": changepoints,
+            "gains": np.array([gain_of[c] for c in changepoints]),
+            "order": np.array(path[: selection.n_segments - 1], dtype=np.int64),
+        }
+    if st.method == "binseg":
+        # the best segmentation for each D among binary segmentation's candidates
+        # (an exact DP over at most d_max points, no data read): never costlier
+        # than the greedy first splits, which it recovers from where the greedy
+        # order went wrong, and the path the slope heuristic is fitted on (the
+        # greedy path's costs fall too slowly)
+        if st.rule == "n_bkps":
+            check_enough_splits(len(path), st.n_bkps, job.min_size, allow_fewer=False)
+        grid = np.array([0, *sorted(path), n])
+        costs, partitions = optimal_partitions(stats, grid, job.d_max, job.min_size)
+        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, partitions, st.alpha)
+        changepoints = partitions[selection.n_segments - 1]
+        rank = {c: i for i, c in enumerate(path)}
+        return {
+            "costs": costs,
+            "selection": selection,
+            "changepoints": changepoints,
+            "gains": local_gains(stats, changepoints),
+            "order": np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64),
+        }
+    grid = dp_grid(stats, path)
+    d_dp = st.n_bkps + 1 if st.rule == "n_bkps" else job.d_max  # the DP's largest D
+    costs, partitions = optimal_partitions(stats, grid, d_dp, job.min_size)
+    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, partitions, st.alpha)
+    chosen = partitions[selection.n_segments - 1]
+    if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
+        raise NotEnoughSplitsError(
+            f"no segmentation into {selection.n_segments} segments of at least "
+            f"{job.min_size} samples exists on the grid; lower n_bkps or min_size"
+        )
+    return {"costs": costs, "selection": selection, "changepoints": chosen, "grid": grid}
+
+
+def _binseg_path_costs(stats, order) -> np.ndarray:
+    """Cost after each split: a split replaces one segment's cost by its two halves'."""
+    costs = [stats.cost(0, stats.n)]
+    for seg in order:
+        a, c, e = seg.start, seg.split, seg.end
+        costs.append(costs[-1] - stats.cost(a, e) + stats.cost(a, c) + stats.cost(c, e))
+    return np.asarray(costs)
+
+
+def _select(rule, costs, n, n_bkps, pen, job, order, partitions, alpha) -> Selection:
+    finite = costs[np.isfinite(costs)] if rule != "n_bkps" else costs
+    if rule == "n_bkps":
+        return Selection("n_bkps", n_bkps + 1, len(costs))
+    if rule == "pen":
+        return select_by_penalty(finite, pen)
+    if rule == "auto":
+        return _select_by_test(job, order, partitions, alpha, len(costs))
+    if len(finite) < 4:
+        raise InputError(
+            f"the automatic penalty needs a path of at least 4 segmentations, but only "
+            f"{len(finite)} exist for this signal with min_size; give n_bkps or pen"
+        )
+    return slope_heuristic(finite, n)
+
+
+def _select_by_test(job: Job, order, partitions, alpha: float, d_max: int) -> Selection:
+    """The number of change-points that are significant (:func:`_significant`).
+
+    The noise is estimated again without the change-points chosen so far,
+    until they no longer change: with none chosen (every series without
+    change, but for about ``alpha``) the whole series is the noise.
+    ``job.noise`` ends as the estimate the change-points were last tested
+    against.
+    """
+    if job.noise is None:
+        raise InputError(
+            f"{job.signal.description} is too short to estimate its noise (the test "
+            f"needs {MIN_BATCHES} blocks of samples); give n_bkps or pen"
+        )
+    accepted: list[int] = []
+    for _ in range(MAX_NOISE_ROUNDS):
+        found = _significant(job, order, partitions, alpha)
+        if found == accepted:
+            break
+        noise = noise_of(
+            job.stats, np.asarray(found, dtype=np.int64), local=job.noise.local,
+            pointwise=job.window == 1,
+        )  # fmt: skip
+        if noise is None:
+            break
+        accepted, job.noise = found, noise
+    return Selection(
+        "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=job.noise.to_dict()
+    )
+
+
+def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
+    """The change-points that are significant, from binary segmentation's
+    splits ``order`` and the best segmentation into D segments
+    ``partitions[D - 1]`` among their positions.
+
+    * Top down: a split counts when its p-value is at most ``alpha`` and the
+      split above it counted (:func:`~kcpstream.select.significant_splits`),
+      which gives D segments.
+    * Each change-point of the segmentation chosen must be significant
+      between its neighbours: D is lowered until every local p-value is at
+      most ``alpha`` (a split near a change whose rest is left in the next
+      segment does not survive its neighbours).
+    * A single split cannot see a short segment inside a long one, or two
+      changes that cancel: a larger D is taken when every change-point of its
+      segmentation has a local p-value at most ``alpha (min_size / m)^2``,
+      for ``m`` samples between its neighbours: a Bonferroni correction for
+      where both neighbours could lie (which the segmentation chose).
+    """
+    splits = [
+        (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.end)) for seg in order
+    ]
+    top_down = len(significant_splits(splits, job.stats.n, alpha)) + 1
+    for d in range(len(partitions), 1, -1):
+        chosen = partitions[d - 1]
+        if chosen is None:
+            continue
+        levels = alpha
+        if d > top_down:  # beyond what the splits showed: corrected for the neighbours
+            bounds = np.array([0, *map(int, chosen), job.stats.n])
+            levels = alpha * (job.min_size / (bounds[2:] - bounds[:-2])) ** 2
+        if (local_pvalues(job, chosen) <= levels).all():
+            return [int(c) for c in chosen]
+    return []
+
+
+def _pvalue(job: Job, gain_q: float, start: int, end: int) -> float:
+    """p-value of a split of ``[start, end)`` with gain ``gain_q`` (quantized units).
+
+    A gain within the float rounding of exact integer sums is no gain: a split
+    of a constant stretch is never a change-point, even when the noise is 0."""
+    stats = job.stats
+    if not gain_q > stats.gain_rounding(end - start):
+        return 1.0
+    if (start, end) not in job.spreads:
+        job.spreads[(start, end)] = segment_spread(
+            _local_diffs(stats, start, end), _noise_batch(stats)
+        )
+    noise = local_noise(job.spreads[(start, end)], job.noise)
+    return split_pvalue(gain_q * stats.unit, end - start, job.min_size, noise)
+
+
+def _noise_batch(stats: BlockStats) -> int:
+    """Samples per batch of the local noise levels (:func:`local_batch`)."""
+    return local_batch(stats.n, stats.block_size)
+
+
+def _local_diffs(stats: BlockStats, start: int, end: int) -> np.ndarray:
+    """Consecutive differences of the batch sums (feature units) of the batches of
+    :func:`_noise_batch` samples that lie inside ``[start, end)``."""
+    ell = _noise_batch(stats)
+    steps = ell // stats.block_size
+    j0 = -(-start // ell) * steps
+    j1 = (end // ell) * steps
+    if j1 - j0 < 3 * steps:
+        return np.zeros((stats.n_features, 0))
+    cols = stats.prefix[:, j0 : j1 + 1 : steps].astype(np.float64)
+    return np.diff(cols, n=2, axis=1) * math.ldexp(1.0, -stats.quantum_exponent)
+
+
+def local_pvalues(job: Job, changepoints: np.ndarray) -> np.ndarray:
+    """p-value of each change-point's split between its two neighbours."""
+    if job.noise is None:
+        return np.full(len(changepoints), np.nan)
+    stats = job.stats
+    gains = local_gains(stats, changepoints) / stats.unit
+    bounds = [0, *map(int, changepoints), stats.n]
+    return np.array(
+        [_pvalue(job, g, a, e) for g, a, e in zip(gains, bounds[:-2], bounds[2:], strict=True)],
+        dtype=np.float64,
+    )
+
+
+def noise_of(
+    stats: BlockStats,
+    exclude: np.ndarray | None = None,
+    local: float | None = None,
+    pointwise: bool = True,
+) -> LongRunNoise | None:
+    """The features' long-run covariance from the prefix sums at full blocks,
+    without the batches around the change-points ``exclude``, and the whole
+    series' short-range level ``local`` (computed when not given: it does not
+    depend on ``exclude``).
+
+    Samples segmented one by one have no cycle (or the period check would have
+    made windows of it): their dependence is extrapolated as an AR(1) of
+    batches when the batch estimate has not levelled off.  Windows of one
+    period hold the cycle's dependence within them and are not extrapolated
+    (see :func:`kcpstream.significance.long_run_noise`)."""
+    full = stats.n // stats.block_size
+    prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
+        1.0, -stats.quantum_exponent
+    )
+    noise = long_run_noise(prefix, stats.block_size, exclude, extrapolate=pointwise)
+    if noise is None:
+        return None
+    if local is None:
+        whole = _local_diffs(stats, 0, stats.block_size * full)
+        if whole.shape[1] == 0:
+            return noise
+        local = float(np.trace(robust_cov(whole, _noise_batch(stats))))
+    return dataclasses.replace(noise, local=local)
+
+
+def local_gains(stats, changepoints) -> np.ndarray:
+    """Cost increase if each change-point were removed (its two neighbours fixed)."""
+    bounds = [0, *map(int, changepoints), stats.n]
+    gains = []
+    for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True):
+        pa = stats.prefix_at(a)[0]
+        total = stats.prefix_at(e)[0] - pa
+        gains.append(split_gain(c - a, e - c, stats.prefix_at(c)[0] - pa, total) * stats.unit)
+    return np.asarray(gains)

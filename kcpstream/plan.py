@@ -1,0 +1,236 @@
+"""Pure choices for one call: its settings, each series' job, block size, ``min_size``, ``d_max``.
+
+Nothing here reads data or runs dask: :func:`kcpstream.segment` checks its
+arguments into :class:`Settings`, and each series gets a :class:`Job` whose
+sizes these functions choose.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .dynp import MAX_GRID
+from .errors import InputError
+from .features import FeatureMap
+from .passes import SampleCache
+from .search import SearchLog
+from .signal import Signal
+from .significance import DEFAULT_ALPHA, LongRunNoise
+from .stats import BlockStats
+
+#: Blocks the automatic grid aims at: enough for tight pruning bounds, few enough
+#: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
+#: scans stay small (16 MiB of prefix sums at p = 64).
+TARGET_BLOCKS = 2**15
+
+#: Blocks all the series of one call aim at together: past 32 series a batch
+#: shares them (the statistics take about ``8 (p + 3)`` bytes per block, 17 MiB
+#: per series at 2**15 blocks and p = 64), so they stay within about 0.5 GiB.
+TARGET_BATCH_BLOCKS = 2**20
+
+#: The default ``min_size`` is this share of the series (at least 2 samples): on a
+#: long signal a segment of a few samples is below any plot's resolution and
+#: its gain is dominated by the few samples' own noise, not by a change.
+MIN_SEGMENT_SHARE = 1e-4
+
+#: Default largest number of segments on the path (pen="auto"; bounds the n_bkps default).
+DEFAULT_D_MAX = 100
+
+#: Largest d_max accepted (a path of segmentations longer than this costs minutes).
+MAX_D_MAX = 1000
+
+#: Smallest automatic block size: below it the per-block work (statistics, and
+#: the boundary scans of every segment) costs more than the samples it saves
+#: reading again.
+MIN_AUTO_BLOCK = 64
+
+#: Largest block size: a refinement read keeps one block's features in memory.
+MAX_BLOCK = 2**18
+
+#: Largest ``n * p`` (samples times features) searched in memory: the signal is
+#: read whole, every sample featurized once and the exact prefix sum of every
+#: position kept (``8 n p`` bytes, 32 MiB at this size), so binary segmentation
+#: is one compiled loop with no dask graph after the read.  ``benchmarks/bench_small.py``
+#: places it: at n = 64000 with 64 features in memory is as fast as the block
+#: grid with ``n_bkps`` and faster with ``pen="auto"``; beyond, the block grid's
+#: pruned scans win.
+DENSE_MAX_VALUES = 2**22
+
+#: Most bytes of exact prefix sums the series searched in memory may hold together
+#: in one call: a batch of many small series would otherwise keep ``8 n p`` bytes
+#: for each of them at once.  The series beyond it use the block grid (the same
+#: change-points, statistics of ``8 n p / B`` bytes).
+DENSE_BATCH_BYTES = 2**30
+
+
+def auto_block_size(n: int, series: int = 1) -> int:
+    """Block size B for ``n`` samples: about :data:`TARGET_BLOCKS` blocks, at least
+    :data:`MIN_AUTO_BLOCK` samples; fewer when the ``series`` segmented in one
+    call would hold more than :data:`TARGET_BATCH_BLOCKS` together.
+
+    Smaller blocks make the pruning bounds tighter (fewer samples read again)
+    at the price of a larger grid (about ``8 (p + 3)`` bytes of statistics per
+    block) and longer boundary scans.
+    """
+    target = max(1, min(TARGET_BLOCKS, TARGET_BATCH_BLOCKS // max(1, series)))
+    return int(min(MAX_BLOCK, max(MIN_AUTO_BLOCK, -(-n // target))))
+
+
+def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def default_min_size(n: int) -> int:
+    """``min_size`` when none is given: :data:`MIN_SEGMENT_SHARE` of the series, at
+    least 2 samples (or windows)."""
+    return max(2, int(n * MIN_SEGMENT_SHARE))
+
+
+@dataclass(frozen=True)
+class Settings:
+    rule: str
+    n_bkps: int | None
+    pen: float | None
+    method: str
+    d_max: int | None
+    min_size: int | None  # None: default_min_size(n)
+    block_size: int | None
+    seed: int | None
+    sample_size: int
+    tile: int
+    cache_bytes: int
+    checkpoint: str | None
+    progress: bool
+    n_series: int = 1  # segmented in this call (a batch shares the automatic grid's blocks)
+    alpha: float = DEFAULT_ALPHA
+    min_duration: Any = None  # min_size as a duration of the time coordinate
+
+
+@dataclass
+class Job:
+    """One series: its signal, fitted map, block size, cache and what the search found."""
+
+    signal: Signal
+    fmap: FeatureMap
+    block_size: int
+    d_max: int
+    cache: SampleCache
+    min_size: int = 2
+    noise: LongRunNoise | None = None  # the features' long-run covariance
+    spreads: dict = field(default_factory=dict)  # each tested segment's own short-range spread
+    log: SearchLog = field(default_factory=SearchLog)
+    stats: BlockStats | None = None
+    window: int = 1  # samples per feature vector
+    original: Signal | None = None  # the signal before windowing
+    key: str | None = None  # checkpoint fingerprint
+    known: dict = field(default_factory=dict)  # segments evaluated exactly
+    loaded: bool = False
+    params: dict = field(default_factory=dict)  # the call's settings, for the result
+    damaged: bool = False  # a checkpoint was found damaged: recomputed, written again
+    in_memory: bool = False  # one block per sample, searched without reading data again
+    auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
+    samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
+
+
+def searched_in_memory(n: int, p: int, st: Settings) -> bool:
+    """Whether a series of ``n`` samples and ``p`` features is searched in memory."""
+    return st.block_size in (None, 1) and n * p <= DENSE_MAX_VALUES
+
+
+def min_size_of(st: Settings, signal: Signal, n: int, window: int) -> int:
+    """``min_size`` in feature vectors, for ``n`` of them of ``window`` samples
+    of ``signal`` each: ``min_duration`` or ``min_size`` (samples: a window map
+    keeps the whole windows that hold them), else :func:`default_min_size`."""
+    if st.min_duration is not None:
+        return samples_of(st.min_duration, signal, window)
+    return default_min_size(n) if st.min_size is None else -(-st.min_size // window)
+
+
+def d_max_of(st: Settings, n: int, min_size: int) -> int:
+    """The most segments of the path for ``n`` samples (windows) and ``min_size``."""
+    if st.n_bkps is not None and st.d_max is None:
+        # binary segmentation proposes twice as many candidates as change-points
+        # asked for (within the default path), among which the best are chosen
+        return max(st.n_bkps + 1, min(2 * st.n_bkps + 1, DEFAULT_D_MAX, n // min_size))
+    if st.n_bkps is not None:
+        return max(st.d_max, st.n_bkps + 1)
+    return min(st.d_max or DEFAULT_D_MAX, n // min_size)
+
+
+def block_size_of(n: int, st: Settings, window: int = 1) -> int:
+    """The block size of the statistics grid of a series of ``n`` samples (or
+    windows of ``window`` samples: blocks of about as many samples as the
+    samples' own grid would have, since a refinement reads whole blocks)."""
+    if st.block_size is None:
+        B = max(1, auto_block_size(n * window, st.n_series) // window)
+        if st.method == "dynp":  # a grid of every sample when the DP can afford it
+            B = max(1, min(B, -(-n // MAX_GRID)))
+        return B
+    B = check_positive_int("block_size", st.block_size)
+    if B > MAX_BLOCK:
+        raise InputError(
+            f"block_size={B} is larger than {MAX_BLOCK}: a refinement read keeps one "
+            "block's features in memory; use a smaller block_size"
+        )
+    return B
+
+
+def is_auto(features) -> bool:
+    return isinstance(features, str) and features.strip().lower() == "auto"
+
+
+def samples_of(duration: Any, signal: Signal, window: int) -> int:
+    """``min_duration`` as a number of samples (windows, for a window map) at
+    the mean sampling interval of the signal's time coordinate."""
+    axis = signal.time
+    if axis is None or axis.coord is None:
+        raise InputError(
+            f"min_duration needs a time coordinate, and {signal.description} has none; "
+            "give min_size in samples, or an xarray object with a time coordinate"
+        )
+    if signal.n < 2:
+        return 1
+    first, last = axis.at([0, signal.n - 1])
+    span = last - first
+    if np.asarray(span).dtype.kind == "m":
+        import pandas as pd
+
+        try:
+            wanted = pd.Timedelta(duration)
+        except (TypeError, ValueError):
+            raise InputError(
+                f"min_duration={duration!r} is not a duration; give one like '10min' or "
+                "pandas.Timedelta(minutes=10)"
+            ) from None
+        if pd.isna(wanted):
+            raise InputError(f"min_duration={duration!r} is not a duration")
+        ratio = wanted / pd.Timedelta(span) * (signal.n - 1)
+    else:
+        if isinstance(duration, bool) or not isinstance(duration, int | float | np.number):
+            raise InputError(
+                f"min_duration={duration!r}: the time coordinate holds numbers, so give the "
+                "duration as a number in its units"
+            )
+        ratio = float(duration) / float(span) * (signal.n - 1)
+    if not (math.isfinite(ratio) and ratio > 0):
+        raise InputError(f"min_duration={duration!r} must be a positive duration")
+    return max(1, math.ceil(ratio / window - 1e-9))
+
+
+def limit_in_memory(jobs: list[Job]) -> None:
+    """Series past :data:`DENSE_BATCH_BYTES` of in-memory prefix sums, in order,
+    go to the block grid instead."""
+    held = 0
+    for job in jobs:
+        if job.in_memory and not job.loaded:
+            size = 8 * (job.signal.n + 1) * job.fmap.n_features_out_
+            if held + size > DENSE_BATCH_BYTES:
+                job.in_memory = False
+            else:
+                held += size
