@@ -23,6 +23,7 @@ from .features.base import DEFAULT_TILE
 from .passes import (
     SampleCache,
     data_passes,
+    fit_sample,
     in_memory_passes,
     pass_task_count,
     release_worker_caches,
@@ -407,7 +408,7 @@ def _prepare(signal: Signal, features, st: Settings) -> Job:
     if not fmap.is_fitted:
         fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
         if sample is None:
-            sample = signal.sample(max_points=st.sample_size, cache=cache)
+            sample = fit_sample(signal, signal.fit_windows(st.sample_size), cache)
         if not np.isfinite(sample).all():
             check_finite_index(signal.first_nonfinite(), signal.description)
         fmap.fit(sample)

@@ -6,18 +6,17 @@ saying why, no traceback); 2 wrong usage (unknown option, missing argument).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
 
 import click
 
 from ._io import probe_writable, write_atomic
+from .scheduling import scheduler_context
 from .significance import DEFAULT_ALPHA
 
 __all__ = ["main", "scheduler_context", "open_store"]
@@ -47,83 +46,6 @@ def check_writable(path: str, folder: bool = False) -> None:
         ) from None
     if not folder and os.path.isdir(path):
         raise click.ClickException(f"cannot write the file {path}: it is a folder")
-
-
-#: Seconds a client waits for a local cluster's scheduler.
-START_TIMEOUT = 60
-
-
-#: distributed starts worker processes with this variable (its default value
-#: below): every allocation above 128 kB is then a fresh memory mapping.
-_TRIM_KEY = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
-_DISTRIBUTED_TRIM_DEFAULT = 65536
-
-
-@contextlib.contextmanager
-def scheduler_context(spec: str | None) -> Iterator[None]:
-    """Run the enclosed computations on the scheduler ``spec``.
-
-    ``threads`` (default), ``processes``, ``sync``; ``local`` or ``local:N``
-    starts a ``distributed.LocalCluster`` (N worker processes) for the
-    duration, its workers started without distributed's default
-    ``MALLOC_TRIM_THRESHOLD_`` (unless configured otherwise); any other
-    value is the address of a running distributed scheduler
-    (``tcp://host:8786``).
-    """
-    import dask
-
-    spec = (spec or "threads").strip()
-    with contextlib.ExitStack() as stack:
-        if spec in ("threads", "processes", "sync", "synchronous", "single-threaded"):
-            stack.enter_context(dask.config.set(scheduler=spec))
-        elif spec == "local" or spec.startswith("local:"):
-            from distributed import Client
-
-            workers = None
-            if ":" in spec:
-                text = spec.split(":", 1)[1]
-                if not text.isdigit() or int(text) < 1:
-                    raise click.ClickException(
-                        f"scheduler {spec!r}: local:N needs N >= 1 worker processes "
-                        "(or plain 'local')"
-                    )
-                workers = int(text)
-            if dask.config.get(_TRIM_KEY, None) == _DISTRIBUTED_TRIM_DEFAULT:
-                # workers that run kcpstream read zarr chunks about twice as fast
-                # without it (see the README); a value the user set is kept
-                stack.enter_context(dask.config.set({_TRIM_KEY: None}))
-            cluster = stack.enter_context(_start_local(workers))
-            stack.enter_context(Client(cluster, timeout=f"{START_TIMEOUT}s"))
-        else:
-            from distributed import Client
-
-            try:
-                stack.enter_context(Client(spec, timeout="10s"))
-            except (OSError, TimeoutError, ValueError) as exc:
-                msg = f"cannot connect to the dask scheduler at {spec}: {_message(exc)}"
-                raise click.ClickException(msg) from None
-        yield
-
-
-def _start_local(workers: int | None):
-    """A LocalCluster, started again once if a worker dies while it starts;
-    a one-line error if that fails too."""
-    import logging
-
-    from distributed import LocalCluster
-
-    last: BaseException | None = None
-    for _ in range(2):
-        quiet = logging.getLogger("distributed")
-        level = quiet.level
-        quiet.setLevel(logging.CRITICAL)  # the retry, or the one line below, says it
-        try:
-            return LocalCluster(n_workers=workers, processes=True, dashboard_address=None)
-        except Exception as exc:  # a worker that died while starting, a timeout
-            last = exc
-        finally:
-            quiet.setLevel(level)
-    raise click.ClickException(f"cannot start a local dask cluster: {_message(last)}")
 
 
 def parse_storage_options(items: tuple[str, ...] | list[str]) -> dict | None:

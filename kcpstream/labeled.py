@@ -16,6 +16,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from ._checks import check_dtype, default_chunk
+
 __all__ = [
     "TimeAxis",
     "LazyCoord",
@@ -174,16 +176,15 @@ def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]
     :func:`kcpstream.provenance.array_source`): the numpy array of an in-memory
     DataArray, the array-like of a lazily loaded one; else None."""
     from .provenance import array_source
-    from .signal import _check_dtype, _default_chunk
 
     arr = arr.transpose(dim, ...)
-    _check_dtype(np.dtype(arr.dtype), f"DataArray {arr.name!r}")
+    check_dtype(np.dtype(arr.dtype), f"DataArray {arr.name!r}")
     raw = arr.data
     if isinstance(raw, da.Array):
         origin = array_source(raw)
     else:
         raw = origin = np.asarray(raw)
-        raw = da.from_array(raw, chunks=(chunks or _default_chunk(raw.shape[0]),) + raw.shape[1:])
+        raw = da.from_array(raw, chunks=(chunks or default_chunk(raw.shape[0]),) + raw.shape[1:])
     if raw.ndim == 1:
         return raw[:, None], origin
     raw = raw.rechunk({i: -1 for i in range(1, raw.ndim)})

@@ -37,6 +37,7 @@ from typing import Any
 
 from ._io import write_atomic
 from .jobfile import JobError, load_job
+from .scheduling import scheduler_context
 
 __all__ = ["JobError", "load_job", "run_job"]
 
@@ -419,8 +420,6 @@ SLURM_TIMEOUT = 600
 
 def _cluster(spec: str, slurm: dict[str, Any] | None, timeout: int = SLURM_TIMEOUT):
     """The scheduler context of a job: threads/processes/local/address, or SLURM."""
-    from .cli import scheduler_context
-
     if spec != "slurm":
         return scheduler_context(spec)
     try:

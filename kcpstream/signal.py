@@ -20,6 +20,7 @@ from dask.array.core import getter
 from dask.core import get_dependencies
 from dask.local import get_sync
 
+from ._checks import check_dtype, default_chunk
 from ._graph import in_process_scheduler
 from .errors import InputError
 from .provenance import array_source
@@ -106,22 +107,17 @@ class Signal:
         starts = np.unique(np.linspace(0, n - width, max_windows).round().astype(np.int64))
         return [(int(s), int(s) + width) for s in starts]
 
-    def sample(self, max_points: int = 2048, max_windows: int = 8, cache=None) -> np.ndarray:
+    def sample(self, max_points: int = 2048, max_windows: int = 8) -> np.ndarray:
         """A fit sample (float64, shape (m, d)): ``max_windows`` evenly spaced
         windows of ``max_points // max_windows`` consecutive samples.
 
         The windows are placed in time, not by chunk, so the sample (and the
         fitted feature map) is the same for every chunking of the same data.
-        Only the chunks that the windows overlap are read.  With a ``cache``
-        (a :class:`~kcpstream.passes.SampleCache`) those chunks are read whole
-        and kept where they were read (see :func:`~kcpstream.passes.fit_sample`),
-        so that the data pass does not read them again.
+        Only the chunks that the windows overlap are read
+        (:func:`kcpstream.passes.fit_sample` reads them whole through a job's
+        sample cache instead, so that the data pass does not read them again).
         """
         windows = self.fit_windows(max_points, max_windows)
-        if cache is not None:
-            from .passes import fit_sample
-
-            return fit_sample(self, windows, cache)
         rows = dask.compute(*[self.data[a:b] for a, b in windows])
         return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
 
@@ -348,11 +344,6 @@ def check_finite_index(first_bad: int | None, description: str) -> None:
         )
 
 
-def _default_chunk(n: int) -> int:
-    """Chunk length for in-memory arrays: views, a few chunks per core."""
-    return int(max(2**16, min(2**20, -(-n // 8))))
-
-
 def _open_zarr(
     path: str | os.PathLike, variable: str | None, storage_options: dict | None = None
 ) -> tuple[Any, str, Any]:
@@ -422,15 +413,6 @@ def _first_line(exc: BaseException) -> str:
     text = (str(exc).strip().splitlines() or [""])[0]
     name = type(exc).__name__
     return f"{name}: {text}" if text else name
-
-
-def _check_dtype(dtype: np.dtype, description: str) -> None:
-    if dtype.kind not in "iuf":
-        hint = " (cast booleans with .astype(float))" if dtype.kind == "b" else ""
-        raise InputError(
-            f"{description} has dtype {dtype}, which is not a real number type; "
-            f"kcpstream segments integer or floating-point samples{hint}"
-        )
 
 
 def as_signal(
@@ -544,8 +526,8 @@ def as_signal(
                 f"got shape {arr.shape}; "
                 "reshape it (for several independent series, segment each one)"
             )
-        _check_dtype(arr.dtype, description)
-        c = chunks or _default_chunk(arr.shape[0])
+        check_dtype(arr.dtype, description)
+        c = chunks or default_chunk(arr.shape[0])
         x = da.from_array(arr, chunks=(c,) + arr.shape[1:])
         store_array = arr
         arrays = [arr]
@@ -555,7 +537,7 @@ def as_signal(
             f"expected a signal of shape (n,) or (n, d) with time first, got shape {x.shape} "
             f"from {description}; select one series or reshape"
         )
-    _check_dtype(np.dtype(x.dtype), description)
+    check_dtype(np.dtype(x.dtype), description)
     if x.ndim == 1:
         x = x[:, None]
     if 0 < x.shape[0] < x.shape[1] and not (source["kind"] == "xarray" and dim is not None):

@@ -126,12 +126,12 @@ def _worker_caches_held() -> int:
 
 def _pass_reads_again(path: str) -> int:
     """Samples the data pass reads again after the fit sample (with a cache)."""
-    from kcpstream.passes import SampleCache, data_passes, release_worker_caches
+    from kcpstream.passes import SampleCache, data_passes, fit_sample, release_worker_caches
     from kcpstream.signal import as_signal
 
     signal = as_signal(path)
     cache = SampleCache(block_size=64)
-    fmap = kcpstream.RFF(16, seed=0).fit(signal.sample(cache=cache))
+    fmap = kcpstream.RFF(16, seed=0).fit(fit_sample(signal, signal.fit_windows(), cache))
     try:
         data_passes([(signal, fmap, 64, cache)], tile=4096)
     finally:

@@ -14,6 +14,7 @@ from .matern import MaternRFF
 from .nystrom import Nystrom
 from .orthogonal import ORF
 from .quadrature import QuadratureFF
+from .registry import FEATURE_MAPS, get_feature_map_class, register_feature_map
 from .rff import RFF, FourierFeatures
 from .sketched import SketchedNystrom
 from .temporal import Temporal
@@ -41,17 +42,6 @@ __all__ = [
     "register_feature_map",
 ]
 
-FEATURE_MAPS: dict[str, type[FeatureMap]] = {}
-
-
-def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
-    """Register a :class:`FeatureMap` subclass under ``cls.name`` (usable as a decorator)."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} has no registry name")
-    FEATURE_MAPS[cls.name] = cls
-    return cls
-
-
 for _cls in (
     RFF,
     ORF,
@@ -65,15 +55,6 @@ for _cls in (
     Linear,
 ):
     register_feature_map(_cls)
-
-
-def get_feature_map_class(name: str) -> type[FeatureMap]:
-    """The registered class called ``name``."""
-    try:
-        return FEATURE_MAPS[name.lower()]
-    except KeyError:
-        known = ", ".join(sorted(FEATURE_MAPS))
-        raise ValueError(f"unknown feature map {name!r}; known maps: {known}") from None
 
 
 #: Features of the default map ("auto").

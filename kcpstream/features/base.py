@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from .._kernels.featurize import groups_to_rows, quantize
+from .registry import get_feature_map_class
 
 __all__ = ["FeatureMap", "NotFittedError", "QUANTUM_BITS", "exponent_for_amplitude"]
 
@@ -193,8 +194,6 @@ class FeatureMap:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FeatureMap:
         """Rebuild a map (fitted or not) from :meth:`to_dict` output."""
-        from . import get_feature_map_class
-
         klass = get_feature_map_class(data["feature_map"])
         if cls is not FeatureMap and not issubclass(klass, cls):
             raise TypeError(f"the description is of a {klass.__name__}, not a {cls.__name__}")

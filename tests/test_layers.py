@@ -1,0 +1,121 @@
+"""The package's modules import each other in layers: no cycle, even through
+an import made inside a function (only ``if TYPE_CHECKING:`` blocks, which never
+run, may point back)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import kcpstream
+
+PACKAGE = Path(kcpstream.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = ["kcpstream", *path.relative_to(PACKAGE).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def _imports(tree: ast.AST):
+    """Every import statement, at any depth, outside ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if _is_type_checking(node):
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        yield from _imports(node)
+
+
+def _targets(module: str, is_package: bool, node, modules) -> set[str]:
+    """The package's modules an import statement of ``module`` loads: a module
+    named after ``from . import`` counts, not the package it is taken from."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name in modules}
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if node.level:
+        base = base[: len(base) - (node.level - 1)]
+        name = ".".join(base + ([node.module] if node.module else []))
+    else:
+        name = node.module or ""
+    subs = {f"{name}.{a.name}" for a in node.names if f"{name}.{a.name}" in modules}
+    if name in modules and len(subs) < len(node.names):
+        subs.add(name)
+    return subs
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text())
+        is_package = path.name == "__init__.py"
+        found = set()
+        for node in _imports(tree):
+            found |= _targets(module, is_package, node, modules)
+        # importing a module runs its parent packages first: that is no edge back
+        graph[module] = {t for t in found if t != module and not module.startswith(t + ".")}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import(tmp_path):
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    tree = ast.parse("def f():\n    from .b import x\nif TYPE_CHECKING:\n    from .c import y\n")
+    modules = {"p.a": None, "p.b": None, "p.c": None}
+    found = set().union(*(_targets("p.a", False, n, modules) for n in _imports(tree)))
+    assert found == {"p.b"}  # the function's import counts; the type checker's does not
+
+
+def test_no_import_cycle_inside_the_package():
+    graph = import_graph()
+    assert len(graph) > 30 and "kcpstream.passes" in graph["kcpstream.api"]
+    assert cycles(graph) == []
