@@ -191,7 +191,18 @@ def _pvalue(job: Job, gain_q: float, start: int, end: int) -> float:
             _local_diffs(stats, start, end), _noise_batch(stats)
         )
     noise = local_noise(job.spreads[(start, end)], job.noise)
-    return split_pvalue(gain_q * stats.unit, end - start, job.min_size, noise)
+    steps = _steps(job, end - start)
+    return split_pvalue(gain_q * stats.unit, end - start, job.min_size, noise, steps)
+
+
+def _steps(job: Job, length: int) -> float | None:
+    """The positions of a segment of ``length`` as independent steps: fewer by
+    the series' long-run to short-range ratio when its samples are dependent
+    (never more: anti-correlated windows of a cycle count one step each)."""
+    noise = job.noise
+    if not noise.local > 0:
+        return None
+    return length * max(1.0, noise.trace / noise.local)
 
 
 def _noise_batch(stats: BlockStats) -> int:

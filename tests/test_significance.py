@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 from scipy.signal import lfilter
 
 import kcpstream
-from kcpstream.significance import LongRunNoise, local_noise, long_run_noise, split_pvalue
+from kcpstream.significance import (
+    LongRunNoise,
+    discrete_span,
+    local_noise,
+    long_run_noise,
+    overshoot,
+    split_pvalue,
+)
 
 
 def _ar1(n: int, phi: float, seed: int) -> np.ndarray:
@@ -45,6 +52,43 @@ def test_pvalue_is_conservative_for_the_maximum_of_independent_gaussian_cusums()
     q95 = float(np.quantile(maxima, 0.95))
     unit = LongRunNoise(trace=1.0, scale=1.0, dof=1.0, batch=1, n_batches=n)
     assert split_pvalue(q95, n, 1, unit) >= 0.05
+
+
+def test_the_overshoot_factor():
+    x = np.array([0.0, 0.05, 0.2, 0.5, 1.0, 2.0])
+    nu = overshoot(x)
+    assert nu[0] == pytest.approx(1.0) and np.all(np.diff(nu) < 0) and np.all(nu > 0)
+    # the small-x expansion nu(x) ~ exp(-0.583 x)
+    np.testing.assert_allclose(nu[1:3], np.exp(-0.583 * x[1:3]), rtol=0.01)
+
+
+@pytest.mark.parametrize("t0", [1e-4, 0.02, 0.3])
+def test_the_discrete_span_tends_to_the_continuous_one(t0):
+    continuous = 2.0 * np.log((1.0 - t0) / t0)
+    spans = [discrete_span(4.0, t0, m) for m in (10, 100, 10**4, 10**8, 10**14)]
+    assert np.all(np.diff(spans) > 0) and spans[-1] <= continuous
+    assert spans[-1] == pytest.approx(continuous, rel=1e-3)
+
+
+@pytest.mark.parametrize(("m", "dof"), [(40, 1), (40, 3), (400, 2)])
+def test_the_discrete_tail_matches_the_maximum_over_a_segments_positions(m, dof):
+    # the largest standardised CUSUM^2 of m iid N(0, I) vectors over the splits
+    # leaving 2 on each side, simulated: at its 99 % and 95 % quantiles the tail
+    # over m positions is close, and the continuous one far above for short segments
+    rng = np.random.default_rng(1)
+    reps, trim = 20_000, 2
+    t = np.arange(1, m)[trim - 1 : m - trim]
+    s = np.cumsum(rng.standard_normal((reps, m, dof)), axis=1)
+    dev = s[:, t - 1, :] - (t / m)[None, :, None] * s[:, -1:, :]
+    maxima = ((dev**2).sum(axis=2) * m / (t * (m - t))).max(axis=1)
+    unit = LongRunNoise(trace=float(dof), scale=1.0, dof=float(dof), batch=1, n_batches=m)
+    for level in (0.01, 0.05):
+        q = float(np.quantile(maxima, 1.0 - level))
+        discrete = split_pvalue(q, m, trim, unit, steps=m)
+        assert level * 0.7 <= discrete <= level * 1.5
+        assert split_pvalue(q, m, trim, unit) > discrete
+        if m == 40:
+            assert split_pvalue(q, m, trim, unit) > 1.5 * discrete
 
 
 def test_noise_free_signals_have_certain_changes_and_no_others():
