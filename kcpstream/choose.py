@@ -186,13 +186,20 @@ def _pvalue(job: Job, gain_q: float, start: int, end: int) -> float:
     stats = job.stats
     if not gain_q > stats.gain_rounding(end - start):
         return 1.0
-    if (start, end) not in job.spreads:
-        job.spreads[(start, end)] = segment_spread(
-            _local_diffs(stats, start, end), _noise_batch(stats)
+    # the segmentations of the path share most of their segments: each is
+    # tested once against each estimate of the noise
+    key = (start, end, gain_q, job.noise)
+    if key not in job.pvalues:
+        if (start, end) not in job.spreads:
+            job.spreads[(start, end)] = segment_spread(
+                _local_diffs(stats, start, end), _noise_batch(stats)
+            )
+        noise = local_noise(job.spreads[(start, end)], job.noise)
+        steps = _steps(job, end - start)
+        job.pvalues[key] = split_pvalue(
+            gain_q * stats.unit, end - start, job.min_size, noise, steps
         )
-    noise = local_noise(job.spreads[(start, end)], job.noise)
-    steps = _steps(job, end - start)
-    return split_pvalue(gain_q * stats.unit, end - start, job.min_size, noise, steps)
+    return job.pvalues[key]
 
 
 def _steps(job: Job, length: int) -> float | None:
