@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import platform
@@ -32,6 +33,28 @@ def store_bytes(path: str, metadata: bool = True) -> int:
     )
 
 
+def peak_rss_mib() -> float:
+    """This process's own peak resident memory, MiB.
+
+    ``VmHWM`` belongs to the address space, which exec makes anew;
+    ``ru_maxrss`` starts at the parent's peak at the fork (a benchmark that
+    wrote its data first would inflate every child's figure)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+#: :func:`peak_rss_mib`'s source, for the scripts run in child processes.
+PEAK_RSS_CODE = inspect.getsource(peak_rss_mib)
+
+
 def segment_in_child(call: str) -> dict:
     """Evaluate ``call`` (an expression giving a Segmentation; ``np``, ``xr`` and
     ``kcpstream`` are imported) in a fresh process after a warm-up call that
@@ -40,8 +63,8 @@ def segment_in_child(call: str) -> dict:
     import subprocess
     import sys
 
-    script = (
-        "import json, resource, time, warnings\n"
+    script = PEAK_RSS_CODE + (
+        "import json, time, warnings\n"
         "warnings.simplefilter('ignore')\n"
         "import numpy as np, xarray as xr, kcpstream\n"
         "kcpstream.segment(np.random.default_rng(0).normal(size=5000))  # compile, warm\n"
@@ -53,7 +76,7 @@ def segment_in_child(call: str) -> dict:
         " 'times': times, 'passes': res.diagnostics.passes,"
         " 'read_again': res.diagnostics.samples_read_again,"
         " 'pass_tasks': res.diagnostics.pass_tasks,"
-        " 'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
+        " 'rss_mib': peak_rss_mib()}))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     if out.returncode:

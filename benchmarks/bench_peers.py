@@ -58,7 +58,7 @@ import subprocess
 import sys
 import time
 
-from _report import report
+from _report import peak_rss_mib, report
 
 N_VALUES = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
 SIGNALS = ("scenario1", "multivariate8")
@@ -165,7 +165,7 @@ def child(method: str, signal: str, n: int) -> None:
         run(x)
         times.append(time.perf_counter() - t0)
     seconds = float(np.median(times))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = peak_rss_mib() * 2**20
     cps = np.asarray(cps, dtype=np.int64).ravel().tolist()
     f1_draws = []
     if seconds * (F1_DRAWS - 1) <= F1_BUDGET:  # short enough: more draws for the F1

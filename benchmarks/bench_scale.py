@@ -46,10 +46,10 @@ import sys
 import tempfile
 
 import numpy as np
-from _report import report, store_bytes
+from _report import PEAK_RSS_CODE, report, store_bytes
 
 CHILD = r"""
-import json, os, resource, sys, threading, time
+import json, os, sys, threading, time
 import numpy as np, zarr
 from zarr.storage import LocalStore, WrapperStore
 
@@ -140,14 +140,17 @@ else:  # a LocalCluster of 2 worker processes reading the store by path
              "pass_tasks": res.diagnostics.pass_tasks}
 if not mode.startswith("cluster"):
     seconds = time.perf_counter() - t0
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+rss = peak_rss_mib() * 2**20
 print(json.dumps({"seconds": seconds, "peak_rss": rss, "bytes_read": store.bytes_read, **extra}))
 """
 
 
 def run(mode: str, path: str) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, mode, path], capture_output=True, text=True, timeout=3600
+        [sys.executable, "-c", PEAK_RSS_CODE + CHILD, mode, path],
+        capture_output=True,
+        text=True,
+        timeout=3600,
     )
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])

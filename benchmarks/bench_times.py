@@ -27,7 +27,7 @@ import sys
 import time
 
 import numpy as np
-from _report import machine, report, segment_in_child
+from _report import PEAK_RSS_CODE, machine, report, segment_in_child
 
 CHUNK = 2**20
 
@@ -67,14 +67,14 @@ def _write(store: str, plain: str, n: int) -> None:
 def _cli(store: str) -> dict:
     """``kcpstream segment STORE --json`` in a fresh process: the wall time of the
     whole process, the peak RSS the command's own process reports."""
-    script = (
-        "import contextlib, io, json, resource, sys\n"
+    script = PEAK_RSS_CODE + (
+        "import contextlib, io, json, sys\n"
         "from kcpstream.cli import main\n"
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
         f"    main(['segment', {store!r}, '--json'], standalone_mode=False)\n"
         "out = json.loads(buf.getvalue())\n"
-        "out['rss_mib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "out['rss_mib'] = peak_rss_mib()\n"
         "print(json.dumps(out))\n"
     )
     t = time.perf_counter()
