@@ -91,6 +91,16 @@ def test_a_nan_in_a_sliced_chunk_is_named(tmp_path):
         kcpstream.segment(str(path), n_bkps=2, features="rff:16")
 
 
+def test_a_damaged_sliced_chunk_is_one_clear_error(tmp_path):
+    x = datasets.changing_distribution(300_000, 2, seed=1).x
+    path = tmp_path / "bad.zarr"
+    datasets.write_zarr(x, path, chunks=300_000)
+    chunk = path / "x" / "c" / "0"
+    chunk.write_bytes(chunk.read_bytes()[: chunk.stat().st_size // 2])  # truncated
+    with pytest.raises(kcpstream.InputError, match=r"samples \[0, 300000\).*c/0.*damaged"):
+        kcpstream.segment(str(path), n_bkps=2, features="rff:16")
+
+
 def test_chunks_smaller_than_a_stored_chunk_are_rounded_up_to_whole_ones(store, threaded):
     res = kcpstream.segment(store, n_bkps=8, chunks=50_000)  # stored: 40 000
     _same(res, threaded)
