@@ -18,7 +18,7 @@ from .autofeatures import auto_features, block_cycle
 from .choose import choose, local_gains, local_pvalues, noise_of
 from .dynp import refine_steps
 from .errors import InputError
-from .features import DEFAULT_FEATURES, FeatureMap, Temporal, make_feature_map
+from .features import FeatureMap, make_feature_map
 from .features.base import DEFAULT_TILE
 from .passes import (
     SampleCache,
@@ -29,18 +29,17 @@ from .passes import (
     release_worker_caches,
 )
 from .plan import (
-    MAX_D_MAX,
     Job,
     Settings,
     auto_block_size,
     block_size_of,
-    check_positive_int,
     d_max_of,
     default_min_size,
     is_auto,
     limit_in_memory,
     min_size_of,
     searched_in_memory,
+    settings_of,
 )
 from .result import Diagnostics, Segmentation
 from .search import SearchLog, binseg_steps, dense_binseg_steps, drive_many, scans_from_prefix
@@ -275,58 +274,14 @@ def segment(
     array([500])
     """
     t0 = time.perf_counter()
-    if min_size is not None:
-        min_size = check_positive_int("min_size", min_size)
-        if min_duration is not None:
-            raise InputError("give min_size (samples) or min_duration (time), not both")
-    if (
-        isinstance(alpha, bool)
-        or not isinstance(alpha, int | float | np.number)
-        or not (0.0 < float(alpha) < 1.0)
-    ):
-        raise InputError(f"alpha must be a number in (0, 1), got {alpha!r}")
-    tile = check_positive_int("tile", tile)
-    cache_bytes = check_positive_int("cache_bytes", cache_bytes, 0)
-    sample_size = check_positive_int("sample_size", sample_size, 2)
-    if n_bkps is not None and pen is not None:
-        raise InputError("give n_bkps or pen, not both")
-    if window is not None:
-        window = check_positive_int("window", window, 2)
-        if not is_auto(features):
-            raise InputError(
-                "window= chooses the temporal feature map; give window or features, not both "
-                "(a window map takes its own window: features=Temporal(window=...))"
-            )
-        features = Temporal(DEFAULT_FEATURES, window=window)
-    if n_bkps is not None:
-        n_bkps = check_positive_int("n_bkps", n_bkps, 0)
-        rule = "n_bkps"
-    elif pen is None or (isinstance(pen, str) and pen in ("auto", "slope")):
-        rule, pen = pen or "auto", None
-    else:
-        if isinstance(pen, bool) or not isinstance(pen, int | float | np.number):
-            raise InputError(f"pen must be a number >= 0, 'auto' or 'slope', got {pen!r}")
-        pen = float(pen)
-        if not (math.isfinite(pen) and pen >= 0):
-            raise InputError(f"pen must be a finite number >= 0, 'auto' or 'slope', got {pen!r}")
-        rule = "pen"
-    if method not in ("binseg", "dynp"):
-        raise InputError(f"method must be 'binseg' or 'dynp', got {method!r}")
-    if d_max is not None:
-        d_max = check_positive_int("d_max", d_max, 1)
-        if d_max > MAX_D_MAX:
-            raise InputError(
-                f"d_max={d_max} is more than the {MAX_D_MAX} segments kcpstream searches a "
-                f"path of (longer paths cost minutes); ask for d_max <= {MAX_D_MAX}, or give "
-                "pen= to let the penalty choose"
-            )
+    settings, features = settings_of(
+        features=features, n_bkps=n_bkps, pen=pen, method=method, d_max=d_max,
+        min_size=min_size, min_duration=min_duration, alpha=alpha, window=window,
+        block_size=block_size, seed=seed, sample_size=sample_size, tile=tile,
+        cache_bytes=cache_bytes, checkpoint=checkpoint, progress=progress,
+    )  # fmt: skip
     if checkpoint is not None:
         _check_checkpoint(checkpoint)
-    settings = Settings(
-        rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
-        cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),
-        alpha=float(alpha), min_duration=min_duration,
-    )  # fmt: skip
 
     if batch_dims:
         from .labeled import split_batches

@@ -8,6 +8,7 @@ sizes these functions choose.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from .dynp import MAX_GRID
 from .errors import InputError
-from .features import FeatureMap
+from .features import DEFAULT_FEATURES, FeatureMap, Temporal
 from .passes import SampleCache
 from .search import SearchLog
 from .signal import Signal
@@ -235,3 +236,77 @@ def limit_in_memory(jobs: list[Job]) -> None:
                 job.in_memory = False
             else:
                 held += size
+
+
+def settings_of(
+    *, features, n_bkps, pen, method, d_max, min_size, min_duration, alpha, window, block_size,
+    seed, sample_size, tile, cache_bytes, checkpoint, progress,
+) -> tuple[Settings, Any]:  # fmt: skip
+    """:func:`kcpstream.segment`'s arguments checked into :class:`Settings`, and
+    the feature map (``window=`` stands for the temporal map of that window);
+    an :class:`InputError` naming the argument and the fix otherwise."""
+    if min_size is not None:
+        min_size = check_positive_int("min_size", min_size)
+        if min_duration is not None:
+            raise InputError("give min_size (samples) or min_duration (time), not both")
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, int | float | np.number)
+        or not (0.0 < float(alpha) < 1.0)
+    ):
+        raise InputError(f"alpha must be a number in (0, 1), got {alpha!r}")
+    tile = check_positive_int("tile", tile)
+    cache_bytes = check_positive_int("cache_bytes", cache_bytes, 0)
+    sample_size = check_positive_int("sample_size", sample_size, 2)
+    if n_bkps is not None and pen is not None:
+        raise InputError("give n_bkps or pen, not both")
+    features = _window_features(window, features)
+    rule, n_bkps, pen = _rule_of(n_bkps, pen)
+    if method not in ("binseg", "dynp"):
+        raise InputError(f"method must be 'binseg' or 'dynp', got {method!r}")
+    if d_max is not None:
+        d_max = _checked_d_max(d_max)
+    settings = Settings(
+        rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
+        cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),
+        alpha=float(alpha), min_duration=min_duration,
+    )  # fmt: skip
+    return settings, features
+
+
+def _window_features(window, features):
+    """The feature map ``window=`` chooses (``features`` must be left "auto")."""
+    if window is None:
+        return features
+    window = check_positive_int("window", window, 2)
+    if not is_auto(features):
+        raise InputError(
+            "window= chooses the temporal feature map; give window or features, not both "
+            "(a window map takes its own window: features=Temporal(window=...))"
+        )
+    return Temporal(DEFAULT_FEATURES, window=window)
+
+
+def _rule_of(n_bkps, pen) -> tuple[str, int | None, float | None]:
+    """``(rule, n_bkps, pen)``: how the number of change-points is chosen."""
+    if n_bkps is not None:
+        return "n_bkps", check_positive_int("n_bkps", n_bkps, 0), None
+    if pen is None or (isinstance(pen, str) and pen in ("auto", "slope")):
+        return pen or "auto", None, None
+    if isinstance(pen, bool) or not isinstance(pen, int | float | np.number):
+        raise InputError(f"pen must be a number >= 0, 'auto' or 'slope', got {pen!r}")
+    pen = float(pen)
+    if not (math.isfinite(pen) and pen >= 0):
+        raise InputError(f"pen must be a finite number >= 0, 'auto' or 'slope', got {pen!r}")
+    return "pen", None, pen
+
+
+def _checked_d_max(d_max) -> int:
+    d_max = check_positive_int("d_max", d_max, 1)
+    if d_max > MAX_D_MAX:
+        raise InputError(
+            f"d_max={d_max} is more than the {MAX_D_MAX} segments kcpstream searches a "
+            f"path of (longer paths cost minutes); ask for d_max <= {MAX_D_MAX}, or give "
+            "pen= to let the penalty choose"
+        )
+    return d_max
