@@ -6,12 +6,14 @@ saying why, no traceback); 2 wrong usage (unknown option, missing argument).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 
 import click
 
@@ -46,6 +48,30 @@ def check_writable(path: str, folder: bool = False) -> None:
         ) from None
     if not folder and os.path.isdir(path):
         raise click.ClickException(f"cannot write the file {path}: it is a folder")
+
+
+@contextlib.contextmanager
+def _progress_lines(enabled: bool) -> Iterator[None]:
+    """The pipeline's progress lines on stderr while the command runs (and
+    only then: a process may run several commands)."""
+    import logging
+
+    if not enabled:
+        yield
+        return
+    logger = logging.getLogger("kcpstream.pipeline")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def parse_storage_options(items: tuple[str, ...] | list[str]) -> dict | None:
@@ -315,12 +341,17 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
 @click.option(
     "--dry-run", is_flag=True, help="Check the job and show the plan; compute and write nothing."
 )
-def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool) -> None:
-    """Run a pipeline JOB (a TOML file; see pipelines/README.md)."""
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool, quiet: bool) -> None:
+    """Run a pipeline JOB (a TOML file; see pipelines/README.md).
+
+    A line on stderr says how many series are left, and another after each
+    group of series is written, so that a job's log shows how far it got."""
     from .pipeline import JobError, run_job
 
     try:
-        report = run_job(job, scheduler=scheduler, dry_run=dry_run)
+        with _progress_lines(not quiet):
+            report = run_job(job, scheduler=scheduler, dry_run=dry_run)
     except (JobError, *USER_ERRORS) as exc:
         raise click.ClickException(_message(exc)) from None
     if dry_run:

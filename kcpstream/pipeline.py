@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -43,6 +44,10 @@ __all__ = ["JobError", "load_job", "run_job"]
 
 #: Series segmented together (one data-pass graph) before their results are written.
 DEFAULT_GROUP = 8
+
+#: A line per group written, on the ``kcpstream.pipeline`` logger (``kcpstream
+#: run`` shows them on stderr): a long job says how far it got.
+_LOG = logging.getLogger(__name__)
 
 
 def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
@@ -306,6 +311,8 @@ def _run_locked(
     done = 0
     cluster = job.get("cluster", {})
     spec = scheduler or cluster.get("scheduler", "threads")
+    _LOG.info("%d series to segment, %d up to date", len(todo), len(skipped))
+    t0 = time.perf_counter()
     with _cluster(spec, cluster.get("slurm"), cluster.get("timeout", SLURM_TIMEOUT)):
         for start in range(0, len(todo), group):
             chunk = todo[start : start + group]
@@ -321,6 +328,10 @@ def _run_locked(
                 manifest["series"][name] = entry
             manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             _write_manifest(manifest_path, manifest)
+            _LOG.info(
+                "%d/%d series segmented (%d failed), %.1f s",
+                start + len(chunk), len(todo), len(failed), time.perf_counter() - t0,
+            )  # fmt: skip
     _write_table(folder, manifest)
     return {
         "output": folder,

@@ -153,6 +153,11 @@ def test_the_repository_sensor_archive_job_runs(tmp_path):
     res = _kcpstream("run", tmp_path / "sensor_archive.toml", "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["done"] == 3
+    # progress on stderr: what is left, then a line per group written (one here)
+    assert "3 series to segment, 0 up to date" in res.stderr
+    assert "3/3 series segmented (0 failed)" in res.stderr
+    again = _kcpstream("run", tmp_path / "sensor_archive.toml", "--json", "--quiet")
+    assert json.loads(again.stdout)["skipped"] == 3 and "series" not in again.stderr
     out = tmp_path / "output" / "sensor_archive"
     truth = json.loads(
         xr.open_zarr(tmp_path / "data" / "sensor_archive.zarr")["vibration"].attrs["changepoints"]
