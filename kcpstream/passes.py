@@ -39,7 +39,6 @@ from .stats import BlockStats, PieceStats
 __all__ = [
     "data_pass",
     "data_passes",
-    "scan_pieces",
     "scan_many",
     "ScanRequest",
     "ScanResult",
@@ -1058,15 +1057,3 @@ def scan_many(
         if read and cache is not None:
             cache.samples_read_again += length
     return [[res[i] for i in range(len(batches[b][2]))] for b, res in enumerate(out)]
-
-
-def scan_pieces(
-    signal: Signal,
-    fmap: FeatureMap,
-    requests: list[ScanRequest],
-    min_size: int,
-    tile: int,
-    cache: SampleCache | None = None,
-) -> list[ScanResult]:
-    """:func:`scan_many` for one signal."""
-    return scan_many([(signal, fmap, requests, cache)], min_size, tile)[0]

@@ -43,8 +43,12 @@ from .stats import BlockStats, PieceStats
 __all__ = [
     "SegmentSplit",
     "SearchLog",
-    "binary_segmentation",
     "NotEnoughSplitsError",
+    "binseg_steps",
+    "dense_binseg_steps",
+    "drive_many",
+    "scans_from_prefix",
+    "check_enough_splits",
 ]
 
 #: relative slack on pruning bounds (covers floating-point rounding of the bounds)
@@ -347,24 +351,3 @@ def drive_many(
         for i, results in zip(ids, scan_many(batches, min_size, tile), strict=True):
             advance(i, results)
     return outcomes
-
-
-def binary_segmentation(
-    stats: BlockStats,
-    signal: Signal,
-    fmap: FeatureMap,
-    *,
-    min_size: int,
-    n_bkps: int | None = None,
-    pen: float | None = None,
-    tile: int,
-    log: SearchLog | None = None,
-    cache: SampleCache | None = None,
-    allow_fewer: bool = False,
-) -> list[SegmentSplit]:
-    """Binary segmentation of one signal (see :func:`binseg_steps`)."""
-    cache = cache if cache is not None else SampleCache(stats.block_size)
-    steps = binseg_steps(
-        stats, min_size=min_size, n_bkps=n_bkps, pen=pen, log=log, allow_fewer=allow_fewer
-    )
-    return drive_many([(steps, signal, fmap, cache)], min_size, tile)[0]
