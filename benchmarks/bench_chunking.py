@@ -40,12 +40,10 @@ def write_stores(n: int, root: str) -> dict[str, str]:
     """The stores, written by a child process: a child's peak RSS counts its
     parent's at the fork, so the parent never holds the signal."""
     os.makedirs(root, exist_ok=True)
-    stores = {
-        label: os.path.join(root, f"n{n}-c{chunk}.zarr")
-        for label, chunk in (("2^20", 2**20), ("2^24", 2**24), ("one chunk", n))
-    }
-    missing = {path: int(path.rsplit("-c", 1)[1][:-5]) for path in stores.values()
-               if not os.path.isdir(path)}  # fmt: skip
+    chunks = {"2^20": 2**20, "2^24": 2**24, "one chunk": n}
+    stores = {label: os.path.join(root, f"n{n}-c{chunk}.zarr") for label, chunk in chunks.items()}
+    missing = {stores[label]: chunk for label, chunk in chunks.items()
+               if not os.path.isdir(stores[label])}  # fmt: skip
     if missing:
         script = (
             "from kcpstream import datasets\n"

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import click
 
 from ._io import probe_writable, write_atomic
+from .errors import one_line
 from .scheduling import scheduler_context
 from .significance import DEFAULT_ALPHA
 
@@ -26,13 +27,6 @@ __all__ = ["main", "scheduler_context", "open_store"]
 #: Errors that are the user's input or parameters, reported in one line (not
 #: TypeError: the CLI hands typed values on, so one is a bug and keeps its traceback).
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFoundError)
-
-
-def _message(exc: BaseException) -> str:
-    """An exception as the one line the command line prints (a KeyError's
-    message without the quotes ``str()`` puts around it)."""
-    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    return (text.strip().splitlines() or [type(exc).__name__])[0]
 
 
 def check_writable(path: str, folder: bool = False) -> None:
@@ -316,7 +310,7 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
                 progress=show, **extra,
             )  # fmt: skip
     except USER_ERRORS as exc:
-        raise click.ClickException(_message(exc)) from None
+        raise click.ClickException(one_line(exc)) from None
     if out:
         write_atomic(out, res.to_json())
     summary = _summary(res)
@@ -353,7 +347,7 @@ def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool, quiet: bo
         with _progress_lines(not quiet):
             report = run_job(job, scheduler=scheduler, dry_run=dry_run)
     except (JobError, *USER_ERRORS) as exc:
-        raise click.ClickException(_message(exc)) from None
+        raise click.ClickException(one_line(exc)) from None
     if dry_run:
         if as_json:
             click.echo(json.dumps(report))
@@ -404,7 +398,7 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
         try:
             res = run_segment(store, variable="x", n_bkps=n_bkps, features=features, seed=seed)
         except USER_ERRORS as exc:
-            raise click.ClickException(_message(exc)) from None
+            raise click.ClickException(one_line(exc)) from None
     found = res.changepoints
     true = sig.changepoints
     hausdorff = int(metrics.hausdorff(true, found)) if len(found) and len(true) else 0

@@ -10,15 +10,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from .errors import InputError
+from .errors import InputError, one_line
 
 __all__ = ["scheduler_context", "START_TIMEOUT"]
-
-
-def _message(exc: BaseException | None) -> str:
-    """The first line of an exception (its type when it has no message)."""
-    text = str(exc) if exc is not None else ""
-    return (text.strip().splitlines() or [type(exc).__name__])[0]
 
 
 #: Seconds a client waits for a local cluster's scheduler.
@@ -72,7 +66,7 @@ def scheduler_context(spec: str | None) -> Iterator[None]:
             try:
                 stack.enter_context(Client(spec, timeout="10s"))
             except (OSError, TimeoutError, ValueError) as exc:
-                msg = f"cannot connect to the dask scheduler at {spec}: {_message(exc)}"
+                msg = f"cannot connect to the dask scheduler at {spec}: {one_line(exc)}"
                 raise InputError(msg) from None
         yield
 
@@ -95,4 +89,4 @@ def _start_local(workers: int | None):
             last = exc
         finally:
             quiet.setLevel(level)
-    raise InputError(f"cannot start a local dask cluster: {_message(last)}")
+    raise InputError(f"cannot start a local dask cluster: {one_line(last)}")

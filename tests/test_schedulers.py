@@ -14,30 +14,30 @@ from kcpstream import datasets
 from kcpstream.signal import as_signal
 
 
+def _stored(tmp_path_factory, name: str, chunks: int) -> str:
+    """The test signal (300 000 samples, 6 changes) in a zarr store on disk (a
+    LocalStore: workers can open it) in chunks of ``chunks`` samples."""
+    sig = datasets.changing_distribution(300_000, 6, seed=5)
+    path = tmp_path_factory.mktemp(name) / "s.zarr"
+    datasets.write_zarr(sig.x, path, chunks=chunks)
+    return str(path)
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    sig = datasets.changing_distribution(300_000, 6, seed=5)
-    path = tmp_path_factory.mktemp("sched") / "s.zarr"  # a LocalStore: workers can open it
-    datasets.write_zarr(sig.x, path, chunks=40_000)
-    return str(path)
+    return _stored(tmp_path_factory, "sched", 40_000)
 
 
 @pytest.fixture(scope="module")
 def small_chunks(tmp_path_factory):
     """The same signal in 600 chunks of 500 samples: 10 per data-pass task."""
-    sig = datasets.changing_distribution(300_000, 6, seed=5)
-    path = tmp_path_factory.mktemp("small") / "s.zarr"
-    datasets.write_zarr(sig.x, path, chunks=500)
-    return str(path)
+    return _stored(tmp_path_factory, "small", 500)
 
 
 @pytest.fixture(scope="module")
 def one_chunk(tmp_path_factory):
     """The same signal in one chunk: the data pass featurizes it in slices."""
-    sig = datasets.changing_distribution(300_000, 6, seed=5)
-    path = tmp_path_factory.mktemp("one") / "s.zarr"
-    datasets.write_zarr(sig.x, path, chunks=300_000)
-    return str(path)
+    return _stored(tmp_path_factory, "one", 300_000)
 
 
 @pytest.fixture(scope="module")
