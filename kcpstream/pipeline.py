@@ -38,7 +38,7 @@ from typing import Any
 
 from ._io import write_atomic
 from .jobfile import JobError, load_job
-from .scheduling import scheduler_context
+from .scheduling import START_TIMEOUT, scheduler_context
 
 __all__ = ["JobError", "load_job", "run_job"]
 
@@ -313,7 +313,7 @@ def _run_locked(
     spec = scheduler or cluster.get("scheduler", "threads")
     _LOG.info("%d series to segment, %d up to date", len(todo), len(skipped))
     t0 = time.perf_counter()
-    with _cluster(spec, cluster.get("slurm"), cluster.get("timeout", SLURM_TIMEOUT)):
+    with _cluster(spec, cluster.get("slurm"), cluster.get("timeout")):
         for start in range(0, len(todo), group):
             chunk = todo[start : start + group]
             failures, digests = _run_group(chunk, ds, inp, kwargs, batch_dims)
@@ -429,10 +429,12 @@ def _one_line(exc: Exception) -> str:
 SLURM_TIMEOUT = 600
 
 
-def _cluster(spec: str, slurm: dict[str, Any] | None, timeout: int = SLURM_TIMEOUT):
-    """The scheduler context of a job: threads/processes/local/address, or SLURM."""
+def _cluster(spec: str, slurm: dict[str, Any] | None, timeout: int | None = None):
+    """The scheduler context of a job: threads/processes/local/address, or SLURM
+    (``timeout``: ``[cluster] timeout``, each kind's default when None)."""
     if spec != "slurm":
-        return scheduler_context(spec)
+        return scheduler_context(spec, START_TIMEOUT if timeout is None else timeout)
+    timeout = SLURM_TIMEOUT if timeout is None else timeout
     try:
         from dask_jobqueue import SLURMCluster
     except ImportError:

@@ -15,7 +15,8 @@ from .errors import InputError, one_line
 __all__ = ["scheduler_context", "START_TIMEOUT"]
 
 
-#: Seconds a client waits for a local cluster's scheduler.
+#: Seconds a local cluster's scheduler and each of its workers may take to
+#: start (and a client to connect to a scheduler address) before it is an error.
 START_TIMEOUT = 60
 
 
@@ -26,7 +27,7 @@ _DISTRIBUTED_TRIM_DEFAULT = 65536
 
 
 @contextlib.contextmanager
-def scheduler_context(spec: str | None) -> Iterator[None]:
+def scheduler_context(spec: str | None, timeout: float = START_TIMEOUT) -> Iterator[None]:
     """Run the enclosed computations on the scheduler ``spec``.
 
     ``threads`` (default), ``processes``, ``sync``; ``local`` or ``local:N``
@@ -35,6 +36,11 @@ def scheduler_context(spec: str | None) -> Iterator[None]:
     ``MALLOC_TRIM_THRESHOLD_`` (unless configured otherwise); any other
     value is the address of a running distributed scheduler
     (``tcp://host:8786``).
+
+    Every wait is bounded by ``timeout`` seconds: a worker that does not
+    start in time (or dies while starting) has the cluster started again
+    once, then an :class:`~kcpstream.errors.InputError`; so does a scheduler
+    address that does not answer.
     """
     import dask
 
@@ -58,22 +64,24 @@ def scheduler_context(spec: str | None) -> Iterator[None]:
                 # workers that run kcpstream read zarr chunks about twice as fast
                 # without it (see the README); a value the user set is kept
                 stack.enter_context(dask.config.set({_TRIM_KEY: None}))
-            cluster = stack.enter_context(_start_local(workers))
-            stack.enter_context(Client(cluster, timeout=f"{START_TIMEOUT}s"))
+            cluster = stack.enter_context(_start_local(workers, timeout))
+            stack.enter_context(Client(cluster, timeout=f"{timeout}s"))
         else:
             from distributed import Client
 
             try:
-                stack.enter_context(Client(spec, timeout="10s"))
+                stack.enter_context(Client(spec, timeout=f"{min(timeout, 10)}s"))
             except (OSError, TimeoutError, ValueError) as exc:
                 msg = f"cannot connect to the dask scheduler at {spec}: {one_line(exc)}"
                 raise InputError(msg) from None
         yield
 
 
-def _start_local(workers: int | None):
-    """A LocalCluster, started again once if a worker dies while it starts;
-    a one-line error if that fails too."""
+def _start_local(workers: int | None, timeout: float):
+    """A LocalCluster, started again once if a worker dies while it starts or
+    takes more than ``timeout`` seconds to (a nanny's ``death_timeout``: without
+    it a worker stuck in its start-up is waited for forever); a one-line
+    error if that fails too."""
     import logging
 
     from distributed import LocalCluster
@@ -84,7 +92,9 @@ def _start_local(workers: int | None):
         level = quiet.level
         quiet.setLevel(logging.CRITICAL)  # the retry, or the one line below, says it
         try:
-            return LocalCluster(n_workers=workers, processes=True, dashboard_address=None)
+            return LocalCluster(
+                n_workers=workers, processes=True, dashboard_address=None, death_timeout=timeout
+            )
         except Exception as exc:  # a worker that died while starting, a timeout
             last = exc
         finally:

@@ -409,6 +409,59 @@ def test_cli_errors_are_one_line_and_come_before_the_work(tmp_path):
         assert match in res.output and len(res.output.strip().splitlines()) == 1
 
 
+#: A worker preload that logs each worker process that starts and kills the
+#: first ``KCP_DIE_STARTS`` of them while they start (as a node's OOM killer or a
+#: crash would).  distributed may run a preload file more than once per process.
+_DYING_WORKER = """
+import os
+log = os.environ["KCP_START_LOG"]
+with open(log, "a") as f:
+    f.write(f"{os.getpid()}\\n")
+with open(log) as f:
+    starts = len(set(f.read().split()))
+if starts <= int(os.environ["KCP_DIE_STARTS"]):
+    os._exit(3)
+"""
+
+
+@pytest.mark.parametrize("deaths", [1, 2])
+def test_a_worker_dying_while_the_cluster_starts_is_retried_once(tmp_path, deaths):
+    store = _store(tmp_path / "s.zarr", _signal())
+    (tmp_path / "dying.py").write_text(_DYING_WORKER)
+    log = tmp_path / "starts.log"
+    env = {
+        **os.environ,
+        "DASK_DISTRIBUTED__WORKER__PRELOAD": f'["{tmp_path / "dying.py"}"]',
+        "KCP_START_LOG": str(log),
+        "KCP_DIE_STARTS": str(deaths),
+    }
+    exe = os.path.join(os.path.dirname(sys.executable), "kcpstream")
+    res = subprocess.run(
+        [exe, "segment", store, "--scheduler", "local:1"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert len(set(log.read_text().split())) == 2  # started again once, not more
+    if deaths == 1:  # the second start holds: the same answer as without a cluster
+        assert res.returncode == 0, res.stderr
+        expected = kcpstream.segment(store).changepoints
+        assert res.stdout.split("\n", 1)[1].split() == [f"{c:,}" for c in expected]
+    else:
+        assert res.returncode == 1
+        expected = "Error: cannot start a local dask cluster: Nanny failed to start."
+        assert res.stderr.strip() == expected
+
+
+def test_a_worker_stuck_while_the_cluster_starts_is_an_error_in_time(tmp_path):
+    dask = pytest.importorskip("dask")
+    from kcpstream.scheduling import scheduler_context
+
+    (tmp_path / "stuck.py").write_text("import time\ntime.sleep(10**6)\n")
+    with dask.config.set({"distributed.worker.preload": [str(tmp_path / "stuck.py")]}):
+        with pytest.raises(InputError, match="cannot start a local dask cluster"):
+            with scheduler_context("local:1", timeout=3):
+                pass  # pragma: no cover - the cluster never starts
+
+
 def test_cli_messages_carry_no_stray_quotes_or_warnings(tmp_path):
     xr = pytest.importorskip("xarray")
     xr.Dataset({"v": ("time", _signal())}).to_zarr(tmp_path / "x.zarr", consolidated=False)

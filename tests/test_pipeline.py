@@ -171,17 +171,51 @@ def test_the_repository_sensor_archive_job_runs(tmp_path):
     assert os.path.isdir(out / "checkpoint")
 
 
-def test_slurm_without_dask_jobqueue_is_a_clear_error(tmp_path):
-    try:  # dask-jobqueue is not a dependency; without it the error names the fix
-        import dask_jobqueue  # noqa: F401
+def _kcpstream_env(*args, env):
+    exe = Path(sys.executable).parent / "kcpstream"
+    return subprocess.run(
+        [str(exe), *map(str, args)], capture_output=True, text=True, timeout=600,
+        env={**os.environ, **env},
+    )  # fmt: skip
 
-        pytest.skip("dask-jobqueue is installed here")
-    except ImportError:
-        pass
+
+def test_slurm_without_dask_jobqueue_is_a_clear_error(tmp_path):
+    # a package on the path ahead of site-packages that fails to import, as an
+    # environment without dask-jobqueue does
+    hide = tmp_path / "hide" / "dask_jobqueue"
+    hide.mkdir(parents=True)
+    (hide / "__init__.py").write_text('raise ImportError("No module named dask_jobqueue")\n')
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path, extra='[cluster]\nscheduler = "slurm"')
-    res = _kcpstream("run", job)
+    res = _kcpstream_env("run", job, env={"PYTHONPATH": str(tmp_path / "hide")})
     assert res.returncode == 1 and "pip install dask-jobqueue" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_slurm_queue_that_never_starts_workers_times_out(tmp_path):
+    """dask-jobqueue submits through ``sbatch``; a queue that accepts the job and
+    never runs it (here an ``sbatch`` that answers and does nothing) ends the job
+    with one line after ``[cluster] timeout`` seconds, no series marked done."""
+    pytest.importorskip("dask_jobqueue")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.log"
+    for name, reply in [("sbatch", "Submitted batch job 4242"), ("scancel", ""), ("squeue", "")]:
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\necho "{reply}"\n')
+        script.chmod(0o755)
+    _archive(tmp_path / "archive.zarr")
+    job = _job(
+        tmp_path,
+        extra='[cluster]\nscheduler = "slurm"\ntimeout = 3\n'
+        '[cluster.slurm]\ncores = 1\nmemory = "1GB"\n',
+    )
+    res = _kcpstream_env("run", job, env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert res.returncode == 1, res.stderr
+    assert "no SLURM worker started within 3 s" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert "sbatch" in calls.read_text()  # the job was really submitted to the queue
+    assert not list((tmp_path / "out").glob("series/*.json"))
 
 
 # -- never a lost result -----------------------------------------------------------
