@@ -42,6 +42,7 @@ from .plan import (
     settings_of,
 )
 from .result import Diagnostics, Segmentation
+from .reuse import plan_reuse
 from .search import SearchLog, binseg_steps, dense_binseg_steps, drive_many, scans_from_prefix
 from .signal import Signal, as_signal, check_finite_index, window_signal
 from .significance import DEFAULT_ALPHA
@@ -245,7 +246,10 @@ def segment(
         only what it has not read before.  Writes are atomic; a damaged or
         partial checkpoint is recomputed, never used (see
         :mod:`kcpstream.checkpoint`).  An input whose origin cannot be
-        followed (a dask array computed from other arrays) is refused.
+        followed (a dask array computed from other arrays) is refused.  When
+        the store changed since (chunks rewritten, appended, cut off), the
+        statistics of the unchanged chunks are kept and only the others read
+        (``diagnostics.checkpoint == "updated"``; :mod:`kcpstream.reuse`).
     progress : bool, default False
         Show the data pass's progress bar on stderr (dask's, or distributed's
         under a client).
@@ -408,7 +412,37 @@ def _prepare(signal: Signal, features, st: Settings) -> Job:
             job.loaded = True
             # the key holds for both searches: search as the stored statistics allow
             job.in_memory = job.stats.block_size == 1
+        if not job.loaded and not job.in_memory:
+            _find_reuse(job, st.checkpoint)
     return job
+
+
+def _find_reuse(job: Job, path) -> None:
+    """Keep the statistics of an earlier version of the same stored array
+    (appended to, or rewritten in place) where its samples did not change:
+    ``job.reuse`` (see :mod:`kcpstream.reuse`)."""
+    origin = job.signal.origin
+    lineage = None if origin is None else origin.lineage()
+    if lineage is None:
+        return
+    found = checkpoint.load_base(path, lineage, job.fmap.to_json(), job.block_size)
+    if found is None:
+        return
+    key, base, attrs = found
+    job.base_key = key  # replaced by this run's statistics once they are written
+    step, slabs = origin.slab_versions()
+    # a block cut by a chunk boundary sums its squared norms in two parts, one
+    # rounding apart from a block read whole: the same chunking, the same bits
+    if attrs.get("slab_step") != step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
+        return
+    old = {int(k): v for k, v in attrs.get("slabs", [])}
+    row0 = origin.stores[0][0].rows[0]
+    job.reuse = plan_reuse(base, job.signal.n, job.signal.chunk_starts, step, row0, old, slabs)
+
+
+def _pass_chunk(signal: Signal) -> int:
+    """The data pass's chunk length (all chunks but the last have it)."""
+    return int(signal.data.chunks[0][0])
 
 
 def _long_cycle(job: Job, st: Settings) -> Job | None:
@@ -438,6 +472,7 @@ def _long_cycle(job: Job, st: Settings) -> Job | None:
     d_max = d_max_of(st, m, min_size)
     out = Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, window=window)
     out.original, out.stats, out.in_memory, out.loaded = job.signal, windows, True, job.loaded
+    out.reuse = job.reuse
     out.samples_per_pass = stats.n
     out.params = {**job.params, "d_max": d_max, "min_size": min_size * window, "window": window}
     return out
@@ -469,10 +504,11 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     for job, stats in zip(
         todo,
         data_passes(
-            [(j.signal, j.fmap, j.block_size, j.cache) for j in todo], st.tile, st.progress
+            [(j.signal, j.fmap, j.block_size, j.cache) for j in todo], st.tile, st.progress,
+            [j.reuse for j in todo],
         ),
         strict=True,
-    ):
+    ):  # fmt: skip
         job.stats = stats
     for job in jobs:
         _check_statistics(job.stats, job.signal)
@@ -513,9 +549,13 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
                 "features": job.fmap.to_json(),
                 "source": json.dumps(job.signal.source, default=str),
                 "min_size": job.min_size,
+                "block_size": job.block_size,
+                **_versions_of(job.signal),
             }
             checkpoint.save(st.checkpoint, job.key, job.stats, job.known, attrs)
-    state = {(True, False): "loaded", (False, False): "written", (False, True): "recomputed"}
+            if job.base_key is not None and job.base_key != job.key:
+                # the earlier version's statistics describe samples the store no longer holds
+                checkpoint.remove(st.checkpoint, job.base_key)
     return [
         _build_result(
             j,
@@ -528,10 +568,35 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
             j.min_size * j.window,  # in samples
             t0,
             seconds_pass,
-            "" if st.checkpoint is None else state[j.loaded, j.damaged],
+            _checkpoint_state(j, st),
         )  # fmt: skip
         for j, c in zip(jobs, chosen, strict=True)
     ]
+
+
+def _checkpoint_state(job: Job, st: Settings) -> str:
+    """``diagnostics.checkpoint`` (see :class:`~kcpstream.result.Diagnostics`)."""
+    if st.checkpoint is None:
+        return ""
+    if job.reuse is not None:
+        return "updated"
+    return "loaded" if job.loaded else "recomputed" if job.damaged else "written"
+
+
+def _versions_of(signal: Signal) -> dict:
+    """What a later run needs to reuse these statistics for a changed version
+    of the same stored array (:func:`_find_reuse`): nothing when it cannot."""
+    origin = signal.origin
+    lineage = None if origin is None else origin.lineage()
+    if lineage is None:
+        return {}
+    step, slabs = origin.slab_versions()
+    return {
+        "lineage": lineage,
+        "slab_step": step,
+        "pass_chunk": _pass_chunk(signal),
+        "slabs": [[k, v] for k, v in slabs.items()],
+    }
 
 
 def _drive(jobs: list[Job], make_steps, tile: int) -> list:
@@ -591,7 +656,15 @@ def _build_result(
             "end": time_axis.at(sample_bounds[1:] - 1),
         }
     per_pass = stats.n if job.samples_per_pass is None else job.samples_per_pass
-    passed = 0 if job.loaded else per_pass
+    starts = signal.chunk_starts
+    n_chunks = len(starts) - 1
+    if job.loaded:
+        passed, read = 0, 0
+    elif job.reuse is not None:
+        read = len(job.reuse.chunks)
+        passed = int((starts[job.reuse.chunks + 1] - starts[job.reuse.chunks]).sum())
+    else:
+        passed, read = per_pass, n_chunks
     featurized = passed + log.samples_scanned
     diagnostics = Diagnostics(
         samples_featurized=int(featurized),
@@ -600,7 +673,9 @@ def _build_result(
         seconds_data_pass=seconds_pass,
         n_blocks=stats.n_blocks,
         block_size=stats.block_size,
-        n_chunks=len(signal.data.chunks[0]),
+        n_chunks=n_chunks,
+        chunks_read=read,
+        chunks_reused=0 if job.reuse is None else job.reuse.chunks_reused,
         rounds=log.rounds,
         pieces_scanned=log.pieces_scanned,
         samples_scanned=log.samples_scanned,
@@ -609,7 +684,9 @@ def _build_result(
         samples_read_again=job.cache.samples_read_again,
         pass_tasks=0
         if job.loaded or job.in_memory
-        else pass_task_count(signal, job.params["block_size"]),
+        else pass_task_count(
+            signal, job.params["block_size"], None if job.reuse is None else job.reuse.chunks
+        ),
         in_memory=job.in_memory,
     )
     return Segmentation(

@@ -8,13 +8,21 @@ A checkpoint directory holds one zarr group per *fingerprint* of
 * the fitted feature map (its JSON);
 * the block size.
 
-The chunking is deliberately not part of it: the statistics are exact
-integer sums, bit-identical for every chunking.  A second run on the same
+The chunking is deliberately not part of it: the feature sums are exact
+integers, the same for every chunking (a block cut by a chunk boundary sums
+its squared norms and its bridge bound in two parts, so those can differ by a
+rounding: costs in the last bit, never the gains that place a split).  A second run on the same
 input with another ``pen``, ``n_bkps`` or ``method`` loads the statistics
 (no data pass) and the segments already evaluated exactly (no refinement
 read it has made before).  A changed input (a chunk rewritten in place, an
 append, another codec) or parameter gives another fingerprint: a stale
 checkpoint is never used.
+
+A group also keeps the *lineage* of a stored input (which array, how it is
+stored; not its length or chunk versions) and the version of each run of
+its chunks along time: a later call on a changed version of the same array
+keeps the statistics of the unchanged blocks (:mod:`kcpstream.reuse`) and
+replaces the group with its own.
 
 Every array is stored with a SHA-256 of its dtype, shape and bytes, checked
 on load; a group that is missing a piece, fails its checksums or does not fit
@@ -43,10 +51,10 @@ from ._io import fsync_dir, probe_writable
 from .search import SegmentSplit
 from .stats import BlockStats
 
-__all__ = ["fingerprint", "load", "save", "check_writable", "FORMAT"]
+__all__ = ["fingerprint", "load", "load_base", "save", "check_writable", "FORMAT"]
 
 #: Bumped whenever the stored layout changes (older checkpoints are then not used).
-FORMAT = 2
+FORMAT = 3
 
 #: Temporary folders of another machine's runs older than this are removed.
 STALE_SECONDS = 24 * 3600
@@ -120,11 +128,55 @@ def load(
         return "damaged"
 
 
+def load_base(
+    path: str | os.PathLike, lineage: str, features: str, block_size: int
+) -> tuple[str, BlockStats, dict[str, Any]] | None:
+    """The newest intact statistics stored for an earlier version of the input
+    of ``lineage`` (:meth:`kcpstream.provenance.Origin.lineage`) with the
+    same fitted feature map (JSON ``features``) and blocks of ``block_size``:
+    ``(key, stats, attrs)``, or None.  ``attrs["slabs"]`` says which versions
+    of the stored objects they were computed from."""
+    import zarr
+
+    root = _local_dir(path)
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: -e.stat().st_mtime_ns)
+    except FileNotFoundError:
+        return None
+    for entry in entries:
+        if not re.fullmatch(r"[0-9a-f]{32}", entry.name) or not entry.is_dir():
+            continue
+        try:
+            attrs = dict(zarr.open_group(entry.path, mode="r").attrs)
+            if (attrs.get("lineage") != lineage or attrs.get("features") != features
+                    or attrs.get("block_size") != block_size):  # fmt: skip
+                continue
+            stats, _ = _read(entry.path, entry.name, -1, None, block_size)
+        except Exception:  # damaged or being replaced: not a base
+            continue
+        if stats.block_size == block_size:
+            return entry.name, stats, attrs
+    return None
+
+
+def remove(path: str | os.PathLike, key: str) -> None:
+    """Remove the group ``key`` (atomically out of sight first), if present."""
+    root = _local_dir(path)
+    final = os.path.join(root, key)
+    if os.path.isdir(final):
+        old = _temp_name(root, key, "old")
+        try:
+            os.replace(final, old)
+        except OSError:  # removed or replaced meanwhile
+            return
+        shutil.rmtree(old, ignore_errors=True)
+
+
 class _Damaged(Exception):
     pass
 
 
-def _read(where: str, key: str, min_size: int, n: int, block_size: int):
+def _read(where: str, key: str, min_size: int, n: int | None, block_size: int):
     import zarr
 
     group = zarr.open_group(where, mode="r")
@@ -138,13 +190,13 @@ def _read(where: str, key: str, min_size: int, n: int, block_size: int):
             raise _Damaged(name)
     stats = BlockStats.from_arrays({k: v for k, v in arrays.items() if not k.startswith("seg_")})
     # an in-memory search stores one block per sample under the same key
-    if stats.n != n or stats.block_size not in (1, block_size):
+    if (n is not None and stats.n != n) or stats.block_size not in (1, block_size):
         raise _Damaged("size")
-    blocks = -(-n // stats.block_size)
-    if stats.prefix.shape[1] != blocks + 1 or len(stats.prefix_q) != blocks + 1:
+    blocks = -(-stats.n // stats.block_size)
+    if stats.prefix.shape[1] != blocks + 1 or len(stats.block_q) != blocks:
         raise _Damaged("shape")
     known: dict[tuple[int, int], SegmentSplit] = {}
-    if attrs.get("min_size") != min_size:
+    if attrs.get("min_size") != min_size or n is None:
         return stats, known
     for row, piece in zip(arrays["seg_bounds"], arrays["seg_piece"], strict=True):
         start, end, split = (int(v) for v in row[:3])

@@ -33,6 +33,7 @@ from ._kernels.blockstats import scan_piece as _scan_piece_kernel
 from ._kernels.blockstats import scan_pieces as _scan_pieces_kernel
 from ._kernels.dense import sample_prefix_sums
 from .features.base import FeatureMap
+from .reuse import Reuse
 from .signal import Signal, SourceSlice, check_finite_index
 from .stats import BlockStats, PieceStats
 
@@ -401,25 +402,47 @@ def slice_cuts(start: int, end: int, target: int, block_size: int) -> np.ndarray
     return np.concatenate([[start], inner, [end]]).astype(np.int64)
 
 
-def pass_plan(signal: Signal, block_size: int) -> list[tuple[int, int, np.ndarray | None]]:
+def pass_plan(
+    signal: Signal, block_size: int, only: np.ndarray | None = None
+) -> list[tuple[int, int, np.ndarray | None]]:
     """The data pass's tasks: runs of chunks ``(first, last, cuts)``
     (:func:`pass_runs`), ``cuts`` the slices of a large chunk
     (:func:`slice_cuts`) or None.  Slices share their chunk where tasks share
     memory (threads) or a worker keeps it (distributed); a pool of processes
-    would copy it to each, so there every chunk is one task."""
+    would copy it to each, so there every chunk is one task.  ``only``: the
+    indices of the chunks to read (the runs cut to them), all when None."""
     starts = signal.chunk_starts
     target = pass_target(signal.n, signal.row_bytes)
     sliced = _caches_reachable()
+    runs = pass_runs(starts, signal.row_bytes)
+    if only is not None:
+        runs = _restrict_runs(runs, only)
     return [
         (first, last, slice_cuts(int(starts[first]), int(starts[last + 1]), target, block_size)
          if first == last and sliced else None)
-        for first, last in pass_runs(starts, signal.row_bytes)
+        for first, last in runs
     ]  # fmt: skip
 
 
-def pass_task_count(signal: Signal, block_size: int) -> int:
+def _restrict_runs(runs: list[tuple[int, int]], only: np.ndarray) -> list[tuple[int, int]]:
+    """The parts of ``runs`` made of the chunks ``only`` (sorted indices)."""
+    out: list[tuple[int, int]] = []
+    keep = set(int(i) for i in only)
+    for first, last in runs:
+        start = None
+        for i in range(first, last + 2):
+            if i <= last and i in keep:
+                start = i if start is None else start
+            elif start is not None:
+                out.append((start, i - 1))
+                start = None
+    return out
+
+
+def pass_task_count(signal: Signal, block_size: int, only: np.ndarray | None = None) -> int:
     """Tasks of the data pass (a sliced chunk: its read, its slices, their merge)."""
-    return sum(1 if cuts is None else len(cuts) + 1 for _, _, cuts in pass_plan(signal, block_size))
+    plan = pass_plan(signal, block_size, only)
+    return sum(1 if cuts is None else len(cuts) + 1 for _, _, cuts in plan)
 
 
 def held_chunk(
@@ -517,12 +540,13 @@ def _run_chunks(
 
 
 def _pass_tasks(
-    batch: TaskBatch, signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache
-) -> None:
+    batch: TaskBatch, signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache,
+    only: np.ndarray | None = None,
+) -> None:  # fmt: skip
     reader = signal.reader
     handle = cache.handle if cache is not None and _caches_reachable() else None
     here = handle is not None and in_process_scheduler()
-    for first, last, cuts in pass_plan(signal, block_size):
+    for first, last, cuts in pass_plan(signal, block_size, only):
         held, home = None, None
         if here and cuts is None:  # chunks the fit sample read in this process: the task holds them
             found = {i - first: cache.chunk(int(reader.starts[i])) for i in range(first, last + 1)}
@@ -607,30 +631,44 @@ def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCach
     return np.concatenate([read[i][k] for i, k in order], axis=0)
 
 
-def _assemble(signal: Signal, fmap: FeatureMap, block_size: int, results) -> BlockStats:
+def _assemble(
+    signal: Signal, fmap: FeatureMap, block_size: int, results, reuse: Reuse | None = None
+) -> BlockStats:
+    """The series' block statistics from its chunks' (``results``, in time
+    order); with ``reuse``, the blocks it keeps are taken from its statistics
+    and the chunks read only fill the others (all of whose chunks they are)."""
     bad = [r["first_bad"] for r in results if r["first_bad"] >= 0]
     check_finite_index(min(bad) if bad else None, signal.description)
     n = signal.n
     nb = -(-n // block_size)
     p = fmap.n_features_out_
-    cnt = np.zeros(nb, np.int64)
-    S = np.zeros((nb, p), np.int64)
-    Q = np.zeros(nb)
-    M2 = np.zeros(nb)
-    R = np.zeros(nb)
+    expected = np.full(nb, block_size, np.int64)
+    expected[-1] = n - (nb - 1) * block_size
+    if reuse is None:
+        keep = np.zeros(nb, bool)
+        cnt = np.zeros(nb, np.int64)
+        S = np.zeros((nb, p), np.int64)
+        Q = np.zeros(nb)
+        M2 = np.zeros(nb)
+        R = np.zeros(nb)
+    else:
+        keep = reuse.keep
+        S, Q, M2, R = reuse.base_blocks(nb)
+        cnt = np.where(keep, expected, 0)
+        for a in (S, Q, M2, R):
+            a[~keep] = 0
     for r in results:  # chunks in time order: only a chunk's first block may be shared
         j0 = r["first_block"]
         first = 1 if cnt[j0] > 0 else 0
-        if first:
+        if first and not keep[j0]:
             merge_pieces_into_blocks(
                 np.array([j0], np.int64), r["counts"][:1], r["S"][:1], r["Q"][:1],
                 r["M2"][:1], r["R"][:1], cnt, S, Q, M2, R,
             )  # fmt: skip
         k = len(r["counts"])
+        fill = np.flatnonzero(~keep[j0 + first : j0 + k]) + first
         for name, dest in (("counts", cnt), ("S", S), ("Q", Q), ("M2", M2), ("R", R)):
-            dest[j0 + first : j0 + k] = r[name][first:]
-    expected = np.full(nb, block_size, np.int64)
-    expected[-1] = n - (nb - 1) * block_size
+            dest[j0 + fill] = r[name][fill]
     if not np.array_equal(cnt, expected):  # pragma: no cover - internal consistency
         raise RuntimeError("internal error: the data pass did not cover every sample exactly once")
     return BlockStats(n, block_size, fmap.quantum_exponent_, S, Q, M2, R)
@@ -640,6 +678,7 @@ def data_passes(
     jobs: list[tuple[Signal, FeatureMap, int, SampleCache | None]],
     tile: int,
     progress: bool = False,
+    reuses: list[Reuse | None] | None = None,
 ) -> list[BlockStats]:
     """One pass over several signals in one graph: block statistics of every
     chunk (small chunks grouped into tasks by :func:`pass_runs`), merged on the
@@ -650,22 +689,26 @@ def data_passes(
     process under the threaded or synchronous scheduler, in each worker's
     memory under a distributed client.  Refinement then scans them without
     reading the store again.  Raises the NaN/inf input error naming the first
-    non-finite sample.
+    non-finite sample.  ``reuses``: per signal, the statistics of an earlier
+    version of it to keep where its samples did not change (only the chunks
+    :class:`~kcpstream.reuse.Reuse` names are read), or None.
     """
+    reuses = reuses or [None] * len(jobs)
     batch = TaskBatch("pass")
     sizes = []
-    for sig, fmap, b, cache in jobs:
+    for (sig, fmap, b, cache), reuse in zip(jobs, reuses, strict=True):
         before = len(batch)
-        _pass_tasks(batch, sig, fmap, b, tile, cache)
+        _pass_tasks(batch, sig, fmap, b, tile, cache, None if reuse is None else reuse.chunks)
         sizes.append(len(batch) - before)
     flat = batch.compute(progress)
     out, i = [], 0
-    for (sig, fmap, b, cache), size in zip(jobs, sizes, strict=True):
-        results = [r for run in flat[i : i + size] for r in run]  # one per chunk
-        out.append(_assemble(sig, fmap, b, results))
+    for (sig, fmap, b, cache), size, reuse in zip(jobs, sizes, reuses, strict=True):
+        results = [r for run in flat[i : i + size] for r in run]  # one per chunk read
+        out.append(_assemble(sig, fmap, b, results, reuse))
         if cache is not None:
             starts = sig.chunk_starts
-            for s0, s1, r in zip(starts[:-1], starts[1:], results, strict=True):
+            read = np.arange(len(starts) - 1) if reuse is None else reuse.chunks
+            for s0, s1, r in zip(starts[read], starts[read + 1], results, strict=True):
                 if r.get("worker"):  # where the chunk was read: refinement goes back there
                     cache.homes[int(s0)] = r["worker"]
                 # (a chunk the task was given was not read again)

@@ -138,6 +138,8 @@ class Job:
     in_memory: bool = False  # one block per sample, searched without reading data again
     auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
     samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
+    reuse: Any = None  # kcpstream.reuse.Reuse: an earlier version's statistics to keep
+    base_key: str | None = None  # the checkpoint group ``reuse`` came from
 
 
 def searched_in_memory(n: int, p: int, st: Settings) -> bool:

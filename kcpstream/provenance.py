@@ -341,6 +341,9 @@ class Origin:
     stores: tuple[tuple[StoredArray, dict[str, tuple] | None], ...] = ()
     arrays: tuple[np.ndarray, ...] = ()
     token: str = ""
+    #: sample ``i`` is row ``rows[0] + i`` of the one store's time axis, unchanged
+    #: (no operation on top): samples then change only where stored objects did
+    direct: bool = False
 
     def identity(self) -> str | None:
         """A hash that changes whenever the samples may have, or None when that
@@ -360,6 +363,51 @@ class Origin:
         """The origin of a signal computed from this one (``token`` says how)."""
         return Origin(self.stores, self.arrays, f"{self.token}|{token}")
 
+    def _direct_store(self) -> tuple[StoredArray, dict[str, tuple]] | None:
+        if not self.direct or len(self.stores) != 1 or self.arrays:
+            return None
+        stored, versions = self.stores[0]
+        return None if versions is None or stored.axis is None else (stored, versions)
+
+    def lineage(self) -> str | None:
+        """A hash of where the samples come from and how they are stored (the
+        array, its codecs, chunk grid and fill value; not its length, nor its
+        chunks' versions): two versions of one growing or rewritten array
+        share it.  None unless the signal reads one store directly
+        (:attr:`direct`) that keeps versions."""
+        found = self._direct_store()
+        if found is None:
+            return None
+        stored = found[0]
+        meta = {k: v for k, v in stored.array.metadata.to_dict().items() if k != "shape"}
+        h = hashlib.sha256()
+        h.update(json.dumps([self.token, stored.where, stored.axis, stored.rows[0]]).encode())
+        h.update(json.dumps(meta, sort_keys=True, default=str).encode())
+        return h.hexdigest()
+
+    def slab_versions(self) -> tuple[int, dict[int, str]] | None:
+        """``(step, versions)``: the samples per stored object along time and,
+        for each run ``i`` of them (samples ``[i * step - rows[0], ...)``), a
+        hash of the versions of every object holding its rows (all channels);
+        None without a :meth:`lineage`."""
+        found = self._direct_store()
+        if found is None:
+            return None
+        stored, versions = found
+        array = stored.array
+        size, counts = _grid(array)
+        ax = stored.axis
+        first, last = stored.rows[0] // size[ax], -(-stored.rows[1] // size[ax])
+        slabs: dict[int, list] = {i: [] for i in range(first, last)}
+        for coords in np.ndindex(*counts):
+            if first <= coords[ax] < last:
+                key = array.metadata.encode_chunk_key(coords)
+                slabs[coords[ax]].append([key, versions.get(key)])
+        return size[ax], {
+            i: hashlib.sha256(json.dumps(v, default=str).encode()).hexdigest()[:24]
+            for i, v in slabs.items()
+        }
+
 
 def open_origin(
     stores: list[StoredArray],
@@ -368,6 +416,7 @@ def open_origin(
     description: str,
     missing: str,
     listed: dict | None = None,
+    direct: bool = False,
 ) -> Origin:
     """List every store once (``listed``: listings already made, by array):
     check that it holds every chunk read (unless ``missing == "fill"``) and
@@ -381,7 +430,7 @@ def open_origin(
         if missing != "fill":
             check_complete(stored, present, description)
         out.append((stored, versions))
-    return Origin(tuple(out), tuple(arrays), token)
+    return Origin(tuple(out), tuple(arrays), token, direct)
 
 
 #: At most this many chunks are read again to find the one that fails.

@@ -41,8 +41,14 @@ class Diagnostics:
         Samples featurized by the data pass (0 when a checkpoint was loaded).
     checkpoint : str
         ``"loaded"`` (statistics read from a checkpoint, no data pass),
-        ``"written"`` (computed and stored), ``"recomputed"`` (a damaged checkpoint
-        was found, recomputed and written again) or ``""`` (no checkpoint).
+        ``"written"`` (computed and stored), ``"updated"`` (the store changed
+        since a checkpoint of it was written: the statistics of the chunks
+        that did not change were kept, the others read, and the result
+        written), ``"recomputed"`` (a damaged checkpoint was found, recomputed
+        and written again) or ``""`` (no checkpoint).
+    chunks_read, chunks_reused : int
+        Chunks the data pass read, and chunks whose statistics were kept from
+        a checkpoint of an earlier version of the store (``"updated"``).
     samples_read_again : int
         Samples read from the source a second time because no sample cache
         (the client's, or a worker's under a distributed client) held them:
@@ -77,6 +83,8 @@ class Diagnostics:
     samples_read_again: int = 0
     pass_tasks: int = 0
     in_memory: bool = False
+    chunks_read: int = 0
+    chunks_reused: int = 0
 
 
 @dataclass(frozen=True)

@@ -470,6 +470,7 @@ def as_signal(
     stores: list = []
     arrays: list = []
     token = ""
+    direct = False  # data[i] is row i of the one store read (see Origin.direct)
     opened = None
     stored_chunk = 0  # a zarr store's chunk length along time
     if isinstance(data, str | os.PathLike):
@@ -488,6 +489,7 @@ def as_signal(
         x = _from_zarr(store_array)
         stores = [pv.StoredArray(arr, 0, (0, int(arr.shape[0])))]
         stored_chunk = int(arr.chunks[0]) if arr.ndim else 0
+        direct = True
     elif _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
@@ -495,6 +497,7 @@ def as_signal(
         x = _from_zarr(store_array)
         stores = [pv.StoredArray(data, 0, (0, int(data.shape[0]) if data.ndim else 0))]
         stored_chunk = int(data.chunks[0]) if data.ndim else 0
+        direct = True
     elif isinstance(data, da.Array):
         description = "dask array"
         source = {"kind": "dask", "name": data.name}
@@ -510,7 +513,7 @@ def as_signal(
         store_array = _direct(origin, description)
         found = pv.stored_array(data, time.dim)
         if found is not None:
-            stores, token = [found], f"xarray|{time.dim}"
+            stores, token, direct = [found], f"xarray|{time.dim}", True
         else:
             stores, arrays = pv.graph_sources(x)
             token = x.name
@@ -576,7 +579,7 @@ def as_signal(
             "split it into consecutive series"
         )
     source.update(shape=list(x.shape), dtype=str(x.dtype))
-    origin = pv.open_origin(stores, arrays, token, description, missing, listed)
+    origin = pv.open_origin(stores, arrays, token, description, missing, listed, direct)
     return Signal(
         data=x,
         description=description,

@@ -83,8 +83,10 @@ class BlockStats:
             raise ValueError("block statistics do not cover the signal")
         #: exact prefix sums, feature-major (p, nb + 1)
         self.prefix = _prefix_columns(np.ascontiguousarray(S, dtype=np.int64))
+        #: block sums of ||q||^2 as computed (their prefix sums are rounded)
+        self.block_q = np.ascontiguousarray(Q, dtype=np.float64)
         self.prefix_q = np.zeros(nb + 1, dtype=np.float64)
-        np.cumsum(Q, out=self.prefix_q[1:])
+        np.cumsum(self.block_q, out=self.prefix_q[1:])
         self.max_norm2 = np.ascontiguousarray(M2, dtype=np.float64)
         self.bridge = np.ascontiguousarray(R, dtype=np.float64)
         self._points: dict[int, tuple[np.ndarray, float]] = {}
@@ -102,8 +104,9 @@ class BlockStats:
         obj.prefix = np.ascontiguousarray(prefix, dtype=np.int64)
         if obj.prefix.shape[1] != n + 1:
             raise ValueError("prefix sums do not cover the signal")
+        obj.block_q = np.ascontiguousarray(Q, dtype=np.float64)
         obj.prefix_q = np.zeros(n + 1, dtype=np.float64)
-        np.cumsum(Q, out=obj.prefix_q[1:])
+        np.cumsum(obj.block_q, out=obj.prefix_q[1:])
         obj.max_norm2 = np.ascontiguousarray(M2, dtype=np.float64)
         obj.bridge = np.zeros(n)  # a block of one sample has no interior split
         obj._points = {}
@@ -120,6 +123,13 @@ class BlockStats:
         sums = np.diff(prefix, axis=1).astype(np.float64)
         q = (sums * sums).sum(axis=0)
         return BlockStats.from_samples(self.quantum_exponent, prefix, q, q)
+
+    def block_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The per-block statistics this object was built from, ``(S, Q, M2, R)``
+        (``S`` block-major, exact): ``BlockStats(n, B, k, *block_arrays())``
+        is this object again, bit for bit."""
+        S = np.ascontiguousarray(np.diff(self.prefix, axis=1).T)
+        return S, self.block_q.copy(), self.max_norm2.copy(), self.bridge.copy()
 
     # -- sizes ------------------------------------------------------------
     @property
@@ -220,7 +230,7 @@ class BlockStats:
         return {
             "meta": np.array([self.n, self.block_size, self.quantum_exponent], np.int64),
             "prefix": self.prefix,
-            "prefix_q": self.prefix_q,
+            "block_q": self.block_q,
             "max_norm2": self.max_norm2,
             "bridge": self.bridge,
             "point_pos": np.array(points, np.int64),
@@ -242,7 +252,9 @@ class BlockStats:
         obj = cls.__new__(cls)
         obj.n, obj.block_size, obj.quantum_exponent = n, block_size, k
         obj.prefix = np.ascontiguousarray(arrays["prefix"], dtype=np.int64)
-        obj.prefix_q = np.asarray(arrays["prefix_q"], dtype=np.float64)
+        obj.block_q = np.ascontiguousarray(arrays["block_q"], dtype=np.float64)
+        obj.prefix_q = np.zeros(len(obj.block_q) + 1, dtype=np.float64)
+        np.cumsum(obj.block_q, out=obj.prefix_q[1:])
         obj.max_norm2 = np.asarray(arrays["max_norm2"], dtype=np.float64)
         obj.bridge = np.asarray(arrays["bridge"], dtype=np.float64)
         obj._points = {

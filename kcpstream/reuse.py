@@ -1,0 +1,107 @@
+"""Statistics of a changed archive from those of its previous version.
+
+An archive grows (chunks appended) and is rewritten in place (late data,
+corrections).  A checkpoint of the previous version keeps the block
+statistics and, for each run of stored objects along time (a *slab*: every
+chunk holding those rows, all channels), a hash of their versions
+(:meth:`kcpstream.provenance.Origin.slab_versions`).  A block whose samples
+lie in slabs with the same versions, and that spans the same samples as
+before, holds the same samples and, for the same fitted feature map and
+block grid, the same statistics: the sums are exact integers and every block
+is summed alike whatever the chunking.  Only the chunks holding the other
+blocks are read; the result is bit-identical to a data pass from scratch.
+
+I/O-free: it plans and keeps arrays; :func:`kcpstream.passes.data_passes`
+reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .stats import BlockStats
+
+__all__ = ["Reuse", "plan_reuse"]
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """What a data pass keeps from an earlier version's statistics.
+
+    Attributes
+    ----------
+    base : BlockStats
+        The earlier version's statistics (same block size and feature map).
+    keep : numpy.ndarray of bool
+        Per block of the new grid: taken from ``base``.
+    chunks : numpy.ndarray of int
+        Indices of the signal's chunks to read: every chunk holding a block
+        not kept.
+    n_chunks : int
+        Chunks of the signal.
+    """
+
+    base: BlockStats
+    keep: np.ndarray
+    chunks: np.ndarray
+    n_chunks: int
+
+    @property
+    def chunks_reused(self) -> int:
+        return self.n_chunks - len(self.chunks)
+
+    def base_blocks(self, nb: int) -> tuple[np.ndarray, ...]:
+        """``(S, Q, M2, R)`` of the base on a grid of ``nb`` blocks (rows past
+        the base's end are zero; the kept ones are all within it)."""
+        out = []
+        for a in self.base.block_arrays():
+            grid = np.zeros((nb, *a.shape[1:]), a.dtype)
+            m = min(nb, a.shape[0])
+            grid[:m] = a[:m]
+            out.append(grid)
+        return tuple(out)
+
+
+def plan_reuse(
+    base: BlockStats,
+    n: int,
+    starts: np.ndarray,
+    step: int,
+    row0: int,
+    old_slabs: dict[int, str],
+    new_slabs: dict[int, str],
+) -> Reuse | None:
+    """The blocks of a series of ``n`` samples (chunk starts ``starts``, on
+    ``base``'s block grid) that ``base`` still holds, or None when none does.
+
+    Sample ``i`` is row ``row0 + i`` of the store, whose slab ``k`` holds rows
+    ``[k * step, (k + 1) * step)``; ``old_slabs`` / ``new_slabs`` map a slab
+    to the hash of its versions then and now.  A block is kept when it spans
+    the same samples in both grids (not the last, partial block of either
+    unless both have the same length) and every slab it touches is unchanged.
+    """
+    B = base.block_size
+    nb = -(-n // B)
+    ends = np.arange(1, nb + 1, dtype=np.int64) * B
+    keep = np.minimum(ends, n) == np.minimum(ends, base.n)
+    for k, version in new_slabs.items():
+        if old_slabs.get(k) == version:
+            continue
+        a, b = max(k * step - row0, 0), min((k + 1) * step - row0, n)
+        if a < b:
+            keep[a // B : (b - 1) // B + 1] = False
+    if not keep.any():
+        return None
+    redo = np.flatnonzero(~keep)
+    lo = redo * B
+    hi = np.minimum((redo + 1) * B, n)
+    # the chunks that hold any sample of a block not kept
+    first = np.searchsorted(starts, lo, side="right") - 1
+    last = np.searchsorted(starts, hi - 1, side="right") - 1
+    cover = np.zeros(len(starts), np.int64)
+    np.add.at(cover, first, 1)
+    np.add.at(cover, last + 1, -1)
+    chunks = np.flatnonzero(np.cumsum(cover)[:-1] > 0)
+    return Reuse(base, keep, chunks.astype(np.int64), len(starts) - 1)

@@ -1,0 +1,211 @@
+"""A checkpoint of an earlier version of a store: the unchanged chunks' statistics
+are kept, the rest read, and the result is the one a run from scratch gives."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kcpstream
+from kcpstream.reuse import plan_reuse
+from kcpstream.stats import BlockStats
+
+
+def _write(path, x, chunk):
+    z = zarr.create_array(path, shape=x.shape, chunks=(chunk,), dtype=x.dtype, overwrite=True)
+    z[:] = x
+    return z
+
+
+def _stats_of(ck):
+    """The statistics arrays of the one checkpoint group in ``ck``."""
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    group = zarr.open_group(os.path.join(ck, key), mode="r")
+    return {name: group[name][...] for name in ("meta", "prefix", "block_q", "max_norm2", "bridge")}
+
+
+def _same(a, b):
+    assert a.changepoints.tolist() == b.changepoints.tolist()
+    assert a.gains.tolist() == b.gains.tolist()
+    assert a.path_costs.tolist() == b.path_costs.tolist()
+
+
+def test_a_chunk_rewritten_in_place_is_the_only_one_read_again(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=400_000).astype("f4")
+    x[250_000:] *= 2
+    store = str(tmp_path / "s.zarr")
+    z = _write(store, x, 20_000)
+    ck = tmp_path / "ck"
+    first = kcpstream.segment(store, checkpoint=ck)
+    assert first.diagnostics.checkpoint == "written"
+    assert first.diagnostics.chunks_read == 20
+    # late data: samples 120 000 - 160 000 (chunks 6 and 7) are rewritten with 4x the
+    # variance (outside the fit sample's windows, which start at 0, 57 106, 114 212, ...:
+    # data that changes there gives another fitted map, and every chunk is read)
+    z[120_000:160_000] = rng.normal(size=40_000).astype("f4") * 4
+    again = kcpstream.segment(store, checkpoint=ck)
+    d = again.diagnostics
+    assert d.checkpoint == "updated"
+    assert d.chunks_reused + d.chunks_read == 20
+    # the two chunks, and at most one neighbour each whose blocks they share
+    assert 2 <= d.chunks_read <= 4 and d.chunks_reused >= 16
+    assert d.samples_featurized_pass == 20_000 * d.chunks_read
+    fresh = kcpstream.segment(store)
+    _same(again, fresh)
+    found = again.changepoints
+    assert min(abs(found - 120_000)) < 100 and min(abs(found - 160_000)) < 100
+    # the checkpoint now holds exactly what a first run on the new data writes
+    updated = _stats_of(ck)
+    kcpstream.segment(store, checkpoint=tmp_path / "fresh")
+    for name, value in _stats_of(tmp_path / "fresh").items():
+        np.testing.assert_array_equal(updated[name], value, err_msg=name)
+    # and a third run loads it: nothing to read
+    assert kcpstream.segment(store, checkpoint=ck).diagnostics.checkpoint == "loaded"
+    # another chunking reads everything (its blocks cut by chunk boundaries round apart)
+    z[200_000:210_000] = 0.5
+    other = kcpstream.segment(store, checkpoint=ck, chunks=40_000)
+    assert other.diagnostics.checkpoint == "written" and other.diagnostics.chunks_reused == 0
+
+
+def test_appends_and_shrinks_read_only_the_new_end(tmp_path):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=300_000).astype("f4")
+    x[120_000:] += 1.5
+    store = str(tmp_path / "s.zarr")
+    z = _write(store, x, 25_000)
+    # a map fitted once: the data's own fit would move with every append
+    fmap = kcpstream.RFF(32).fit(x[:4096, None].astype(np.float64))
+    kw = {"features": fmap, "block_size": 500}
+    ck = tmp_path / "ck"
+    kcpstream.segment(store, checkpoint=ck, **kw)
+    z.resize((340_000,))  # the last chunk filled, and one more
+    z[300_000:] = rng.normal(size=40_000).astype("f4") * 3
+    grown = kcpstream.segment(store, checkpoint=ck, **kw)
+    assert grown.diagnostics.checkpoint == "updated"
+    assert grown.diagnostics.chunks_read == 2 and grown.diagnostics.chunks_reused == 12
+    _same(grown, kcpstream.segment(store, **kw))
+    assert abs(int(grown.changepoints[-1]) - 300_000) < 500
+    z.resize((290_000,))
+    shrunk = kcpstream.segment(store, checkpoint=ck, **kw)
+    assert shrunk.diagnostics.checkpoint == "updated"
+    # zarr leaves the last chunk as it was (it reads up to the new shape): its
+    # samples did not change, and 290 000 is on the block grid: nothing to read
+    assert shrunk.diagnostics.chunks_read == 0 and shrunk.diagnostics.chunks_reused == 12
+    _same(shrunk, kcpstream.segment(store, **kw))
+    # only the current version's statistics are kept
+    assert len([k for k in os.listdir(ck) if not k.startswith(".")]) == 1
+
+
+def test_another_codec_or_dtype_is_read_whole(tmp_path):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=200_000).astype("f4")
+    store = str(tmp_path / "s.zarr")
+    _write(store, x, 20_000)
+    ck = tmp_path / "ck"
+    kcpstream.segment(store, checkpoint=ck, block_size=400)
+    _write(store, x.astype("f8"), 20_000)  # same values, other dtype
+    res = kcpstream.segment(store, checkpoint=ck, block_size=400)
+    assert res.diagnostics.checkpoint == "written" and res.diagnostics.chunks_reused == 0
+    z = zarr.create_array(store, shape=x.shape, chunks=(20_000,), dtype="f4", overwrite=True,
+                          compressors=None)  # fmt: skip
+    z[:] = x
+    res = kcpstream.segment(store, checkpoint=ck, block_size=400)
+    assert res.diagnostics.checkpoint == "written" and res.diagnostics.chunks_reused == 0
+
+
+def _reference_plan(base_n, n, B, starts, step, old, new):
+    """Block by block, sample by sample: the definition plan_reuse implements."""
+    nb = -(-n // B)
+    keep = np.zeros(nb, bool)
+    for j in range(nb):
+        a, b = j * B, min((j + 1) * B, n)
+        same_extent = b == min((j + 1) * B, base_n)
+        keep[j] = same_extent and all(old.get(i // step) == new.get(i // step) for i in range(a, b))
+    redo = {j for j in range(nb) if not keep[j]}
+    chunks = [
+        c for c in range(len(starts) - 1)
+        if any(starts[c] < min((j + 1) * B, n) and j * B < starts[c + 1] for j in redo)
+    ]  # fmt: skip
+    return keep, chunks
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base_n=st.integers(1, 400),
+    n=st.integers(1, 400),
+    B=st.integers(1, 40),
+    step=st.integers(1, 60),
+    chunk=st.integers(1, 90),
+    changed=st.sets(st.integers(0, 10), max_size=4),
+)
+def test_plan_reuse_is_its_definition(base_n, n, B, step, chunk, changed):
+    nb_base = -(-base_n // B)
+    base = BlockStats(base_n, B, 0, np.zeros((nb_base, 1), np.int64), *np.zeros((3, nb_base)))
+    old = {i: "v" for i in range(-(-base_n // step))}
+    new = {i: ("w" if i in changed else "v") for i in range(-(-n // step))}
+    starts = np.array([*range(0, n, chunk), n], dtype=np.int64)
+    keep, chunks = _reference_plan(base_n, n, B, starts, step, old, new)
+    plan = plan_reuse(base, n, starts, step, 0, old, new)
+    if not keep.any():
+        assert plan is None
+        return
+    np.testing.assert_array_equal(plan.keep, keep)
+    assert plan.chunks.tolist() == chunks
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    chunk=st.sampled_from([3_000, 7_000, 10_000]),
+    read_chunks=st.sampled_from([None, 14_000, 30_000]),
+    edits=st.lists(st.tuples(st.integers(0, 59_999), st.integers(1, 9_000)), max_size=3),
+    grow=st.integers(-5_000, 12_000),
+    seed=st.integers(0, 2**16),
+)
+def test_updated_statistics_are_those_of_a_run_from_scratch(
+    tmp_path_factory, chunk, read_chunks, edits, grow, seed
+):
+    tmp = tmp_path_factory.mktemp("reuse")
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=60_000)
+    store = str(tmp / "s.zarr")
+    z = _write(store, x, chunk)
+    fmap = kcpstream.RFF(16).fit(x[:2048, None])
+    # (a block cut by a chunk boundary sums its squared norms in two parts, one
+    # rounding apart from one read whole: every run reads with the same chunks)
+    kw = {"features": fmap, "block_size": 300, "n_bkps": 3, "chunks": read_chunks}
+    kcpstream.segment(store, checkpoint=tmp / "ck", **kw)
+    for a, length in edits:
+        z[a : a + length] = rng.normal(size=len(range(a, min(a + length, 60_000)))) * 3
+    if grow:
+        z.resize((60_000 + grow,))
+        if grow > 0:
+            z[60_000:] = rng.normal(size=grow) + 2
+    res = kcpstream.segment(store, checkpoint=tmp / "ck", **kw)
+    _same(res, kcpstream.segment(store, **kw))
+    kcpstream.segment(store, checkpoint=tmp / "fresh", **kw)
+    for name, value in _stats_of(tmp / "fresh").items():
+        np.testing.assert_array_equal(_stats_of(tmp / "ck")[name], value, err_msg=name)
+
+
+def test_xarray_variables_opened_lazily_are_updated_too(tmp_path):
+    xr = pytest.importorskip("xarray")
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(200_000, 2))
+    xr.Dataset({"v": (("time", "ch"), x)}).chunk({"time": 20_000}).to_zarr(tmp_path / "d.zarr")
+    kw = {"checkpoint": tmp_path / "ck", "block_size": 400}
+    kcpstream.segment(xr.open_zarr(tmp_path / "d.zarr", chunks=None)["v"], **kw)
+    z = zarr.open_group(tmp_path / "d.zarr", mode="r+")["v"]
+    z[60_000:80_000] = rng.normal(size=(20_000, 2)) * 3
+    res = kcpstream.segment(xr.open_zarr(tmp_path / "d.zarr", chunks=None)["v"], **kw)
+    assert res.diagnostics.checkpoint == "updated" and res.diagnostics.chunks_read <= 3
+    _same(
+        res, kcpstream.segment(xr.open_zarr(tmp_path / "d.zarr", chunks=None)["v"], block_size=400)
+    )
