@@ -37,8 +37,9 @@ import time
 from typing import Any
 
 from ._io import write_atomic
+from .checkpoint import check_writable
 from .jobfile import JobError, load_job
-from .scheduling import START_TIMEOUT, scheduler_context
+from .scheduling import START_TIMEOUT, check_scheduler, scheduler_context
 
 __all__ = ["JobError", "load_job", "run_job"]
 
@@ -215,6 +216,10 @@ def run_job(
     folder = out["store"]
     if dry_run:
         return _plan(job, path, ds, series, names, params, scheduler)
+    # what would fail every series is one error before anything is written
+    check_scheduler(scheduler or job.get("cluster", {}).get("scheduler"))
+    if out.get("checkpoint"):
+        check_writable(out["checkpoint"])
     try:
         os.makedirs(os.path.join(folder, "series"), exist_ok=True)
     except OSError as exc:

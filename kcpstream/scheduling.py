@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from .errors import InputError, one_line
 
-__all__ = ["scheduler_context", "START_TIMEOUT"]
+__all__ = ["scheduler_context", "check_scheduler", "START_TIMEOUT"]
 
 
 #: Seconds a local cluster's scheduler and each of its workers may take to
@@ -51,15 +51,7 @@ def scheduler_context(spec: str | None, timeout: float = START_TIMEOUT) -> Itera
         elif spec == "local" or spec.startswith("local:"):
             from distributed import Client
 
-            workers = None
-            if ":" in spec:
-                text = spec.split(":", 1)[1]
-                if not text.isdigit() or int(text) < 1:
-                    raise InputError(
-                        f"scheduler {spec!r}: local:N needs N >= 1 worker processes "
-                        "(or plain 'local')"
-                    )
-                workers = int(text)
+            workers = check_scheduler(spec)
             if dask.config.get(_TRIM_KEY, None) == _DISTRIBUTED_TRIM_DEFAULT:
                 # workers that run kcpstream read zarr chunks about twice as fast
                 # without it (see the README); a value the user set is kept
@@ -75,6 +67,21 @@ def scheduler_context(spec: str | None, timeout: float = START_TIMEOUT) -> Itera
                 msg = f"cannot connect to the dask scheduler at {spec}: {one_line(exc)}"
                 raise InputError(msg) from None
         yield
+
+
+def check_scheduler(spec: str | None) -> int | None:
+    """Raise :class:`~kcpstream.errors.InputError` for a ``local:N`` that names
+    no worker (before any work: ``local:0`` would wait forever); the worker
+    count of ``local:N`` (None otherwise)."""
+    spec = (spec or "").strip()
+    if not spec.startswith("local:"):
+        return None
+    text = spec.split(":", 1)[1]
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(
+            f"scheduler {spec!r}: local:N needs N >= 1 worker processes (or plain 'local')"
+        )
+    return int(text)
 
 
 def _start_local(workers: int | None, timeout: float):

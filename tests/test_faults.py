@@ -451,6 +451,17 @@ def test_a_worker_dying_while_the_cluster_starts_is_retried_once(tmp_path, death
         assert res.stderr.strip() == expected
 
 
+def test_a_scheduler_address_that_does_not_answer_is_an_error_in_time():
+    pytest.importorskip("distributed")
+    from kcpstream.scheduling import scheduler_context
+
+    with pytest.raises(
+        InputError, match="cannot connect to the dask scheduler at tcp://127.0.0.1:9"
+    ):
+        with scheduler_context("tcp://127.0.0.1:9", timeout=2):  # the discard port: nothing
+            pass  # pragma: no cover - never connected
+
+
 def test_a_worker_stuck_while_the_cluster_starts_is_an_error_in_time(tmp_path):
     dask = pytest.importorskip("dask")
     from kcpstream.scheduling import scheduler_context
@@ -469,6 +480,18 @@ def test_cli_messages_carry_no_stray_quotes_or_warnings(tmp_path):
     assert res.exit_code == 1
     assert res.output.startswith("Error: the store") and "Warning" not in res.output
     assert len(res.output.strip().splitlines()) == 1
+    # a store without consolidated metadata opened through xarray (a batch of
+    # series): xarray warns about it, the command line does not pass that on
+    data = np.stack([_signal(0), _signal(1)], axis=1)
+    xr.Dataset({"v": (("time", "sensor"), data)}, coords={"sensor": ["a", "b"]}).to_zarr(
+        tmp_path / "b.zarr", consolidated=False
+    )
+    exe = os.path.join(os.path.dirname(sys.executable), "kcpstream")
+    cmd = [exe, "segment", str(tmp_path / "b.zarr"), "--batch-dim", "sensor", "--n-bkps", "1"]
+    env = {**os.environ, "PYTHONWARNINGS": "default"}  # what a shell shows
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr
+    assert "consolidated" not in run.stderr and "Warning" not in run.stderr + run.stdout
 
 
 def test_an_unwritable_checkpoint_is_refused_before_the_work(tmp_path):
@@ -531,3 +554,39 @@ def test_processes_saving_and_loading_one_checkpoint_never_see_a_partial_one(tmp
     assert "WRONG" not in flat
     assert flat.count("loaded") > 0 and set(flat) <= {"loaded", "None", "damaged"}
     assert not [d for d in os.listdir(ck) if ".tmp-" in d or ".old-" in d]
+
+
+def _fsync_spy(monkeypatch) -> list[str]:
+    """Every path ``os.fsync`` is called on (the real call is made)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names open files through /proc")
+def test_results_and_checkpoints_reach_the_disk_before_they_are_published(tmp_path, monkeypatch):
+    from kcpstream._io import write_atomic
+
+    synced = _fsync_spy(monkeypatch)
+    write_atomic(tmp_path / "r.json", "{}")
+    # the file under its temporary name, then the folder holding the rename
+    assert any(os.path.dirname(p) == str(tmp_path) and p != str(tmp_path) for p in synced)
+    assert synced[-1] == str(tmp_path)
+    synced.clear()
+    kcpstream.segment(_signal(), n_bkps=2, block_size=100, checkpoint=tmp_path / "ck")
+    (group,) = [g for g in os.listdir(tmp_path / "ck") if not g.startswith(".")]
+    published = {
+        os.path.relpath(os.path.join(d, f), tmp_path / "ck" / group)
+        for d, _, files in os.walk(tmp_path / "ck" / group)
+        for f in files
+    }
+    # each file was flushed under the temporary folder the group was renamed from
+    flushed = {p.split(os.sep + ".", 1)[-1].split(os.sep, 1)[-1] for p in synced}
+    assert published and published <= flushed
+    assert str(tmp_path / "ck") in synced  # and the rename itself

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -345,6 +346,27 @@ def test_a_job_that_failed_every_series_does_not_lock_its_folder(tmp_path):
     assert _run(tmp_path)["done"] == 2  # the corrected job may use the folder
 
 
+@pytest.mark.parametrize(
+    ("output", "extra", "match"),
+    [
+        ("out", '[cluster]\nscheduler = "local:0"', "local:N needs N >= 1 worker processes"),
+        ("out", 'checkpoint = "blocker/ck"', "cannot be written: Not a directory"),
+        ("blocker/out", "", r"\[output\] cannot create .*blocker/out: Not a directory"),
+    ],
+)
+def test_what_would_fail_every_series_is_one_line_before_anything_is_written(
+    tmp_path, output, extra, match
+):
+    _archive(tmp_path / "archive.zarr")
+    (tmp_path / "blocker").write_text("")  # a file where a folder would have to be
+    res = _kcpstream("run", _job(tmp_path, output=output, extra=extra))
+    assert res.returncode == 1
+    last = res.stderr.strip().splitlines()[-1]
+    assert re.match("Error: .*" + match, last), res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_results_are_readable_by_the_group(tmp_path):
     _labelled_archive(tmp_path / "archive.zarr", ["a"])
     old = os.umask(0o022)
@@ -369,6 +391,7 @@ def test_results_are_readable_by_the_group(tmp_path):
         ("selection", "d_max = 5000", r"d_max must be an integer >= 1 and <= 1000"),
         ("input", 'missing = "zero"', r"missing must be one of 'error', 'fill'"),
         ("output", 'store = "../../elsewhere"', r"leaves the job file's folder"),
+        ("output", 'checkpoint = "../ck"', r"leaves the job file's folder"),
     ],
 )
 def test_job_keys_are_typed_and_checked(tmp_path, section, line, match):
@@ -422,11 +445,12 @@ def test_slurm_keys_are_an_allow_list_and_shell_needs_consent(tmp_path):
 
 def test_dry_run_shows_the_plan_and_writes_nothing(tmp_path):
     _labelled_archive(tmp_path / "archive.zarr", ["a", "b"])
-    job = _job(tmp_path)
+    job = _job(tmp_path, extra='checkpoint = "ck"')
     res = _kcpstream("run", job, "--dry-run", "--json")
     assert res.returncode == 0, res.stderr
     plan = json.loads(res.stdout)
     assert plan["output"] == str(tmp_path / "out") and plan["would_run"] == ["sensor=a", "sensor=b"]
+    assert plan["checkpoint"] == str(tmp_path / "ck") and not (tmp_path / "ck").exists()
     assert not (tmp_path / "out").exists()
     _run(tmp_path)
     plan = json.loads(_kcpstream("run", job, "--dry-run", "--json").stdout)
