@@ -425,17 +425,18 @@ def _find_reuse(job: Job, path) -> None:
     lineage = None if origin is None else origin.lineage()
     if lineage is None:
         return
-    found = checkpoint.load_base(path, lineage, job.fmap.to_json(), job.block_size)
+    found = checkpoint.load_base(path, lineage, job.fmap.to_json(), job.block_size, job.min_size)
     if found is None:
         return
-    key, base, attrs = found
+    key, base, job.base_known, attrs, old = found
+    if key == job.key:  # this very input's group, found damaged: recomputed whole
+        return
     job.base_key = key  # replaced by this run's statistics once they are written
     step, slabs = origin.slab_versions()
     # a block cut by a chunk boundary sums its squared norms in two parts, one
     # rounding apart from a block read whole: the same chunking, the same bits
     if attrs.get("slab_step") != step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
         return
-    old = {int(k): v for k, v in attrs.get("slabs", [])}
     row0 = origin.stores[0][0].rows[0]
     job.reuse = plan_reuse(base, job.signal.n, job.signal.chunk_starts, step, row0, old, slabs)
 
@@ -510,6 +511,8 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
         strict=True,
     ):  # fmt: skip
         job.stats = stats
+        if job.reuse is not None:  # the exact splits refined before the first change
+            job.known = job.reuse.carry(stats, job.base_known)
     for job in jobs:
         _check_statistics(job.stats, job.signal)
     seconds_pass = time.perf_counter() - t_pass
@@ -595,7 +598,7 @@ def _versions_of(signal: Signal) -> dict:
         "lineage": lineage,
         "slab_step": step,
         "pass_chunk": _pass_chunk(signal),
-        "slabs": [[k, v] for k, v in slabs.items()],
+        "slabs": slabs,  # stored as checksummed arrays (checkpoint.save)
     }
 
 

@@ -123,19 +123,21 @@ def load(
     if not os.path.isdir(where):
         return None
     try:
-        return _read(where, key, min_size, n, block_size)
+        return _read(where, key, min_size, n, block_size)[:2]
     except Exception:  # a missing file, a codec error, a mismatch: all the same miss
         return "damaged"
 
 
 def load_base(
-    path: str | os.PathLike, lineage: str, features: str, block_size: int
-) -> tuple[str, BlockStats, dict[str, Any]] | None:
+    path: str | os.PathLike, lineage: str, features: str, block_size: int, min_size: int
+) -> tuple[str, BlockStats, dict, dict[str, Any], dict[int, str]] | None:
     """The newest intact statistics stored for an earlier version of the input
     of ``lineage`` (:meth:`kcpstream.provenance.Origin.lineage`) with the
     same fitted feature map (JSON ``features``) and blocks of ``block_size``:
-    ``(key, stats, attrs)``, or None.  ``attrs["slabs"]`` says which versions
-    of the stored objects they were computed from."""
+    ``(key, stats, segments, attrs, slabs)`` (the exact segments as
+    :func:`load` gives them for ``min_size``; ``slabs``: the versions of the
+    stored objects they were computed from, checksummed like the
+    statistics), or None."""
     import zarr
 
     root = _local_dir(path)
@@ -151,11 +153,15 @@ def load_base(
             if (attrs.get("lineage") != lineage or attrs.get("features") != features
                     or attrs.get("block_size") != block_size):  # fmt: skip
                 continue
-            stats, _ = _read(entry.path, entry.name, -1, None, block_size)
-        except Exception:  # damaged or being replaced: not a base
+            stats, known, arrays = _read(entry.path, entry.name, min_size, None, block_size)
+            slabs = {
+                int(i): bytes(v).hex()
+                for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
+            }
+        except Exception:  # damaged, being replaced, or without versions: not a base
             continue
         if stats.block_size == block_size:
-            return entry.name, stats, attrs
+            return entry.name, stats, known, attrs, slabs
     return None
 
 
@@ -188,7 +194,9 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int):
     for name, value in arrays.items():
         if _checksum(value) != sums[name]:
             raise _Damaged(name)
-    stats = BlockStats.from_arrays({k: v for k, v in arrays.items() if not k.startswith("seg_")})
+    stats = BlockStats.from_arrays(
+        {k: v for k, v in arrays.items() if not k.startswith(("seg_", "slab_"))}
+    )
     # an in-memory search stores one block per sample under the same key
     if (n is not None and stats.n != n) or stats.block_size not in (1, block_size):
         raise _Damaged("size")
@@ -196,8 +204,8 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int):
     if stats.prefix.shape[1] != blocks + 1 or len(stats.block_q) != blocks:
         raise _Damaged("shape")
     known: dict[tuple[int, int], SegmentSplit] = {}
-    if attrs.get("min_size") != min_size or n is None:
-        return stats, known
+    if attrs.get("min_size") != min_size:
+        return stats, known, arrays
     for row, piece in zip(arrays["seg_bounds"], arrays["seg_piece"], strict=True):
         start, end, split = (int(v) for v in row[:3])
         seg = SegmentSplit(start, end, split=split)
@@ -207,7 +215,7 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int):
             seg.left = stats._pieces.get((seg.piece[0], split))
             seg.right = stats._pieces.get((split, seg.piece[1]))
         known[(start, end)] = seg
-    return stats, known
+    return stats, known, arrays
 
 
 def _fsync_tree(folder: str) -> None:
@@ -291,6 +299,13 @@ def save(
     arrays["seg_piece"] = np.array(
         [s.piece if s.piece is not None else (-1, -1) for s in exact], np.int64
     ).reshape(-1, 2)
+    attrs = dict(attrs)
+    slabs = attrs.pop("slabs", None)
+    if slabs is not None:  # which versions of the stored objects the statistics hold
+        arrays["slab_index"] = np.array(list(slabs), np.int64)
+        arrays["slab_version"] = np.array(
+            [np.frombuffer(bytes.fromhex(v), np.uint8) for v in slabs.values()], np.uint8
+        ).reshape(len(slabs), -1)
     arrays = {name: np.ascontiguousarray(value) for name, value in arrays.items()}
     try:
         group = zarr.open_group(tmp, mode="w")

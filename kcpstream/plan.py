@@ -19,7 +19,7 @@ from .errors import InputError
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal
 from .passes import SampleCache
 from .search import SearchLog
-from .signal import Signal
+from .signal import Signal, epoch_length
 from .significance import DEFAULT_ALPHA, LongRunNoise
 from .stats import BlockStats
 
@@ -88,9 +88,10 @@ def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
 
 
 def default_min_size(n: int) -> int:
-    """``min_size`` when none is given: :data:`MIN_SEGMENT_SHARE` of the series, at
-    least 2 samples (or windows)."""
-    return max(2, int(n * MIN_SEGMENT_SHARE))
+    """``min_size`` when none is given: :data:`MIN_SEGMENT_SHARE` of the series
+    (of its :func:`~kcpstream.signal.epoch_length`), at least 2 samples (or
+    windows)."""
+    return max(2, int(epoch_length(n) * MIN_SEGMENT_SHARE))
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ class Job:
     samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
     reuse: Any = None  # kcpstream.reuse.Reuse: an earlier version's statistics to keep
     base_key: str | None = None  # the checkpoint group ``reuse`` came from
+    base_known: dict = field(default_factory=dict)  # that group's exact segments
 
 
 def searched_in_memory(n: int, p: int, st: Settings) -> bool:
@@ -172,7 +174,8 @@ def block_size_of(n: int, st: Settings, window: int = 1) -> int:
     windows of ``window`` samples: blocks of about as many samples as the
     samples' own grid would have, since a refinement reads whole blocks)."""
     if st.block_size is None:
-        B = max(1, auto_block_size(n * window, st.n_series) // window)
+        # on the epoch's length: a growing series keeps its grid until it doubles
+        B = max(1, auto_block_size(epoch_length(n * window), st.n_series) // window)
         if st.method == "dynp":  # a grid of every sample when the DP can afford it
             B = max(1, min(B, -(-n // MAX_GRID)))
         return B

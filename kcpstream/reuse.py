@@ -52,6 +52,28 @@ class Reuse:
     def chunks_reused(self) -> int:
         return self.n_chunks - len(self.chunks)
 
+    @property
+    def prefix_end(self) -> int:
+        """Samples before the first block not kept: every sum from the start to
+        a position before it is the base's."""
+        redo = np.flatnonzero(~self.keep)
+        B = self.base.block_size
+        return int(redo[0]) * B if len(redo) else min(self.base.n, len(self.keep) * B)
+
+    def carry(self, stats: BlockStats, known: dict) -> dict:
+        """Give ``stats`` (the new version's) the exact splits the base had
+        refined before :attr:`prefix_end`; returns the segments of ``known``
+        (the base's exact segments) that end there or before: their data, and
+        so their best splits, are the same."""
+        end = self.prefix_end
+        for pos, sums in self.base._points.items():
+            if pos < end:
+                stats._points[pos] = sums
+        for (a, b), piece in self.base._pieces.items():
+            if b <= end:
+                stats._pieces[(a, b)] = piece
+        return {key: seg for key, seg in known.items() if key[1] <= end}
+
     def base_blocks(self, nb: int) -> tuple[np.ndarray, ...]:
         """``(S, Q, M2, R)`` of the base on a grid of ``nb`` blocks (rows past
         the base's end are zero; the kept ones are all within it)."""

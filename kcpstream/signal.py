@@ -40,6 +40,22 @@ __all__ = [
 MAX_SAMPLES = 2**34
 
 
+#: Series longer than this are planned on their *epoch*, the largest power of
+#: two not above their length: see :func:`epoch_length`.
+EPOCH_MIN = 2**21
+
+
+def epoch_length(n: int) -> int:
+    """The length the settings that scale with a series are taken from (fit
+    sample, block size, default ``min_size``): ``n`` itself up to
+    :data:`EPOCH_MIN` samples, beyond it the largest power of two not above
+    ``n``.  An archive that grows keeps its fit and block grid (so a
+    checkpoint of it stays usable: only the new chunks are read) until its
+    length doubles; the fit then still covers at least half of it."""
+    n = int(n)
+    return n if n <= EPOCH_MIN else 1 << (n.bit_length() - 1)
+
+
 @dataclass(frozen=True)
 class Signal:
     """A signal of ``n`` samples in ``d`` channels as a dask array ``(n, d)``.
@@ -99,8 +115,9 @@ class Signal:
         return ChunkReader(self.data, self.store_array, ReadContext(self.description, stores))
 
     def fit_windows(self, max_points: int = 2048, max_windows: int = 8) -> list[tuple[int, int]]:
-        """The ``[start, end)`` windows of the fit sample (see :meth:`sample`)."""
-        n = self.n
+        """The ``[start, end)`` windows of the fit sample (see :meth:`sample`),
+        within the first :func:`epoch_length` samples."""
+        n = epoch_length(self.n)
         if n <= max_points:
             return [(0, n)]
         width = max(1, max_points // max_windows)
@@ -109,7 +126,9 @@ class Signal:
 
     def sample(self, max_points: int = 2048, max_windows: int = 8) -> np.ndarray:
         """A fit sample (float64, shape (m, d)): ``max_windows`` evenly spaced
-        windows of ``max_points // max_windows`` consecutive samples.
+        windows of ``max_points // max_windows`` consecutive samples (over the
+        series' first :func:`epoch_length` samples: all of it up to
+        :data:`EPOCH_MIN`, at least half beyond).
 
         The windows are placed in time, not by chunk, so the sample (and the
         fitted feature map) is the same for every chunking of the same data.

@@ -209,3 +209,65 @@ def test_xarray_variables_opened_lazily_are_updated_too(tmp_path):
     _same(
         res, kcpstream.segment(xr.open_zarr(tmp_path / "d.zarr", chunks=None)["v"], block_size=400)
     )
+
+
+def test_the_epoch_keeps_fit_grid_and_min_size_while_a_series_grows():
+    from kcpstream.plan import default_min_size
+    from kcpstream.signal import EPOCH_MIN, epoch_length
+
+    assert epoch_length(1000) == 1000 and epoch_length(EPOCH_MIN) == EPOCH_MIN
+    for n in (EPOCH_MIN + 1, 10**8, 3 * 2**30 + 5):
+        e = epoch_length(n)
+        assert e & (e - 1) == 0 and e <= n < 2 * e  # a power of two, at least half
+        grown = min(2 * e - 1, int(n * 1.01))
+        assert epoch_length(grown) == e and default_min_size(grown) == default_min_size(n)
+
+
+def test_an_append_to_a_long_archive_reads_only_the_new_chunks_with_the_defaults(tmp_path):
+    """Past EPOCH_MIN samples the fit, the grid and min_size follow the epoch: a
+    1 % append keeps all of them, and the checkpoint's statistics and exact
+    splits before the old end hold."""
+    rng = np.random.default_rng(5)
+    n = 2**21 + 200_000
+    x = rng.normal(size=n).astype("f4")
+    for k, c in enumerate(range(300_000, n, 400_000)):
+        x[c:] += 0.6 * (-1) ** k
+    store = str(tmp_path / "s.zarr")
+    z = _write(store, x, 2**16)
+    ck = tmp_path / "ck"
+    full = kcpstream.segment(store, checkpoint=ck)
+    assert full.diagnostics.chunks_read == full.diagnostics.n_chunks == 36
+    z.resize((n + n // 100,))
+    z[n:] = rng.normal(size=n // 100).astype("f4") + 2
+    grown = kcpstream.segment(store, checkpoint=ck)
+    d = grown.diagnostics
+    # the new samples all land in the last chunk, which the append rewrote
+    assert d.checkpoint == "updated" and d.chunks_read == 1 and d.chunks_reused == 35
+    assert d.samples_featurized_pass < 2**17 + 2**16
+    fresh = kcpstream.segment(store)
+    _same(grown, fresh)
+    assert abs(int(grown.changepoints[-1]) - n) < 100
+    # the exact splits refined before the old end were kept: far less is scanned again
+    assert d.samples_scanned < fresh.diagnostics.samples_scanned / 2
+
+
+@pytest.mark.parametrize("victim", ["slab_version", "block_q", "prefix"])
+def test_a_damaged_earlier_version_is_not_a_base(tmp_path, victim):
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=200_000)
+    store = str(tmp_path / "s.zarr")
+    z = _write(store, x, 20_000)
+    ck = tmp_path / "ck"
+    kcpstream.segment(store, checkpoint=ck, block_size=400)
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    chunk = next(
+        os.path.join(d, f) for d, _, files in os.walk(ck / key / victim) for f in files
+        if f != "zarr.json"
+    )  # fmt: skip
+    raw = bytearray(open(chunk, "rb").read())
+    raw[len(raw) // 2] ^= 0x55
+    open(chunk, "wb").write(bytes(raw))
+    z[150_000:160_000] = rng.normal(size=10_000) * 3
+    res = kcpstream.segment(store, checkpoint=ck, block_size=400)
+    assert res.diagnostics.checkpoint == "written" and res.diagnostics.chunks_reused == 0
+    _same(res, kcpstream.segment(store, block_size=400))

@@ -1,0 +1,168 @@
+"""A growing archive: append 1 % to a store and segment it again with its checkpoint.
+
+A float32 store of ``--n`` samples with 20 distribution changes, in chunks of
+2^20 (zarr's default codec), is segmented with the defaults and a checkpoint
+(the full run); then 1 % more samples are appended (a shifted distribution)
+and the call is made again with the same checkpoint (the update), and once
+without it (a full run on the grown store: the change-points to match).
+Each call runs in a fresh process after a warm-up call that compiles;
+bytes read are the process's ``rchar`` over the call (every byte of the store
+it read, from disk or page cache).
+
+Target (issue: archives that live): the update reads at most 2 % of the
+store's bytes, takes at most 5 % of the full run's time, and returns the
+full run's change-points.
+
+Usage: python benchmarks/bench_append.py [--n 100000000] [--repeat 3]
+       [--dir /tmp/kcp-append] [--out append.json] [--markdown results/append.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+from _report import PEAK_RSS_CODE, machine, report, store_bytes
+
+CHILD = (
+    PEAK_RSS_CODE
+    + """
+import json, time, warnings
+warnings.simplefilter('ignore')
+import numpy as np, kcpstream
+
+def rchar():
+    with open('/proc/self/io') as fh:
+        return next(int(ln.split()[1]) for ln in fh if ln.startswith('rchar'))
+
+kcpstream.segment(np.random.default_rng(0).normal(size=5000))  # compile, warm
+r0, t = rchar(), time.perf_counter()
+res = kcpstream.segment({path!r}, checkpoint={checkpoint!r})
+s, r1 = time.perf_counter() - t, rchar()
+d = res.diagnostics
+print(json.dumps({{'seconds': s, 'bytes_read': r1 - r0, 'changepoints': res.changepoints.tolist(),
+    'checkpoint': d.checkpoint, 'chunks_read': d.chunks_read, 'chunks_reused': d.chunks_reused,
+    'samples_pass': d.samples_featurized_pass, 'read_again': d.samples_read_again,
+    'rss_mib': peak_rss_mib()}}))
+"""
+)
+
+
+def _child(path: str, checkpoint: str | None) -> dict:
+    script = CHILD.format(path=path, checkpoint=checkpoint)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _script(code: str) -> None:
+    """Run ``code`` in a child (the parent never holds the signal)."""
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def run(n: int, repeat: int, root: str) -> dict:
+    os.makedirs(root, exist_ok=True)
+    store = os.path.join(root, f"n{n}.zarr")
+    if not os.path.isdir(store):
+        _script(
+            "from kcpstream import datasets\n"
+            f"x = datasets.changing_distribution({n}, 20, seed=0).x\n"
+            f"datasets.write_zarr(x, {store!r}, chunks=2**20)\n"
+        )
+    path = os.path.join(store, "x")
+    extra = n // 100
+    rounds = []
+    for k in range(repeat):
+        _script(f"import zarr; zarr.open_array({path!r}, mode='r+').resize(({n},))")
+        ck = os.path.join(root, "ck")
+        shutil.rmtree(ck, ignore_errors=True)
+        full = _child(path, ck)
+        size = store_bytes(store)
+        _script(
+            "import numpy as np, zarr\n"
+            f"z = zarr.open_array({path!r}, mode='r+')\n"
+            f"z.resize(({n + extra},))\n"
+            f"z[{n}:] = (np.random.default_rng({k}).normal(size={extra}) * 2 + 1).astype(z.dtype)\n"
+        )
+        update = _child(path, ck)
+        scratch = _child(path, None)
+        rounds.append({"full": full, "update": update, "scratch": scratch, "store_bytes": size})
+
+    def med(kind: str, key: str) -> float:
+        return statistics.median(r[kind][key] for r in rounds)
+
+    last = rounds[-1]
+    return {
+        "n": n,
+        "appended": extra,
+        "repeat": repeat,
+        "machine": machine(),
+        "full_seconds": med("full", "seconds"),
+        "update_seconds": med("update", "seconds"),
+        "scratch_seconds": med("scratch", "seconds"),
+        "time_ratio": med("update", "seconds") / med("full", "seconds"),
+        "store_bytes": last["store_bytes"],
+        "update_bytes_read": med("update", "bytes_read"),
+        "full_bytes_read": med("full", "bytes_read"),
+        "bytes_ratio": med("update", "bytes_read") / last["store_bytes"],
+        "update_rss_mib": med("update", "rss_mib"),
+        "full_rss_mib": med("full", "rss_mib"),
+        "checkpoint": last["update"]["checkpoint"],
+        "chunks_read": last["update"]["chunks_read"],
+        "chunks_reused": last["update"]["chunks_reused"],
+        "samples_read_again": last["update"]["read_again"],
+        "same_changepoints": all(
+            r["update"]["changepoints"] == r["scratch"]["changepoints"] for r in rounds
+        ),
+    }
+
+
+def markdown(r: dict) -> str:
+    return "\n".join(
+        [
+            "# A growing archive: append 1 % and segment again with the checkpoint",
+            "",
+            f"`python benchmarks/bench_append.py --n {r['n']} --repeat {r['repeat']}`; "
+            f"{r['machine'].get('cpus')} cores, float32 from zarr (zstd, chunks of 2^20), "
+            f"defaults, median of {r['repeat']} rounds (fresh processes, warm).",
+            "",
+            "| run | seconds | bytes read | peak RSS (MiB) |",
+            "|---|---|---|---|",
+            f"| full run, {r['n']} samples, checkpoint written | {r['full_seconds']:.2f} | "
+            f"{r['full_bytes_read'] / 2**20:.0f} MiB | {r['full_rss_mib']:.0f} |",
+            f"| update after appending {r['appended']} samples | {r['update_seconds']:.2f} | "
+            f"{r['update_bytes_read'] / 2**20:.1f} MiB | {r['update_rss_mib']:.0f} |",
+            f"| full run on the grown store, no checkpoint | {r['scratch_seconds']:.2f} | | |",
+            "",
+            f"- update / full run time: **{r['time_ratio']:.3f}** (target ≤ 0.05)",
+            f"- bytes read by the update / store ({r['store_bytes'] / 2**20:.0f} MiB): "
+            f"**{r['bytes_ratio']:.4f}** (target ≤ 0.02)",
+            f"- checkpoint `{r['checkpoint']}`: {r['chunks_read']} chunks read, "
+            f"{r['chunks_reused']} reused, {r['samples_read_again']} samples read again "
+            "by refinement",
+            f"- change-points of the update = those of the full run on the grown store: "
+            f"{'yes' if r['same_changepoints'] else 'no'}",
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default="/tmp/kcp-append")
+    ap.add_argument("--out")
+    ap.add_argument("--markdown")
+    args = ap.parse_args()
+    report(run(args.n, args.repeat, args.dir), args.out, args.markdown, markdown)
+
+
+if __name__ == "__main__":
+    main()
