@@ -19,7 +19,7 @@ from .errors import InputError
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal
 from .passes import SampleCache
 from .search import SearchLog
-from .signal import Signal, epoch_length
+from .signal import EPOCH_MIN, Signal, epoch_length
 from .significance import DEFAULT_ALPHA, LongRunNoise
 from .stats import BlockStats
 
@@ -87,11 +87,19 @@ def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
     return int(value)
 
 
+def planned_length(n: int) -> int:
+    """The length the block grid and the default ``min_size`` are planned for:
+    ``n`` up to :data:`~kcpstream.signal.EPOCH_MIN`, beyond it the end of the
+    series' epoch (the smallest power of two above ``n``): fixed while an
+    archive grows (a checkpoint of it stays usable), and on the side of fewer,
+    longer blocks and segments than ``n`` itself gives (at most 2x)."""
+    return n if n <= EPOCH_MIN else 2 * epoch_length(n)
+
+
 def default_min_size(n: int) -> int:
     """``min_size`` when none is given: :data:`MIN_SEGMENT_SHARE` of the series
-    (of its :func:`~kcpstream.signal.epoch_length`), at least 2 samples (or
-    windows)."""
-    return max(2, int(epoch_length(n) * MIN_SEGMENT_SHARE))
+    (of its :func:`planned_length`), at least 2 samples (or windows)."""
+    return max(2, int(planned_length(n) * MIN_SEGMENT_SHARE))
 
 
 @dataclass(frozen=True)
@@ -174,8 +182,8 @@ def block_size_of(n: int, st: Settings, window: int = 1) -> int:
     windows of ``window`` samples: blocks of about as many samples as the
     samples' own grid would have, since a refinement reads whole blocks)."""
     if st.block_size is None:
-        # on the epoch's length: a growing series keeps its grid until it doubles
-        B = max(1, auto_block_size(epoch_length(n * window), st.n_series) // window)
+        # a growing series keeps its grid until it doubles
+        B = max(1, auto_block_size(planned_length(n * window), st.n_series) // window)
         if st.method == "dynp":  # a grid of every sample when the DP can afford it
             B = max(1, min(B, -(-n // MAX_GRID)))
         return B

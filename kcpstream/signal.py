@@ -46,12 +46,13 @@ EPOCH_MIN = 2**21
 
 
 def epoch_length(n: int) -> int:
-    """The length the settings that scale with a series are taken from (fit
-    sample, block size, default ``min_size``): ``n`` itself up to
+    """The samples the fit sample is drawn from: ``n`` itself up to
     :data:`EPOCH_MIN` samples, beyond it the largest power of two not above
-    ``n``.  An archive that grows keeps its fit and block grid (so a
-    checkpoint of it stays usable: only the new chunks are read) until its
-    length doubles; the fit then still covers at least half of it."""
+    ``n`` (the block grid and default ``min_size`` follow the same epoch, see
+    :func:`kcpstream.plan.planned_length`).  An archive that grows keeps its
+    fit and block grid (so a checkpoint of it stays usable: only the new
+    chunks are read) until its length doubles; the fit still covers at least
+    half of it."""
     n = int(n)
     return n if n <= EPOCH_MIN else 1 << (n.bit_length() - 1)
 

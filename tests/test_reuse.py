@@ -212,15 +212,19 @@ def test_xarray_variables_opened_lazily_are_updated_too(tmp_path):
 
 
 def test_the_epoch_keeps_fit_grid_and_min_size_while_a_series_grows():
-    from kcpstream.plan import default_min_size
+    from kcpstream.plan import Settings, block_size_of, default_min_size, planned_length
     from kcpstream.signal import EPOCH_MIN, epoch_length
 
-    assert epoch_length(1000) == 1000 and epoch_length(EPOCH_MIN) == EPOCH_MIN
+    assert epoch_length(1000) == planned_length(1000) == 1000
+    assert epoch_length(EPOCH_MIN) == planned_length(EPOCH_MIN) == EPOCH_MIN
+    st = Settings("auto", None, None, "binseg", None, None, None, None, 2048, 4096, 0, None, False)
     for n in (EPOCH_MIN + 1, 10**8, 3 * 2**30 + 5):
         e = epoch_length(n)
         assert e & (e - 1) == 0 and e <= n < 2 * e  # a power of two, at least half
+        assert planned_length(n) == 2 * e  # blocks and min_size: at most 2x longer
         grown = min(2 * e - 1, int(n * 1.01))
         assert epoch_length(grown) == e and default_min_size(grown) == default_min_size(n)
+        assert block_size_of(grown, st) == block_size_of(n, st)
 
 
 def test_an_append_to_a_long_archive_reads_only_the_new_chunks_with_the_defaults(tmp_path):
