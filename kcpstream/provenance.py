@@ -67,6 +67,8 @@ class StoredArray:
     array: Any
     axis: int | None
     rows: tuple[int, int] = (0, 0)
+    #: how the other axes are taken (slices, indices): part of the identity
+    select: tuple = ()
 
     @property
     def where(self) -> str:
@@ -117,31 +119,55 @@ def _unwrap(obj: Any) -> tuple[Any, Any]:
 
 def stored_array(obj: Any, dim: str | None = None) -> StoredArray | None:
     """The zarr array under ``obj`` and the rows it reads, when ``obj`` is a zarr
-    array or an xarray DataArray opened lazily from a zarr store (without dask)
-    and sliced along time only; else None (see :func:`graph_sources`)."""
+    array or an xarray DataArray (or a Dataset of one) opened lazily from a
+    zarr store (without dask), sliced along time and sliced or indexed along
+    its other axes (a batch's series); else None (see :func:`graph_sources`)."""
     import zarr
 
     if isinstance(obj, zarr.Array):
         return StoredArray(obj, 0, (0, int(obj.shape[0]) if obj.ndim else 0))
+    data_vars = getattr(obj, "data_vars", None)
+    if data_vars is not None:  # a Dataset: its one variable
+        if len(data_vars) != 1:
+            return None
+        obj = next(iter(data_vars.values()))
     variable = getattr(obj, "variable", None)
     node = getattr(variable, "_data", None)
     if node is None or hasattr(node, "dask"):
         return None
     node, key = _unwrap(node)
     dims = list(variable.dims)
-    if not isinstance(node, zarr.Array) or node.ndim != len(dims):
+    if not isinstance(node, zarr.Array):
         return None
-    axis = dims.index(dim) if dim in dims else 0
-    rows = (0, int(node.shape[axis]))
-    if key is not None:
-        slices = getattr(key, "tuple", ())
-        if len(slices) != node.ndim or not all(isinstance(s, slice) for s in slices):
-            return None
-        start, stop, step = slices[axis].indices(int(node.shape[axis]))
-        if step != 1:
-            return None
-        rows = (start, stop)
-    return StoredArray(node, axis, rows)
+    entries = getattr(key, "tuple", None) if key is not None else (slice(None),) * node.ndim
+    if entries is None or len(entries) != node.ndim:
+        return None
+    select = [_selection(e, int(n)) for e, n in zip(entries, node.shape, strict=True)]
+    if any(e is None for e in select):
+        return None
+    kept = [i for i, e in enumerate(select) if e[0] != "i"]  # the axes the variable has
+    if len(kept) != len(dims):
+        return None
+    axis = kept[dims.index(dim)] if dim in dims else kept[0]
+    if select[axis][0] != "s":
+        return None
+    rows = (select[axis][1], select[axis][2])
+    return StoredArray(node, axis, rows, tuple(e for i, e in enumerate(select) if i != axis))
+
+
+def _selection(entry: Any, size: int) -> tuple | None:
+    """One axis of an xarray indexer: ``("s", start, stop)`` (a slice of step
+    1), ``("i", index)`` (an integer: the axis is dropped), ``("a", indices)``
+    (integers: the axis is kept), or None (anything else)."""
+    if isinstance(entry, slice):
+        start, stop, step = entry.indices(size)
+        return ("s", start, stop) if step == 1 else None
+    if isinstance(entry, int | np.integer):
+        return ("i", int(entry) % size)
+    values = np.asarray(entry)
+    if values.ndim == 1 and values.dtype.kind in "iu":
+        return ("a", [int(v) % size for v in values])
+    return None
 
 
 def graph_sources(x: Any) -> tuple[list[StoredArray], list[np.ndarray]]:
@@ -306,7 +332,9 @@ def zarr_identity(stored: StoredArray, versions: dict[str, tuple] | None) -> str
         return None
     meta = stored.array.metadata.to_dict()
     h = hashlib.sha256()
-    h.update(json.dumps([stored.where, stored.axis, stored.rows], default=str).encode())
+    h.update(
+        json.dumps([stored.where, stored.axis, stored.rows, stored.select], default=str).encode()
+    )
     h.update(json.dumps(meta, sort_keys=True, default=str).encode())
     for key in sorted(versions):
         h.update(json.dumps([key, versions[key]], default=str).encode())
@@ -381,7 +409,11 @@ class Origin:
         stored = found[0]
         meta = {k: v for k, v in stored.array.metadata.to_dict().items() if k != "shape"}
         h = hashlib.sha256()
-        h.update(json.dumps([self.token, stored.where, stored.axis, stored.rows[0]]).encode())
+        h.update(
+            json.dumps(
+                [self.token, stored.where, stored.axis, stored.rows[0], stored.select]
+            ).encode()
+        )
         h.update(json.dumps(meta, sort_keys=True, default=str).encode())
         return h.hexdigest()
 

@@ -275,3 +275,19 @@ def test_a_damaged_earlier_version_is_not_a_base(tmp_path, victim):
     res = kcpstream.segment(store, checkpoint=ck, block_size=400)
     assert res.diagnostics.checkpoint == "written" and res.diagnostics.chunks_reused == 0
     _same(res, kcpstream.segment(store, block_size=400))
+
+
+def test_series_of_one_store_selected_lazily_never_share_statistics(tmp_path):
+    xr = pytest.importorskip("xarray")
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(100_000, 2))
+    x[50_000:, 1] *= 3  # only sensor b changes
+    ds = xr.Dataset({"v": (("time", "sensor"), x)}, coords={"sensor": ["a", "b"]})
+    ds.chunk({"time": 10_000}).to_zarr(tmp_path / "d.zarr")
+    lazy = xr.open_zarr(tmp_path / "d.zarr", chunks=None)
+    kw = {"checkpoint": tmp_path / "ck", "block_size": 200}
+    a = kcpstream.segment(lazy["v"].sel(sensor="a"), **kw)
+    b = kcpstream.segment(lazy[["v"]].isel(sensor=1), **kw)  # a Dataset of one variable
+    assert a.diagnostics.checkpoint == b.diagnostics.checkpoint == "written"
+    _same(b, kcpstream.segment(x[:, 1], block_size=200))
+    assert len([k for k in os.listdir(tmp_path / "ck") if not k.startswith(".")]) == 2
