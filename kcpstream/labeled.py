@@ -170,6 +170,16 @@ def labeled_signal(
     return data, axis, f"DataArray {obj.name!r}", origin
 
 
+def _stored_chunk(arr: Any, dim: str) -> int | None:
+    """Samples per stored object along ``dim`` of the zarr array under ``arr``."""
+    from .provenance import stored_array
+
+    found = stored_array(arr, dim)
+    if found is None:
+        return None
+    return int((found.array.shards or found.array.chunks)[found.axis])
+
+
 def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]:
     """A DataArray as (time, every other dimension flattened) dask array, and
     what it reads when that can be sliced directly (see
@@ -179,6 +189,11 @@ def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]
 
     arr = arr.transpose(dim, ...)
     check_dtype(np.dtype(arr.dtype), f"DataArray {arr.name!r}")
+    if not isinstance(arr.variable._data, np.ndarray | da.Array):
+        # loaded lazily (no dask): its ``.data`` would read it whole; chunked along
+        # the store's objects, each task reads its rows (the store, for identity
+        # and checkpoints, is followed from the object itself: see as_signal)
+        arr = arr.chunk({dim: _stored_chunk(arr, dim) or default_chunk(arr.sizes[dim])})
     raw = arr.data
     if isinstance(raw, da.Array):
         origin = array_source(raw)
@@ -255,14 +270,17 @@ def stored_time_axis(group: Any, array: Any, dim: str | None) -> TimeAxis | None
 def open_zarr_lazily(path: str, storage_options: dict | None = None) -> Any:
     """``xarray.open_zarr`` without loading the time index whole where xarray
     allows it (``create_default_indexes=False``: the coordinate is then read at
-    the positions a result needs), zarr's notes on consolidated metadata
+    the positions a result needs) and without dask (``chunks=None``: a series
+    taken from it is then known to read the store directly, so that a
+    checkpoint of it follows the store as it changes; kcpstream chunks it
+    along the store's objects), zarr's notes on consolidated metadata
     silenced.  Errors are xarray's and zarr's own."""
     import inspect
     import warnings
 
     import xarray as xr
 
-    kwargs: dict[str, Any] = {"consolidated": None}
+    kwargs: dict[str, Any] = {"consolidated": None, "chunks": None}
     if storage_options:
         kwargs["storage_options"] = storage_options
     if "create_default_indexes" in inspect.signature(xr.open_zarr).parameters:

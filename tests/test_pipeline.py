@@ -296,6 +296,38 @@ def test_an_append_segments_every_series_again(tmp_path):
         np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
 
 
+def test_a_nightly_append_reads_only_the_new_chunks_of_each_series(tmp_path):
+    """A job with a checkpoint on a long archive (past the epoch's 2**21 samples):
+    after a 1 % append every series is segmented again from its checkpoint,
+    reading the chunks that changed, with the answer a fresh call gives."""
+    n = 2**21 + 50_000
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(n, 2)).astype("f4")
+    data[n // 2 :] *= 2
+    ds = xr.Dataset({"v": (("time", "sensor"), data)}, coords={"sensor": ["a", "b"]})
+    ds.chunk({"time": 2**16}).to_zarr(tmp_path / "archive.zarr", mode="w")
+    job = _job(tmp_path, extra='checkpoint = "ck"')
+    text = job.read_text().replace('[features]\nmap = "rff"\nn_features = 32\n', "")
+    job.write_text(text.replace("n_bkps = 3", 'pen = "auto"'))
+    from kcpstream.pipeline import run_job
+
+    assert run_job(job)["done"] == 2
+    extra = rng.normal(size=(n // 100, 2)).astype("f4") + 3
+    more = xr.Dataset({"v": (("time", "sensor"), extra)}, coords={"sensor": ["a", "b"]})
+    more.chunk({"time": 2**16}).to_zarr(tmp_path / "archive.zarr", append_dim="time")
+    assert run_job(job)["done"] == 2
+    for sensor in "ab":
+        res = kcpstream.Segmentation.from_json(
+            (tmp_path / "out" / "series" / f"sensor={sensor}.json").read_text()
+        )
+        d = res.diagnostics
+        assert res.n_samples == n + n // 100
+        assert d.checkpoint == "updated" and d.chunks_read == 2 and d.chunks_reused == 32
+        fresh = kcpstream.segment(xr.open_zarr(tmp_path / "archive.zarr")["v"].sel(sensor=sensor))
+        np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
+        assert min(abs(res.changepoints - n)) < 100  # the appended shift is found
+
+
 def test_one_corrupt_series_fails_alone(tmp_path):
     _labelled_archive(
         tmp_path / "archive.zarr", ["a", "b", "c"], chunks={"time": 2_000, "sensor": 1}
