@@ -101,6 +101,13 @@ def test_a_checkpoint_of_an_s3_store_follows_its_etags(bucket, tmp_path):
     again = kcpstream.segment(url, storage_options=opts, checkpoint=ck)
     assert again.diagnostics.checkpoint == "written"
     assert_same_segmentation(again, kcpstream.segment(np.asarray(z[:])))
+    # on the block grid, the statistics of the objects whose ETag held are kept
+    kw = {"storage_options": opts, "checkpoint": ck, "block_size": 250}
+    kcpstream.segment(url, **kw)
+    z[10_000:15_000] = z[10_000:15_000] * 3
+    updated = kcpstream.segment(url, **kw)
+    assert updated.diagnostics.checkpoint == "updated" and updated.diagnostics.chunks_read == 1
+    assert_same_segmentation(updated, kcpstream.segment(np.asarray(z[:]), block_size=250))
 
 
 def test_an_object_missing_from_the_bucket_is_an_error(bucket):
@@ -173,3 +180,78 @@ def test_the_cli_reports_an_unreachable_store_in_one_line():
     )  # fmt: skip
     assert res.returncode == 1
     assert res.stderr.startswith("Error: cannot open") and len(res.stderr.strip().splitlines()) == 1
+
+
+class _FlakyProxy:
+    """An HTTP proxy in front of the S3 server that answers 503 (Slow Down, as S3
+    does under load) to the first request for each chunk object, and forwards
+    everything else: transient server errors, on the wire."""
+
+    def __init__(self, upstream: str):
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlsplit
+
+        target = urlsplit(upstream)
+        self.failed: list[str] = []
+        seen: set[str] = set()
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.split("?")[0]
+                with lock:
+                    fail = self.command == "GET" and "/c/" in path and path not in seen
+                    seen.add(path)
+                if fail:
+                    outer.failed.append(path)
+                    payload = b"<Error><Code>SlowDown</Code><Message>Slow Down</Message></Error>"
+                    self.send_response(503)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                conn.request(self.command, self.path, body=body, headers=dict(self.headers))
+                reply = conn.getresponse()
+                data = reply.read()
+                self.send_response(reply.status)
+                for key, value in reply.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_transient_server_errors_are_retried(bucket):
+    name, opts = bucket
+    x = _signal()
+    url = f"s3://{name}/x.zarr"
+    _put(url, opts, x)
+    proxy = _FlakyProxy(opts["endpoint_url"])
+    try:
+        got = kcpstream.segment(url, storage_options={**opts, "endpoint_url": proxy.url})
+    finally:
+        proxy.close()
+    assert len(proxy.failed) >= N // CHUNK  # every chunk object failed once
+    assert_same_segmentation(got, kcpstream.segment(x))
