@@ -9,7 +9,7 @@ with the pointwise default (:func:`kcpstream.features.default_feature_map`),
 fitted on the fit sample cut from the stretches (no second read).  A cycle
 too long for the stretches is looked for after the data pass, in the block
 sums of the features (:func:`block_cycle`; the job is then segmented as
-windows of it, see ``kcpstream.api._long_cycle``).
+windows of it, see ``kcpstream.engine._long_cycle``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,435 @@
+"""Running a segmentation: each series' job prepared (fit, grid, checkpoint),
+then every phase for all series at once (one data pass, the searches in
+lockstep, the choice of the number of change-points, the results).
+
+:func:`kcpstream.segment` checks its arguments and calls :func:`prepare` and
+:func:`run`; the choices are :mod:`kcpstream.plan`'s, the passes
+:mod:`kcpstream.passes`', the search :mod:`kcpstream.search`'s.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+
+import numpy as np
+
+from . import checkpoint
+from ._version import __version__
+from .autofeatures import auto_features, block_cycle
+from .choose import choose, local_gains, local_pvalues, noise_of
+from .dynp import refine_steps
+from .errors import InputError
+from .features import FeatureMap, make_feature_map
+from .passes import (
+    SampleCache,
+    data_passes,
+    fit_sample,
+    in_memory_passes,
+    pass_task_count,
+    release_worker_caches,
+)
+from .plan import (
+    Job,
+    Settings,
+    block_size_of,
+    d_max_of,
+    is_auto,
+    limit_in_memory,
+    min_size_of,
+    searched_in_memory,
+)
+from .result import Diagnostics, Segmentation
+from .reuse import plan_reuse
+from .search import SearchLog, binseg_steps, dense_binseg_steps, drive_many, scans_from_prefix
+from .signal import Signal, check_finite_index, window_signal
+
+__all__ = ["prepare", "run"]
+
+
+def prepare(signal: Signal, features, st: Settings) -> Job:
+    """Checks that depend on the series, the fitted feature map, the block size."""
+    cache = sample = None
+    if is_auto(features):
+        # the stretches are read whole-chunk through the cache the pointwise
+        # search would use, which keeps them for the data pass and the fit
+        cache = SampleCache(block_size_of(signal.n, st), max_bytes=st.cache_bytes)
+        features, sample = auto_features(signal, st.sample_size, st.seed, cache)
+        if sample is None:
+            cache = None  # the windows are another signal, with a grid of their own
+    auto = is_auto(features)  # "auto" still: sample by sample (no cycle seen)
+    fmap = make_feature_map(features, seed=st.seed, d=signal.d)
+    window = fmap.window_samples
+    original = signal
+    if window > 1:  # a window map segments the sequence of windows
+        signal = window_signal(signal, window)
+    n = signal.n
+    min_size = min_size_of(st, original, n, window)
+    if n < 2 * min_size:
+        raise InputError(
+            f"{signal.description} has {n} samples, fewer than 2*min_size={2 * min_size}: "
+            "no split can leave min_size samples on both sides; use a smaller min_size "
+            "or a longer signal"
+        )
+    if st.n_bkps is not None and st.n_bkps > n // min_size - 1:
+        raise InputError(
+            f"n_bkps={st.n_bkps} change-points cannot fit in {n} samples with "
+            f"min_size={min_size} (at most {n // min_size - 1}); ask for fewer or lower "
+            "min_size"
+        )
+    d_max = d_max_of(st, n, min_size)
+    if st.rule == "slope" and d_max < 4:
+        raise InputError(
+            f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
+            f"(n={n}, min_size={min_size}); give n_bkps or pen, or a larger d_max"
+        )
+    B = block_size_of(n, st, window)
+    if cache is None:
+        cache = SampleCache(B, max_bytes=st.cache_bytes)
+    if not fmap.is_fitted:
+        fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
+        if sample is None:
+            sample = fit_sample(signal, signal.fit_windows(st.sample_size), cache)
+        if not np.isfinite(sample).all():
+            check_finite_index(signal.first_nonfinite(), signal.description)
+        fmap.fit(sample)
+    elif fmap.n_features_in_ != signal.d:
+        raise InputError(
+            f"the fitted feature map expects d={fmap.n_features_in_} channels but "
+            f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
+        )
+    job = Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
+    job.auto = auto
+    job.params = {  # what the result was made with, kept in its JSON
+        "method": st.method,
+        "rule": st.rule,
+        "n_bkps": st.n_bkps,
+        "pen": st.pen,
+        "alpha": st.alpha if st.rule == "auto" else None,
+        "d_max": d_max,
+        "min_size": min_size * window,  # samples (whole windows for a window map)
+        "min_duration": None if st.min_duration is None else str(st.min_duration),
+        "block_size": B,
+        "seed": st.seed,
+        "sample_size": st.sample_size,
+        "features": _spec(fmap),
+        "window": window if window > 1 else None,
+    }
+    job.in_memory = searched_in_memory(n, fmap.n_features_out_, st)
+    if st.checkpoint is not None:
+        identity = signal.identity
+        if identity is None:
+            raise InputError(
+                f"checkpoint= cannot tell whether {signal.description} changed since a "
+                "checkpoint was written (its samples do not come straight from a zarr store "
+                "on a file system or object store, or from a numpy array); pass the store or "
+                "the array itself, or omit checkpoint"
+            )
+        job.key = checkpoint.fingerprint(identity, signal.source, fmap.to_json(), B)
+        found = checkpoint.load(st.checkpoint, job.key, job.min_size, n, B)
+        if found == "damaged":
+            job.damaged = True
+        elif found is not None:
+            job.stats, job.known = found
+            job.loaded = True
+            # the key holds for both searches: search as the stored statistics allow
+            job.in_memory = job.stats.block_size == 1
+        if not job.loaded and not job.in_memory:
+            _find_reuse(job, st.checkpoint)
+    return job
+
+
+def _find_reuse(job: Job, path) -> None:
+    """Keep the statistics of an earlier version of the same stored array
+    (appended to, or rewritten in place) where its samples did not change:
+    ``job.reuse`` (see :mod:`kcpstream.reuse`)."""
+    origin = job.signal.origin
+    lineage = None if origin is None else origin.lineage()
+    if lineage is None:
+        return
+    found = checkpoint.load_base(path, lineage, job.fmap.to_json(), job.block_size, job.min_size)
+    if found is None:
+        return
+    key, base, job.base_known, attrs, old = found
+    if key == job.key:  # this very input's group, found damaged: recomputed whole
+        return
+    job.base_key = key  # replaced by this run's statistics once they are written
+    step, slabs = origin.slab_versions()
+    # a block cut by a chunk boundary sums its squared norms in two parts, one
+    # rounding apart from a block read whole: the same chunking, the same bits
+    if attrs.get("slab_step") != step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
+        return
+    row0 = origin.stores[0][0].rows[0]
+    job.reuse = plan_reuse(base, job.signal.n, job.signal.chunk_starts, step, row0, old, slabs)
+
+
+def _pass_chunk(signal: Signal) -> int:
+    """The data pass's chunk length (all chunks but the last have it)."""
+    return int(signal.data.chunks[0][0])
+
+
+def _long_cycle(job: Job, st: Settings) -> Job | None:
+    """The job at windows of a cycle the period check could not see, or None.
+
+    For ``features="auto"`` segmented sample by sample: a cycle longer than
+    the period check's reach (:data:`~kcpstream.autofeatures.PERIOD_WIDTH`
+    / 8 samples) that shows in the features' block sums
+    (:func:`~kcpstream.autofeatures.block_cycle`) is segmented as windows of
+    whole blocks holding one cycle, each the mean of its samples' features:
+    from the statistics of the data pass alone, in memory, at window
+    resolution (the cycle's phase is no change).
+    """
+    stats = job.stats
+    if not job.auto or job.window != 1:
+        return None
+    full = stats.n // stats.block_size
+    steps = block_cycle(stats.prefix[:, : full + 1], stats.block_size)
+    if steps is None:
+        return None
+    window = steps * stats.block_size
+    windows = stats.windows(steps)
+    m = windows.n
+    min_size = min_size_of(st, job.signal, m, window)
+    if m < 2 * min_size or (st.n_bkps is not None and st.n_bkps > m // min_size - 1):
+        return None  # the windows cannot hold the segments asked for: sample by sample
+    d_max = d_max_of(st, m, min_size)
+    out = Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, window=window)
+    out.original, out.stats, out.in_memory, out.loaded = job.signal, windows, True, job.loaded
+    out.reuse = job.reuse
+    out.samples_per_pass = stats.n
+    out.params = {**job.params, "d_max": d_max, "min_size": min_size * window, "window": window}
+    return out
+
+
+def _spec(fmap: FeatureMap) -> str:
+    """A feature map as the call that makes it (its parameters, not its fit)."""
+    args = ", ".join(f"{k}={getattr(fmap, k, None)!r}" for k in type(fmap)._param_names)
+    return f"{type(fmap).__name__}({args})"
+
+
+def run(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
+    """Every phase for all series at once: one data pass, searches in lockstep rounds."""
+    limit_in_memory(jobs)
+    try:
+        return _run_phases(jobs, st, t0)
+    finally:  # the samples workers kept for refinement are freed, whatever happened
+        release_worker_caches([j.cache for j in jobs])
+
+
+def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
+    t_pass = time.perf_counter()
+    todo = [j for j in jobs if not j.loaded and not j.in_memory]
+    small = [j for j in jobs if not j.loaded and j.in_memory]
+    if small:
+        found = in_memory_passes([(j.signal, j.fmap, j.cache) for j in small], st.tile, st.progress)
+        for job, stats in zip(small, found, strict=True):
+            job.stats = stats
+    for job, stats in zip(
+        todo,
+        data_passes(
+            [(j.signal, j.fmap, j.block_size, j.cache) for j in todo], st.tile, st.progress,
+            [j.reuse for j in todo],
+        ),
+        strict=True,
+    ):  # fmt: skip
+        job.stats = stats
+        if job.reuse is not None:  # the exact splits refined before the first change
+            job.known = job.reuse.carry(stats, job.base_known)
+    for job in jobs:
+        _check_statistics(job.stats, job.signal)
+    seconds_pass = time.perf_counter() - t_pass
+    stored = jobs  # the checkpoint keeps the data pass's statistics
+    jobs = [_long_cycle(job, st) or job for job in jobs]
+    for job in jobs:
+        job.noise = noise_of(job.stats, pointwise=job.window == 1)
+
+    def steps(job: Job):
+        kw = {"min_size": job.min_size, "log": job.log}
+        search = dense_binseg_steps if job.in_memory else binseg_steps
+        if not job.in_memory:
+            kw["known"] = job.known
+        if st.rule == "pen" and st.method == "binseg":
+            return search(job.stats, pen=st.pen, **kw)
+        return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
+
+    def refinement(job: Job, chosen: dict):
+        if job.in_memory:  # every position is a grid point: no data read, no round
+            steps = refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=SearchLog())
+            return scans_from_prefix(steps, job.stats, job.min_size)
+        return refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=job.log)
+
+    orders = _drive(jobs, steps, st.tile)
+    chosen = [choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
+    if st.method == "dynp":
+        of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
+        refined = _drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile)
+        for job, c, cps in zip(jobs, chosen, refined, strict=True):
+            c["changepoints"] = cps
+            c["gains"] = local_gains(job.stats, cps)
+            c["order"] = cps
+    if st.checkpoint is not None:
+        for job in stored:
+            attrs = {
+                "kcpstream": __version__,
+                "features": job.fmap.to_json(),
+                "source": json.dumps(job.signal.source, default=str),
+                "min_size": job.min_size,
+                "block_size": job.block_size,
+                **_versions_of(job.signal),
+            }
+            checkpoint.save(st.checkpoint, job.key, job.stats, job.known, attrs)
+            if job.base_key is not None and job.base_key != job.key:
+                # the earlier version's statistics describe samples the store no longer holds
+                checkpoint.remove(st.checkpoint, job.base_key)
+    return [
+        _build_result(
+            j,
+            c["changepoints"],
+            c["gains"],
+            c["order"],
+            c["costs"],
+            c["selection"],
+            st.method,
+            j.min_size * j.window,  # in samples
+            t0,
+            seconds_pass,
+            _checkpoint_state(j, st),
+        )  # fmt: skip
+        for j, c in zip(jobs, chosen, strict=True)
+    ]
+
+
+def _checkpoint_state(job: Job, st: Settings) -> str:
+    """``diagnostics.checkpoint`` (see :class:`~kcpstream.result.Diagnostics`)."""
+    if st.checkpoint is None:
+        return ""
+    if job.reuse is not None:
+        return "updated"
+    return "loaded" if job.loaded else "recomputed" if job.damaged else "written"
+
+
+def _versions_of(signal: Signal) -> dict:
+    """What a later run needs to reuse these statistics for a changed version
+    of the same stored array (:func:`_find_reuse`): nothing when it cannot."""
+    origin = signal.origin
+    lineage = None if origin is None else origin.lineage()
+    if lineage is None:
+        return {}
+    step, slabs = origin.slab_versions()
+    return {
+        "lineage": lineage,
+        "slab_step": step,
+        "pass_chunk": _pass_chunk(signal),
+        "slabs": slabs,  # stored as checksummed arrays (checkpoint.save)
+    }
+
+
+def _drive(jobs: list[Job], make_steps, tile: int) -> list:
+    """:func:`drive_many` over every job, the jobs of one ``min_size`` in lockstep."""
+    outcomes: list = [None] * len(jobs)
+    for size in sorted({j.min_size for j in jobs}):
+        ids = [i for i, j in enumerate(jobs) if j.min_size == size]
+        runs = [(make_steps(jobs[i]), jobs[i].signal, jobs[i].fmap, jobs[i].cache) for i in ids]
+        for i, out in zip(ids, drive_many(runs, size, tile), strict=True):
+            outcomes[i] = out
+    return outcomes
+
+
+def _check_statistics(stats, signal: Signal) -> None:
+    qmax = math.sqrt(stats.global_max_norm2)
+    # block sums are exact integers held in float64 only below 2**53, prefix sums in int64
+    if qmax * stats.block_size >= 2.0**52 or qmax * stats.n >= 2.0**62:
+        raise InputError(
+            f"{signal.description} has values far outside the range of the fit sample "
+            f"(feature norm up to {qmax * 2.0**-stats.quantum_exponent:.3g}); the exact integer "
+            "sums would overflow. Standardise the signal, or fit the feature map on a sample "
+            "that covers its range and pass it as features="
+        )
+    s_total, q_total = stats.range_sum(0, stats.n)
+    sf = s_total.astype(np.float64)
+    spread = q_total - float(sf @ sf) / stats.n
+    if spread <= 1e-12 * max(q_total, 1.0):
+        raise InputError(
+            f"{signal.description} is constant in feature space (every sample has the same "
+            "features): there is no change to find. If the signal varies, the bandwidth may be "
+            "far too large for its scale; pass an explicit bandwidth"
+        )
+
+
+def _build_result(
+    job, changepoints, gains, order, costs, selection, method, min_size, t0, seconds_pass,
+    checkpoint_state,
+):  # fmt: skip
+    stats, signal, fmap, log = job.stats, job.signal, job.fmap, job.log
+    bounds = np.array([0, *map(int, changepoints), stats.n], dtype=np.int64)
+    segment_costs = np.array(
+        [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    )
+    cost = float(segment_costs.sum())
+    w = job.window  # positions of feature vectors -> samples
+    n_samples = job.original.n if job.original is not None else stats.n
+    positions = np.asarray(changepoints, dtype=np.int64)
+    changepoints = positions * w
+    order = np.asarray(order, dtype=np.int64) * w
+    sample_bounds = np.array([0, *changepoints, n_samples], dtype=np.int64)
+    time_axis = job.original.time if job.original is not None else signal.time
+    times = None
+    if time_axis is not None:
+        times = {
+            "dim": time_axis.dim,
+            "start": time_axis.at(sample_bounds[:-1]),
+            "end": time_axis.at(sample_bounds[1:] - 1),
+        }
+    per_pass = stats.n if job.samples_per_pass is None else job.samples_per_pass
+    starts = signal.chunk_starts
+    n_chunks = len(starts) - 1
+    if job.loaded:
+        passed, read = 0, 0
+    elif job.reuse is not None:
+        read = len(job.reuse.chunks)
+        passed = int((starts[job.reuse.chunks + 1] - starts[job.reuse.chunks]).sum())
+    else:
+        passed, read = per_pass, n_chunks
+    featurized = passed + log.samples_scanned
+    diagnostics = Diagnostics(
+        samples_featurized=int(featurized),
+        passes=featurized / per_pass,
+        seconds=time.perf_counter() - t0,
+        seconds_data_pass=seconds_pass,
+        n_blocks=stats.n_blocks,
+        block_size=stats.block_size,
+        n_chunks=n_chunks,
+        chunks_read=read,
+        chunks_reused=0 if job.reuse is None else job.reuse.chunks_reused,
+        rounds=log.rounds,
+        pieces_scanned=log.pieces_scanned,
+        samples_scanned=log.samples_scanned,
+        samples_featurized_pass=passed,
+        checkpoint=checkpoint_state,
+        samples_read_again=job.cache.samples_read_again,
+        pass_tasks=0
+        if job.loaded or job.in_memory
+        else pass_task_count(
+            signal, job.params["block_size"], None if job.reuse is None else job.reuse.chunks
+        ),
+        in_memory=job.in_memory,
+    )
+    return Segmentation(
+        changepoints=np.asarray(changepoints, dtype=np.int64),
+        gains=np.asarray(gains, dtype=np.float64),
+        order=np.asarray(order, dtype=np.int64),
+        path_costs=np.asarray(costs, dtype=np.float64),
+        cost=cost,
+        method=method,
+        selection=selection,
+        n_samples=n_samples,
+        min_size=min_size,
+        features=fmap,
+        diagnostics=diagnostics,
+        segment_costs=segment_costs,
+        times=times,
+        params={"source": signal.source, **job.params},
+        pvalues=local_pvalues(job, positions),
+    )
