@@ -141,19 +141,23 @@ def load_base(
     import zarr
 
     root = _local_dir(path)
+    groups = []
     try:
-        entries = sorted(os.scandir(root), key=lambda e: -e.stat().st_mtime_ns)
+        for entry in os.scandir(root):
+            if re.fullmatch(r"[0-9a-f]{32}", entry.name):
+                try:
+                    groups.append((-entry.stat().st_mtime_ns, entry.name, entry.path))
+                except OSError:  # replaced by another run meanwhile
+                    pass
     except FileNotFoundError:
         return None
-    for entry in entries:
-        if not re.fullmatch(r"[0-9a-f]{32}", entry.name) or not entry.is_dir():
-            continue
+    for _, name, where in sorted(groups):
         try:
-            attrs = dict(zarr.open_group(entry.path, mode="r").attrs)
+            attrs = dict(zarr.open_group(where, mode="r").attrs)
             if (attrs.get("lineage") != lineage or attrs.get("features") != features
                     or attrs.get("block_size") != block_size):  # fmt: skip
                 continue
-            stats, known, arrays = _read(entry.path, entry.name, min_size, None, block_size)
+            stats, known, arrays = _read(where, name, min_size, None, block_size)
             slabs = {
                 int(i): bytes(v).hex()
                 for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
@@ -161,7 +165,7 @@ def load_base(
         except Exception:  # damaged, being replaced, or without versions: not a base
             continue
         if stats.block_size == block_size:
-            return entry.name, stats, known, attrs, slabs
+            return name, stats, known, attrs, slabs
     return None
 
 
