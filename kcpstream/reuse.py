@@ -65,7 +65,7 @@ class Reuse:
         refined before :attr:`prefix_end`; returns the segments of ``known``
         (the base's exact segments) that end there or before: their data, and
         so their best splits, are the same."""
-        end = self.prefix_end
+        end = min(self.prefix_end, stats.n)  # (a shrunk series ends before the base)
         for pos, sums in self.base._points.items():
             if pos < end:
                 stats._points[pos] = sums
