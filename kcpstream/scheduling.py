@@ -87,8 +87,9 @@ def check_scheduler(spec: str | None) -> int | None:
 def _start_local(workers: int | None, timeout: float):
     """A LocalCluster, started again once if a worker dies while it starts or
     takes more than ``timeout`` seconds to (a nanny's ``death_timeout``: without
-    it a worker stuck in its start-up is waited for forever); a one-line
-    error if that fails too."""
+    it a worker stuck in its start-up is waited for forever; distributed before
+    2026.8 waits for that worker to exit even so, hence the floor in the
+    package's requirements); a one-line error if that fails too."""
     import logging
 
     from distributed import LocalCluster
