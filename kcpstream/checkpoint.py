@@ -132,7 +132,7 @@ def load_base(
     path: str | os.PathLike, lineage: str, features: str, block_size: int, min_size: int
 ) -> tuple[str, BlockStats, dict, dict[str, Any], dict[int, str]] | None:
     """The newest intact statistics stored for an earlier version of the input
-    of ``lineage`` (:meth:`kcpstream.provenance.Origin.lineage`) with the
+    of ``lineage`` (:attr:`kcpstream.provenance.Origin.lineage`) with the
     same fitted feature map (JSON ``features``) and blocks of ``block_size``:
     ``(key, stats, segments, attrs, slabs)`` (the exact segments as
     :func:`load` gives them for ``min_size``; ``slabs``: the versions of the

@@ -146,7 +146,7 @@ def _find_reuse(job: Job, path) -> None:
     (appended to, or rewritten in place) where its samples did not change:
     ``job.reuse`` (see :mod:`kcpstream.reuse`)."""
     origin = job.signal.origin
-    lineage = None if origin is None else origin.lineage()
+    lineage = None if origin is None else origin.lineage
     if lineage is None:
         return
     found = checkpoint.load_base(path, lineage, job.fmap.to_json(), job.block_size, job.min_size)
@@ -156,7 +156,7 @@ def _find_reuse(job: Job, path) -> None:
     if key == job.key:  # this very input's group, found damaged: recomputed whole
         return
     job.base_key = key  # replaced by this run's statistics once they are written
-    step, slabs = origin.slab_versions()
+    step, slabs = origin.slab_versions
     # a block cut by a chunk boundary sums its squared norms in two parts, one
     # rounding apart from a block read whole: the same chunking, the same bits
     if attrs.get("slab_step") != step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
@@ -314,10 +314,10 @@ def _versions_of(signal: Signal) -> dict:
     """What a later run needs to reuse these statistics for a changed version
     of the same stored array (:func:`_find_reuse`): nothing when it cannot."""
     origin = signal.origin
-    lineage = None if origin is None else origin.lineage()
+    lineage = None if origin is None else origin.lineage
     if lineage is None:
         return {}
-    step, slabs = origin.slab_versions()
+    step, slabs = origin.slab_versions
     return {
         "lineage": lineage,
         "slab_step": step,

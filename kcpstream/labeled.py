@@ -175,9 +175,7 @@ def _stored_chunk(arr: Any, dim: str) -> int | None:
     from .provenance import stored_array
 
     found = stored_array(arr, dim)
-    if found is None:
-        return None
-    return int((found.array.shards or found.array.chunks)[found.axis])
+    return None if found is None else int(found.step)
 
 
 def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]:

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,11 @@ class StoredArray:
     rows: tuple[int, int] = (0, 0)
     #: how the other axes are taken (slices, indices): part of the identity
     select: tuple = ()
+
+    @property
+    def step(self) -> int:
+        """Rows of one stored object (shard, or chunk) along the time axis."""
+        return _grid(self.array)[0][self.axis]
 
     @property
     def where(self) -> str:
@@ -264,20 +270,22 @@ def chunk_versions(array: Any) -> tuple[set[str], dict[str, tuple] | None]:
     return {k[len(prefix) :] for k in sync(keys())}, None
 
 
-def _absent(stored: StoredArray, present: set[str]):
-    """``(coords, key)`` of every stored object under the read rows that the
-    store lacks (every object when the time axis is not known)."""
+def _objects(stored: StoredArray):
+    """``(coords, key)`` of every stored object under the read rows (every object
+    when the time axis is not known)."""
     array = stored.array
-    size, counts = _grid(array)
+    counts = _grid(array)[1]
     ax = stored.axis
-    first = 0 if ax is None else stored.rows[0] // size[ax]
-    last = None if ax is None else -(-stored.rows[1] // size[ax])
+    first = 0 if ax is None else stored.rows[0] // stored.step
+    last = None if ax is None else -(-stored.rows[1] // stored.step)
     for coords in np.ndindex(*counts):
-        if ax is not None and not first <= coords[ax] < last:
-            continue
-        key = array.metadata.encode_chunk_key(coords)
-        if key not in present:
-            yield coords, key
+        if ax is None or first <= coords[ax] < last:
+            yield coords, array.metadata.encode_chunk_key(coords)
+
+
+def _absent(stored: StoredArray, present: set[str]):
+    """:func:`_objects` that the store lacks."""
+    return ((coords, key) for coords, key in _objects(stored) if key not in present)
 
 
 def missing_keys(stored: StoredArray, present: set[str]) -> list[str]:
@@ -289,7 +297,7 @@ def missing_rows(stored: StoredArray, present: set[str]) -> list[tuple[int, int]
     """``[start, end)`` runs of the read rows (relative to the first) that lie in
     an absent chunk (``stored.axis`` must be known)."""
     ax = stored.axis
-    step = _grid(stored.array)[0][ax]
+    step = stored.step
     runs: list[tuple[int, int]] = []
     for i in sorted({coords[ax] for coords, _ in _absent(stored, present)}):
         a = max(i * step, stored.rows[0]) - stored.rows[0]
@@ -397,6 +405,7 @@ class Origin:
         stored, versions = self.stores[0]
         return None if versions is None or stored.axis is None else (stored, versions)
 
+    @cached_property
     def lineage(self) -> str | None:
         """A hash of where the samples come from and how they are stored (the
         array, its codecs, chunk grid and fill value; not its length, nor its
@@ -417,6 +426,7 @@ class Origin:
         h.update(json.dumps(meta, sort_keys=True, default=str).encode())
         return h.hexdigest()
 
+    @cached_property
     def slab_versions(self) -> tuple[int, dict[int, str]] | None:
         """``(step, versions)``: the samples per stored object along time and,
         for each run ``i`` of them (samples ``[i * step - rows[0], ...)``), a
@@ -426,16 +436,10 @@ class Origin:
         if found is None:
             return None
         stored, versions = found
-        array = stored.array
-        size, counts = _grid(array)
-        ax = stored.axis
-        first, last = stored.rows[0] // size[ax], -(-stored.rows[1] // size[ax])
-        slabs: dict[int, list] = {i: [] for i in range(first, last)}
-        for coords in np.ndindex(*counts):
-            if first <= coords[ax] < last:
-                key = array.metadata.encode_chunk_key(coords)
-                slabs[coords[ax]].append([key, versions.get(key)])
-        return size[ax], {
+        slabs: dict[int, list] = {}
+        for coords, key in _objects(stored):
+            slabs.setdefault(coords[stored.axis], []).append([key, versions.get(key)])
+        return stored.step, {
             i: hashlib.sha256(json.dumps(v, default=str).encode()).hexdigest()[:24]
             for i, v in slabs.items()
         }

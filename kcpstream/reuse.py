@@ -4,7 +4,7 @@ An archive grows (chunks appended) and is rewritten in place (late data,
 corrections).  A checkpoint of the previous version keeps the block
 statistics and, for each run of stored objects along time (a *slab*: every
 chunk holding those rows, all channels), a hash of their versions
-(:meth:`kcpstream.provenance.Origin.slab_versions`).  A block whose samples
+(:attr:`kcpstream.provenance.Origin.slab_versions`).  A block whose samples
 lie in slabs with the same versions, and that spans the same samples as
 before, holds the same samples and, for the same fitted feature map and
 block grid, the same statistics: the sums are exact integers and every block

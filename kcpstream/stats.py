@@ -38,6 +38,14 @@ def _prefix_columns(S):
     return out
 
 
+def _prefix_sums(q: np.ndarray) -> np.ndarray:
+    """``[0, q0, q0 + q1, ...]`` in float64: one cumulative sum, so statistics
+    rebuilt from the same block sums have the same bits."""
+    out = np.zeros(len(q) + 1, dtype=np.float64)
+    np.cumsum(q, out=out[1:])
+    return out
+
+
 @dataclass(frozen=True)
 class PieceStats:
     """Statistics of a run of consecutive samples (quantized units)."""
@@ -85,8 +93,7 @@ class BlockStats:
         self.prefix = _prefix_columns(np.ascontiguousarray(S, dtype=np.int64))
         #: block sums of ||q||^2 as computed (their prefix sums are rounded)
         self.block_q = np.ascontiguousarray(Q, dtype=np.float64)
-        self.prefix_q = np.zeros(nb + 1, dtype=np.float64)
-        np.cumsum(self.block_q, out=self.prefix_q[1:])
+        self.prefix_q = _prefix_sums(self.block_q)
         self.max_norm2 = np.ascontiguousarray(M2, dtype=np.float64)
         self.bridge = np.ascontiguousarray(R, dtype=np.float64)
         self._points: dict[int, tuple[np.ndarray, float]] = {}
@@ -105,8 +112,7 @@ class BlockStats:
         if obj.prefix.shape[1] != n + 1:
             raise ValueError("prefix sums do not cover the signal")
         obj.block_q = np.ascontiguousarray(Q, dtype=np.float64)
-        obj.prefix_q = np.zeros(n + 1, dtype=np.float64)
-        np.cumsum(obj.block_q, out=obj.prefix_q[1:])
+        obj.prefix_q = _prefix_sums(obj.block_q)
         obj.max_norm2 = np.ascontiguousarray(M2, dtype=np.float64)
         obj.bridge = np.zeros(n)  # a block of one sample has no interior split
         obj._points = {}
@@ -253,8 +259,7 @@ class BlockStats:
         obj.n, obj.block_size, obj.quantum_exponent = n, block_size, k
         obj.prefix = np.ascontiguousarray(arrays["prefix"], dtype=np.int64)
         obj.block_q = np.ascontiguousarray(arrays["block_q"], dtype=np.float64)
-        obj.prefix_q = np.zeros(len(obj.block_q) + 1, dtype=np.float64)
-        np.cumsum(obj.block_q, out=obj.prefix_q[1:])
+        obj.prefix_q = _prefix_sums(obj.block_q)
         obj.max_norm2 = np.asarray(arrays["max_norm2"], dtype=np.float64)
         obj.bridge = np.asarray(arrays["bridge"], dtype=np.float64)
         obj._points = {
