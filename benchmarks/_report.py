@@ -23,6 +23,27 @@ def report(result: dict[str, Any], out: str | None, markdown_path: str | None,
             fh.write(markdown(result))
 
 
+def store_cli(
+    doc: str,
+    run: Callable[[int, int, str], dict[str, Any]],
+    markdown: Callable[[dict[str, Any]], str],
+    directory: str,
+) -> None:
+    """The command line of a benchmark on stores it writes: ``--n``, ``--repeat``,
+    ``--dir`` (where the stores are kept between runs), ``--out``, ``--markdown``;
+    runs ``run(n, repeat, dir)`` and reports its result."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default=directory)
+    ap.add_argument("--out")
+    ap.add_argument("--markdown")
+    args = ap.parse_args()
+    report(run(args.n, args.repeat, args.dir), args.out, args.markdown, markdown)
+
+
 def store_bytes(path: str, metadata: bool = True) -> int:
     """Bytes of a zarr store on disk (without its ``zarr.json`` files if not ``metadata``)."""
     return sum(

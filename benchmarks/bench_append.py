@@ -19,7 +19,6 @@ Usage: python benchmarks/bench_append.py [--n 100000000] [--repeat 3]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -27,7 +26,7 @@ import statistics
 import subprocess
 import sys
 
-from _report import PEAK_RSS_CODE, machine, report, store_bytes
+from _report import PEAK_RSS_CODE, machine, store_bytes, store_cli
 
 CHILD = (
     PEAK_RSS_CODE
@@ -154,14 +153,7 @@ def markdown(r: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=100_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--dir", default="/tmp/kcp-append")
-    ap.add_argument("--out")
-    ap.add_argument("--markdown")
-    args = ap.parse_args()
-    report(run(args.n, args.repeat, args.dir), args.out, args.markdown, markdown)
+    store_cli(__doc__, run, markdown, "/tmp/kcp-append")
 
 
 if __name__ == "__main__":

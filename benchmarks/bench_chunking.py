@@ -22,13 +22,12 @@ Usage: python benchmarks/bench_chunking.py [--n 100000000] [--repeat 3]
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
 import sys
 
-from _report import machine, report, segment_in_child
+from _report import machine, segment_in_child, store_cli
 
 CALLS = {
     "rff:64, n_bkps=20": "kcpstream.segment({path!r}, n_bkps=20, features='rff:64')",
@@ -109,14 +108,7 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=100_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--dir", default="/tmp/kcp-chunking")
-    ap.add_argument("--out")
-    ap.add_argument("--markdown")
-    args = ap.parse_args()
-    report(run(args.n, args.repeat, args.dir), args.out, args.markdown, markdown)
+    store_cli(__doc__, run, markdown, "/tmp/kcp-chunking")
 
 
 if __name__ == "__main__":
