@@ -23,6 +23,7 @@ from .select import Selection, select_by_penalty, significant_splits, slope_heur
 from .significance import (
     MIN_BATCHES,
     LongRunNoise,
+    cycle_noise,
     local_batch,
     local_noise,
     long_run_noise,
@@ -131,10 +132,7 @@ def _select_by_test(job: Job, order, partitions, alpha: float, d_max: int) -> Se
         found = _significant(job, order, partitions, alpha)
         if found == accepted:
             break
-        noise = noise_of(
-            job.stats, np.asarray(found, dtype=np.int64), local=job.noise.local,
-            pointwise=job.window == 1,
-        )  # fmt: skip
+        noise = noise_of(job.stats, np.asarray(found, dtype=np.int64), pointwise=job.window == 1)
         if noise is None:
             break
         accepted, job.noise = found, noise
@@ -162,7 +160,8 @@ def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
       where both neighbours could lie (which the segmentation chose).
     """
     splits = [
-        (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.end)) for seg in order
+        (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.split, seg.end))
+        for seg in order
     ]
     top_down = len(significant_splits(splits, job.stats.n, alpha)) + 1
     for d in range(len(partitions), 1, -1):
@@ -178,8 +177,9 @@ def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
     return []
 
 
-def _pvalue(job: Job, gain_q: float, start: int, end: int) -> float:
-    """p-value of a split of ``[start, end)`` with gain ``gain_q`` (quantized units).
+def _pvalue(job: Job, gain_q: float, start: int, split: int, end: int) -> float:
+    """p-value of a split of ``[start, end)`` at ``split`` with gain ``gain_q``
+    (quantized units).
 
     A gain within the float rounding of exact integer sums is no gain: a split
     of a constant stretch is never a change-point, even when the noise is 0."""
@@ -188,13 +188,16 @@ def _pvalue(job: Job, gain_q: float, start: int, end: int) -> float:
         return 1.0
     # the segmentations of the path share most of their segments: each is
     # tested once against each estimate of the noise
-    key = (start, end, gain_q, job.noise)
+    key = (start, split, end, gain_q, job.noise)
     if key not in job.pvalues:
         if (start, end) not in job.spreads:
             job.spreads[(start, end)] = segment_spread(
                 _local_diffs(stats, start, end), _noise_batch(stats)
             )
-        noise = local_noise(job.spreads[(start, end)], job.noise)
+        noise = cycle_noise(
+            local_noise(job.spreads[(start, end)], job.noise), end - start, job.min_size,
+            split - start,
+        )  # fmt: skip
         steps = _steps(job, end - start)
         job.pvalues[key] = split_pvalue(
             gain_q * stats.unit, end - start, job.min_size, noise, steps
@@ -238,7 +241,10 @@ def local_pvalues(job: Job, changepoints: np.ndarray) -> np.ndarray:
     gains = local_gains(stats, changepoints) / stats.unit
     bounds = [0, *map(int, changepoints), stats.n]
     return np.array(
-        [_pvalue(job, g, a, e) for g, a, e in zip(gains, bounds[:-2], bounds[2:], strict=True)],
+        [
+            _pvalue(job, g, a, c, e)
+            for g, a, c, e in zip(gains, bounds[:-2], bounds[1:-1], bounds[2:], strict=True)
+        ],
         dtype=np.float64,
     )
 
@@ -246,13 +252,13 @@ def local_pvalues(job: Job, changepoints: np.ndarray) -> np.ndarray:
 def noise_of(
     stats: BlockStats,
     exclude: np.ndarray | None = None,
-    local: float | None = None,
     pointwise: bool = True,
 ) -> LongRunNoise | None:
     """The features' long-run covariance from the prefix sums at full blocks,
     without the batches around the change-points ``exclude``, and the whole
-    series' short-range level ``local`` (computed when not given: it does not
-    depend on ``exclude``).
+    series' short-range covariance (:func:`_noise_batch`), whose trace is the
+    level a segment's own is compared with (``local``) and whose spread
+    beyond its long-run part is that of a part of a cycle.
 
     Samples segmented one by one have no cycle (or the period check would have
     made windows of it): their dependence is extrapolated as an AR(1) of
@@ -263,15 +269,14 @@ def noise_of(
     prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
         1.0, -stats.quantum_exponent
     )
-    noise = long_run_noise(prefix, stats.block_size, exclude, extrapolate=pointwise)
-    if noise is None:
-        return None
-    if local is None:
-        whole = _local_diffs(stats, 0, stats.block_size * full)
-        if whole.shape[1] == 0:
-            return noise
-        local = float(np.trace(robust_cov(whole, _noise_batch(stats))))
-    return dataclasses.replace(noise, local=local)
+    whole = _local_diffs(stats, 0, stats.block_size * full)
+    short = None
+    if whole.shape[1] > 0:
+        short = (_noise_batch(stats), robust_cov(whole, _noise_batch(stats)))
+    noise = long_run_noise(prefix, stats.block_size, exclude, extrapolate=pointwise, short=short)
+    if noise is None or short is None:
+        return noise
+    return dataclasses.replace(noise, local=float(np.trace(short[1])))
 
 
 def local_gains(stats, changepoints) -> np.ndarray:

@@ -49,6 +49,7 @@ import numpy as np
 __all__ = [
     "LongRunNoise",
     "long_run_noise",
+    "cycle_noise",
     "split_pvalue",
     "discrete_span",
     "overshoot",
@@ -85,6 +86,14 @@ class LongRunNoise:
         The trace of the whole series' short-range covariance at
         :func:`local_batch`'s length, which a segment's own is compared with
         (:func:`local_noise`).
+    cycle_trace, cycle_frob : float
+        Where consecutive batches were anti-correlated (a cycle longer than
+        the batches, which longer ones average out): ``tr(R)`` and
+        ``||R||_F`` of ``R``, the covariance of the sums over the batches
+        set aside less its long-run part (its positive part), at their
+        largest; 0 otherwise.  The long-run covariance describes sums
+        over whole cycles; a split inside a cycle carries a part of one,
+        whose spread ``R`` bounds (:func:`cycle_noise`).
     """
 
     trace: float
@@ -93,6 +102,8 @@ class LongRunNoise:
     batch: int
     n_batches: int
     local: float = 0.0
+    cycle_trace: float = 0.0
+    cycle_frob: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -232,6 +243,7 @@ def long_run_noise(
     exclude: np.ndarray | None = None,
     *,
     extrapolate: bool = True,
+    short: tuple[int, np.ndarray] | None = None,
 ) -> LongRunNoise | None:
     """Estimate the features' long-run covariance from prefix sums on a block grid.
 
@@ -270,6 +282,13 @@ def long_run_noise(
         taken for noise.
     extrapolate : bool
         Extrapolate an estimate that did not level off (see above).
+    short : tuple of (int, numpy.ndarray), optional
+        ``(ell, C)``: a short-range covariance of the whole series at batches
+        of ``ell`` samples that keeps the regimes the estimate above leaves
+        out as changes (:func:`robust_cov`): where its batches, shorter than
+        those of the estimate kept, vary more than their long-run part (a
+        cycle in one part of the series), it counts as a part of a cycle
+        (``cycle_trace``) as the batches set aside do.
 
     Returns
     -------
@@ -285,6 +304,8 @@ def long_run_noise(
     previous = None
     per_batch = 1
     plateau = False
+    seen: list[tuple[int, np.ndarray]] = []  # (ell, estimate) at each length so far
+    set_aside = 0  # how many of them an anti-correlation set aside
     while True:
         ell = per_batch * block_size
         est = _batch_estimate(prefix, per_batch, ell, steps)
@@ -294,8 +315,11 @@ def long_run_noise(
         change = 1 if previous is None else _change(previous, sigma, used)
         if change < 0:
             # shorter batches over-stated it: consecutive batches anti-correlated
-            # (windows of half a cycle alternate), which longer ones average out
+            # (windows of half a cycle alternate), which longer ones average out;
+            # what a part of a cycle sums to is kept for splits inside one
             best = None
+            set_aside = len(seen)
+        seen.append((ell, sigma))
         candidates = [sigma]
         if previous is not None and change >= 0:
             candidates.append(2.0 * sigma - previous)
@@ -318,9 +342,66 @@ def long_run_noise(
         sigma = sigma * _ar1_factor(prefix, per_batch // 2, steps)
         tr = float(np.trace(sigma))
     tr2 = float((sigma * sigma).sum())
+    cycle_terms = {}
+    # what the sums over the batches set aside hold beyond the long-run part
+    # ell Sigma (its positive part: the directions where they vary more): the
+    # spread of a part of a cycle
+    candidates = seen[:set_aside]
+    if short is not None and short[0] < ell:  # shorter than the batches kept
+        candidates.append(short)
+    parts = [np.clip(np.linalg.eigvalsh(e * (s_j - sigma)), 0.0, None) for e, s_j in candidates]
+    if parts and max(float(r.sum()) for r in parts) > 0:
+        cycle = max(parts, key=np.sum)
+        cycle_terms = {
+            "cycle_trace": float(cycle.sum()),
+            "cycle_frob": float(np.sqrt((cycle * cycle).sum())),
+        }
     if not tr > 0 or not tr2 > 0:  # noise-free: any change is certain, no change is none
-        return LongRunNoise(0.0, 0.0, 0.0, int(ell), used)
-    return LongRunNoise(trace=tr, scale=tr2 / tr, dof=tr * tr / tr2, batch=int(ell), n_batches=used)
+        return LongRunNoise(0.0, 0.0, 0.0, int(ell), used, **cycle_terms)
+    return LongRunNoise(
+        trace=tr, scale=tr2 / tr, dof=tr * tr / tr2, batch=int(ell), n_batches=used, **cycle_terms
+    )
+
+
+def cycle_noise(noise: LongRunNoise, length: int, trim: int, split: int) -> LongRunNoise:
+    """The noise a split at ``split`` of a segment of ``length`` samples (at
+    least ``trim`` on each side) is tested against, where the series has a
+    cycle longer than its batches (``noise.cycle_trace > 0``).
+
+    Between two positions on the same phase of the cycle the bridge
+    ``B(t) = S(t) - (t / N) S(N)`` of a segment ``[a, e)`` moves by the
+    long-run covariance ``Sigma``.  Its ends and the split fall anywhere in a
+    cycle: with ``C(x)`` the sum over the part of a cycle before ``x`` (less
+    its mean), ``B`` also holds ``C(t) - (1 - t / N) C(a) - (t / N) C(e)``,
+    of covariance at most ``2 Cov(C)``, and ``2 Cov(C)`` is the mean over a
+    cycle of the covariance of sums over ``ell`` samples beyond their
+    long-run part ``ell Sigma``: at most ``R``, the largest of the batch
+    sums' before they averaged out.  The gain weighs
+    the bridge by ``N / (t (N - t))``, so a split at ``t`` sees
+    ``V(t) = Sigma + N R / (t (N - t))``: near a segment's ends, the cycle's
+    own spread; in a long segment's middle, the long-run covariance.
+
+    The test of the split found is that of the largest ``G(t) / tr V(t)``
+    over the positions, at the value of the split found (no larger than that
+    maximum, so the p-value stays valid).  Its degrees of freedom are the
+    fewest of ``V`` over the positions (at ``trim`` or in the middle: the
+    heavier tail), and ``||.||_F`` of the sum is bounded by the sum of the
+    norms (a conservative Satterthwaite law).
+    """
+    if not noise.cycle_trace > 0 or length < 2 * trim:
+        return noise
+    trim = max(trim, 1)
+    split = min(max(split, trim), length - trim)
+
+    def mixture(t: int) -> tuple[float, float]:
+        weight = length / (t * (length - t))
+        trace = noise.trace + weight * noise.cycle_trace
+        frob = math.sqrt(noise.scale * noise.trace) + weight * noise.cycle_frob
+        return trace, trace * trace / (frob * frob)
+
+    trace, dof = mixture(split)
+    dof = min(dof, mixture(trim)[1], noise.dof if noise.trace > 0 else dof)
+    return replace(noise, trace=trace, scale=trace / dof, dof=dof)
 
 
 #: Batches the local noise level of a segment is measured on, at most, in the whole series.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from scipy.signal import lfilter
 import kcpstream
 from kcpstream.significance import (
     LongRunNoise,
+    cycle_noise,
     discrete_span,
     local_noise,
     long_run_noise,
@@ -141,6 +144,71 @@ def test_anti_correlated_features_get_their_long_run_variance():
     x = e[1:] - 0.8 * e[:-1]
     noise = long_run_noise(np.concatenate([[0.0], np.cumsum(x)])[None, :], 1)
     assert 0.03 < noise.trace < 0.06
+
+
+def test_anti_correlated_batches_keep_the_spread_of_a_part_cycle():
+    # the alternation of the batches above is set aside for the long-run estimate,
+    # and kept as the spread of the sums over a part of a cycle: half the variance
+    # of the difference of two consecutive sums of ell samples, 0.04 ell + 2.4,
+    # less the long-run part, 0.04 ell
+    e = np.random.default_rng(2).standard_normal(200_001)
+    x = e[1:] - 0.8 * e[:-1]
+    noise = long_run_noise(np.concatenate([[0.0], np.cumsum(x)])[None, :], 1)
+    assert noise.cycle_trace == pytest.approx(2.4, rel=0.1)
+    # positively dependent batches have no cycle
+    ar = _ar1(200_000, 0.7, seed=2)
+    assert long_run_noise(np.concatenate([[0.0], np.cumsum(ar)])[None, :], 1).cycle_trace == 0
+
+
+def test_a_split_near_a_segments_end_is_tested_against_the_cycle():
+    noise = LongRunNoise(trace=1.0, scale=0.25, dof=4.0, batch=4, n_batches=100,
+                         cycle_trace=50.0, cycle_frob=50.0)  # fmt: skip
+    at_trim = cycle_noise(noise, 1000, 10, 10)
+    middle = cycle_noise(noise, 1000, 10, 500)
+    # N R / (t (N - t)): 1000 * 50 / (10 * 990) at the trim, 1000 * 50 / 500^2 in the middle
+    assert at_trim.trace == pytest.approx(1.0 + 50.0 * 1000 / (10 * 990))
+    assert middle.trace == pytest.approx(1.0 + 0.2)
+    # the fewest degrees of freedom over the positions: the cycle's, near the ends
+    assert middle.dof == pytest.approx(at_trim.dof) and middle.dof < noise.dof
+    assert middle.trace == pytest.approx(middle.scale * middle.dof)
+    # no cycle, or no admissible split: the noise as it is
+    assert cycle_noise(replace(noise, cycle_trace=0.0), 1000, 10, 500) == replace(
+        noise, cycle_trace=0.0
+    )
+    assert cycle_noise(noise, 15, 10, 7) == noise
+
+
+@pytest.mark.parametrize("window", [5, 10, 20, 40])
+def test_a_window_shorter_than_the_cycle_gets_no_change_point(window):
+    # windows on several phases of a fixed cycle differ, but no more at one time
+    # than at another: splits a few windows from a segment's end once passed
+    # against the long-run covariance, in which whole cycles cancel (99 of them)
+    t = np.arange(20_000)
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        x = np.sin(2 * np.pi * (t / 80 + rng.random())) + 0.1 * rng.standard_normal(t.size)
+        assert kcpstream.segment(x, window=window).n_changepoints == 0
+
+
+def test_a_cycle_in_one_part_of_the_series_is_no_change_point():
+    # windows of half the first half's cycle alternate there, and only there: the
+    # batch estimate leaves them out as changes, the short-range covariance of the
+    # whole series keeps them (17 change-points at every second window before)
+    rng = np.random.default_rng(1)
+    t = np.arange(4000)
+    x = np.where(t < 2000, np.sin(2 * np.pi * t / 80), np.sin(2 * np.pi * t / 40))
+    found = kcpstream.segment(x + 0.1 * rng.standard_normal(t.size), window=40).changepoints
+    assert found.tolist() == [2000]
+
+
+def test_a_short_window_still_sees_a_change_of_the_cycle():
+    rng = np.random.default_rng(1)
+    t = np.arange(40_000)
+    amplitude = np.sin(2 * np.pi * t / 80) * np.where(t < 20_000, 1.0, 1.5)
+    frequency = np.where(t < 20_000, np.sin(2 * np.pi * t / 80), np.sin(2 * np.pi * t / 40))
+    for x in (amplitude, frequency):
+        found = kcpstream.segment(x + 0.1 * rng.standard_normal(t.size), window=10).changepoints
+        assert len(found) == 1 and abs(int(found[0]) - 20_000) <= 400
 
 
 def test_sparse_flags_have_noise():
