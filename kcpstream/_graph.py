@@ -27,16 +27,29 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 __all__ = ["TaskBatch", "active_client", "in_process_scheduler"]
 
 
+def active_scheduler():
+    """``dask.base.get_scheduler()``: the scheduler a compute would use (None:
+    the collection's default).
+
+    dask imports ``distributed`` to look for a client (half a second, on a
+    first call that may need nothing else of it); with ``distributed`` not
+    imported no client can exist, and only ``dask.config``'s scheduler counts.
+    """
+    if "distributed" not in sys.modules and dask.config.get("scheduler", None) is None:
+        return None
+    return dask.base.get_scheduler()
+
+
 def active_client():
     """The distributed client that is the active scheduler, if one is."""
-    client = getattr(dask.base.get_scheduler(), "__self__", None)
+    client = getattr(active_scheduler(), "__self__", None)
     return client if client is not None and hasattr(client, "gather") else None
 
 
 def in_process_scheduler() -> bool:
     """Whether the active scheduler runs tasks in this process (threads or
     synchronous), so that they may share its arrays without copies."""
-    return dask.base.get_scheduler() in (None, dask.threaded.get, dask.local.get_sync)
+    return active_scheduler() in (None, dask.threaded.get, dask.local.get_sync)
 
 
 class TaskBatch:
@@ -106,7 +119,7 @@ class TaskBatch:
                 progress_bar(futures, notebook=False)
             return list(client.gather(futures))
         dsk = {k: v for layer in (self._extra, *layers.values()) for k, v in layer.items()}
-        get = dask.base.get_scheduler() or dask.threaded.get
+        get = active_scheduler() or dask.threaded.get
         alone = len(keys) == 1 and not self._dependencies
         if alone and not progress and in_process_scheduler():
             get = dask.local.get_sync  # one call: a thread pool would only add a hand-off

@@ -168,13 +168,27 @@ def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
         chosen = partitions[d - 1]
         if chosen is None:
             continue
-        levels = alpha
+        bounds = [0, *map(int, chosen), job.stats.n]
+        levels = np.full(len(chosen), alpha)
         if d > top_down:  # beyond what the splits showed: corrected for the neighbours
-            bounds = np.array([0, *map(int, chosen), job.stats.n])
-            levels = alpha * (job.min_size / (bounds[2:] - bounds[:-2])) ** 2
-        if (local_pvalues(job, chosen) <= levels).all():
+            m = np.subtract(bounds[2:], bounds[:-2])
+            levels = alpha * (job.min_size / m) ** 2
+        # the segmentations of the path share most of their (start, split, end):
+        # each is tested once, and a segmentation only until one fails
+        if all(
+            _local_pvalue(job, a, c, e) <= level
+            for a, c, e, level in zip(bounds[:-2], bounds[1:-1], bounds[2:], levels, strict=True)
+        ):
             return [int(c) for c in chosen]
     return []
+
+
+def _local_pvalue(job: Job, start: int, split: int, end: int) -> float:
+    """p-value of the change-point ``split`` between its neighbours ``start`` and ``end``."""
+    key = (start, split, end)
+    if key not in job.gains:
+        job.gains[key] = local_gains(job.stats, [split], start, end)[0] / job.stats.unit
+    return _pvalue(job, job.gains[key], start, split, end)
 
 
 def _pvalue(job: Job, gain_q: float, start: int, split: int, end: int) -> float:
@@ -237,13 +251,11 @@ def local_pvalues(job: Job, changepoints: np.ndarray) -> np.ndarray:
     """p-value of each change-point's split between its two neighbours."""
     if job.noise is None:
         return np.full(len(changepoints), np.nan)
-    stats = job.stats
-    gains = local_gains(stats, changepoints) / stats.unit
-    bounds = [0, *map(int, changepoints), stats.n]
+    bounds = [0, *map(int, changepoints), job.stats.n]
     return np.array(
         [
-            _pvalue(job, g, a, c, e)
-            for g, a, c, e in zip(gains, bounds[:-2], bounds[1:-1], bounds[2:], strict=True)
+            _local_pvalue(job, a, c, e)
+            for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True)
         ],
         dtype=np.float64,
     )
@@ -279,9 +291,10 @@ def noise_of(
     return dataclasses.replace(noise, local=float(np.trace(short[1])))
 
 
-def local_gains(stats, changepoints) -> np.ndarray:
-    """Cost increase if each change-point were removed (its two neighbours fixed)."""
-    bounds = [0, *map(int, changepoints), stats.n]
+def local_gains(stats, changepoints, start: int = 0, end: int | None = None) -> np.ndarray:
+    """Cost increase if each change-point were removed (its two neighbours fixed;
+    the first's and the last's are ``start`` and ``end``, the series' ends by default)."""
+    bounds = [start, *map(int, changepoints), stats.n if end is None else end]
     gains = []
     for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True):
         pa = stats.prefix_at(a)[0]

@@ -134,7 +134,8 @@ class Job:
     min_size: int = 2
     noise: LongRunNoise | None = None  # the features' long-run covariance
     spreads: dict = field(default_factory=dict)  # each tested segment's own short-range spread
-    pvalues: dict = field(default_factory=dict)  # (start, end, gain, noise) -> p-value
+    pvalues: dict = field(default_factory=dict)  # (start, split, end, gain, noise) -> p-value
+    gains: dict = field(default_factory=dict)  # (start, split, end) -> gain, quantized units
     log: SearchLog = field(default_factory=SearchLog)
     stats: BlockStats | None = None
     window: int = 1  # samples per feature vector

@@ -8,6 +8,7 @@ positions are exact too.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -157,8 +158,10 @@ class BlockStats:
             self.prefix.nbytes + self.prefix_q.nbytes + self.max_norm2.nbytes + self.bridge.nbytes
         )
 
-    @property
+    @functools.cached_property
     def global_max_norm2(self) -> float:
+        # cached: max_norm2 is set once, by the constructors, and every p-value's
+        # gain_rounding asks for it
         return float(self.max_norm2.max()) if self.n_blocks else 0.0
 
     def gain_rounding(self, length: int) -> float:

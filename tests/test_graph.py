@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import dask
@@ -56,3 +58,35 @@ def test_merged_calls_run_on_their_worker_in_order():
     # without a preferred worker stay one task each
     tasks = {str(t["key"]) for t in stream.data if "kcpstream-m-" in str(t["key"])}
     assert len(tasks) == 2 * 2 + homes.count(None)
+
+
+def test_the_scheduler_is_found_without_importing_distributed():
+    # dask imports distributed to look for a client (half a second of a first
+    # call); without it imported none can exist, and dask.config still counts
+    code = """
+import sys
+import dask
+import numpy as np
+import kcpstream
+from kcpstream._graph import active_client, in_process_scheduler
+
+x = np.random.default_rng(0).normal(size=5000)
+x[2500:] += 3
+assert kcpstream.segment(x).n_changepoints == 1
+assert "distributed" not in sys.modules
+assert active_client() is None and in_process_scheduler()
+with dask.config.set(scheduler="processes"):
+    assert not in_process_scheduler()
+with dask.config.set(scheduler="sync"):
+    assert in_process_scheduler()
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_a_client_is_found_once_distributed_is_imported():
+    from kcpstream._graph import active_client
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False) as cluster:
+        with Client(cluster) as client:
+            assert active_client() is client
+    assert active_client() is None
