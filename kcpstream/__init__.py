@@ -19,9 +19,12 @@ from .errors import InputError
 from .features import RFF, FeatureMap, Linear, Nystrom, QuadratureFF
 from .result import BatchSegmentation, Diagnostics, Segmentation
 from .search import NotEnoughSplitsError
+from .warmup import WarmUp, warm_up
 
 __all__ = [
     "segment",
+    "warm_up",
+    "WarmUp",
     "Segmentation",
     "BatchSegmentation",
     "Diagnostics",

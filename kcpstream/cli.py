@@ -388,7 +388,11 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
     """Segment a synthetic signal with known change-points stored in a temporary zarr store."""
     from . import datasets, metrics
     from . import segment as run_segment
+    from .warmup import warm_up
 
+    # compiled apart, so that the time printed is the segmentation's, not numba's
+    # first compile of the kernels (about 20 s once per environment)
+    kernels = warm_up()
     sig = datasets.changing_distribution(n, n_bkps, seed=seed)
     with tempfile.TemporaryDirectory(prefix="kcpstream-demo-") as tmp:
         store = os.path.join(tmp, "signal.zarr")
@@ -409,6 +413,8 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
         "found": found.tolist(),
         "hausdorff": hausdorff,
         "seconds_write": round(t_write, 3),
+        "seconds_compile": round(kernels.seconds, 3),
+        "functions_compiled": kernels.compiled,
         "seconds_segment": round(d.seconds, 3),
         "passes": round(d.passes, 4),
         "block_size": d.block_size,
@@ -420,6 +426,7 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
         f"signal: {n:,} samples, {n_bkps} change-points, zarr chunks of {chunk:,} "
         f"(written in {t_write:.2f} s)"
     )
+    click.echo(_kernels_line(kernels))
     click.echo(f"features: {res.features!r}")
     click.echo(f"{'true':>12} {'found':>12} {'offset':>8}")
     for t, f in zip(true, found, strict=False):
@@ -429,6 +436,30 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
         f"segmented in {d.seconds:.2f} s (data pass {d.seconds_data_pass:.2f} s); "
         f"samples featurized = {d.passes:.4f} x n; {d.rounds} refinement rounds"
     )
+
+
+def _kernels_line(kernels) -> str:
+    if kernels.compiled:
+        return (
+            f"kernels: {kernels.compiled} functions compiled in {kernels.seconds:.1f} s "
+            "(once per environment: cached for the next calls)"
+        )
+    return f"kernels: loaded from numba's cache in {kernels.seconds:.1f} s"
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def warmup(as_json: bool) -> None:
+    """Compile kcpstream's kernels into numba's cache (run once where an
+    environment or a worker image is built, so that no job's first call
+    compiles them)."""
+    from .warmup import warm_up
+
+    kernels = warm_up()
+    if as_json:
+        click.echo(json.dumps({"seconds": round(kernels.seconds, 3), "compiled": kernels.compiled}))
+    else:
+        click.echo(_kernels_line(kernels))
 
 
 if __name__ == "__main__":  # pragma: no cover

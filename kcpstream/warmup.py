@@ -1,0 +1,93 @@
+"""Compile kcpstream's kernels before a first call needs them.
+
+kcpstream's kernels are compiled by numba on first use and cached on disk
+(``cache=True``: next to the package, or where ``NUMBA_CACHE_DIR`` points);
+a process that finds them cached loads them in well under a second.  A fresh
+environment compiles them on its first calls instead, about 20 s in all,
+a few seconds per kind of call.  :func:`warm_up` (``kcpstream warmup``)
+runs a small call of each kind -- pointwise and windowed maps, one and
+several channels, in memory and on the block grid, float64, float32 and
+integer samples -- so that this happens once, where it is convenient: when
+an image or a cluster's environment is built, not in a job's first run.
+Workers that share the file system (a ``LocalCluster``) share the cache.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numba.core import event
+
+from .api import segment
+
+__all__ = ["WarmUp", "warm_up"]
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What :func:`warm_up` did.
+
+    Attributes
+    ----------
+    seconds : float
+        Time taken, compiling or loading from the cache.
+    compiled : int
+        Functions numba compiled (0: every kernel came from the cache).
+    """
+
+    seconds: float
+    compiled: int
+
+
+class _Counter(event.Listener):
+    """Counts numba's compilations (loads from its cache are not compilations)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_start(self, ev: event.Event) -> None:
+        self.count += 1
+
+    def on_end(self, ev: event.Event) -> None:
+        pass
+
+
+def _calls() -> list[tuple[np.ndarray, dict]]:
+    """One small call of each kind whose kernels differ."""
+    rng = np.random.default_rng(0)
+    step = np.repeat([0.0, 2.0], 5_000)
+    t = np.arange(200_000)
+    cycle = np.sin(2 * np.pi * t / 50) * np.where(t < 100_000, 1.0, 2.0)
+    grid = np.repeat([0.0, 1.0], 100_000) + rng.standard_normal(200_000)
+    channels = rng.standard_normal((50_000, 3))
+    channels[25_000:, 1] += 1.0
+    counts = rng.poisson(np.repeat([0.2, 0.5], 5_000))
+    return [
+        (step + rng.standard_normal(step.size), {}),  # in memory, float64
+        ((step + rng.standard_normal(step.size)).astype(np.float32), {}),  # float32
+        (counts, {}),  # integer samples
+        (grid, {}),  # the block grid: data pass, refinement scans
+        (grid.astype(np.float32), {"n_bkps": 1, "method": "dynp"}),
+        (cycle + 0.1 * rng.standard_normal(t.size), {}),  # windows of one period
+        (channels, {}),  # several channels: RFF
+    ]
+
+
+def warm_up() -> WarmUp:
+    """Compile (or load from numba's cache) the kernels kcpstream's calls use.
+
+    Returns
+    -------
+    WarmUp
+        The time taken and how many functions were compiled: about 20 s
+        and a few hundred in a fresh environment, about a second and none
+        once cached.
+    """
+    counter = _Counter()
+    t0 = time.perf_counter()
+    with event.install_listener("numba:compile", counter):
+        for x, kwargs in _calls():
+            segment(x, **kwargs)
+    return WarmUp(seconds=time.perf_counter() - t0, compiled=counter.count)
