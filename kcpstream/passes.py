@@ -918,6 +918,10 @@ class SampleCache:
                 or self.get(start, end) is not None
             ):
                 return
+            if x.base is not None:
+                # a view of the run read would keep all of it (a whole chunk for a
+                # piece of a block) while the budget counts the piece: a copy
+                x = x.copy()
             self._pieces[key] = x
             self._by_block.setdefault(start // self.block_size, []).append(key)
             self.nbytes += x.nbytes

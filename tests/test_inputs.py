@@ -189,6 +189,26 @@ def test_sample_cache_joins_consecutive_chunks_for_a_piece_across_their_edge():
     assert gap.get(90, 110) is None and gap.get(50, 250) is None  # [100, 200) is missing
 
 
+def test_a_cached_piece_does_not_keep_the_run_it_was_read_with():
+    # refinement reads a whole chunk for a piece of one block: a view of it would
+    # keep the chunk (4 MiB for 16 KiB at 10^8) while the budget counts the piece
+    import gc
+    import weakref
+
+    from kcpstream.passes import SampleCache
+
+    cache = SampleCache(block_size=16, max_bytes=2**20)
+    for i in range(50):
+        run = np.random.default_rng(i).standard_normal((100_000, 1))  # 800 kB, > the budget
+        alive = weakref.ref(run)
+        cache.add_piece(i * 100_000 + 16, i * 100_000 + 32, run[16:32])
+        np.testing.assert_array_equal(cache.get(i * 100_000 + 16, i * 100_000 + 32), run[16:32])
+        del run
+        gc.collect()
+        assert alive() is None
+    assert cache.nbytes == 50 * 16 * 8
+
+
 def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
     from kcpstream.passes import SampleCache
 
