@@ -15,7 +15,7 @@ from . import (
 )
 from ._version import __version__
 from .api import segment
-from .errors import InputError
+from .errors import InputError, SchedulerWarning
 from .features import RFF, FeatureMap, Linear, Nystrom, QuadratureFF
 from .result import BatchSegmentation, Diagnostics, Segmentation
 from .search import NotEnoughSplitsError
@@ -34,6 +34,7 @@ __all__ = [
     "Nystrom",
     "Linear",
     "InputError",
+    "SchedulerWarning",
     "NotEnoughSplitsError",
     "features",
     "datasets",

@@ -24,7 +24,7 @@ import dask.threaded
 from dask._task_spec import Task, TaskRef
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-__all__ = ["TaskBatch", "active_client", "in_process_scheduler"]
+__all__ = ["TaskBatch", "active_client", "in_process_scheduler", "pool_of_processes"]
 
 
 def active_scheduler():
@@ -50,6 +50,13 @@ def in_process_scheduler() -> bool:
     """Whether the active scheduler runs tasks in this process (threads or
     synchronous), so that they may share its arrays without copies."""
     return active_scheduler() in (None, dask.threaded.get, dask.local.get_sync)
+
+
+def pool_of_processes() -> bool:
+    """Whether the active scheduler is a pool of processes made per computation
+    (dask's ``processes``): neither this process nor a distributed cluster,
+    whose workers keep what they hold between computations."""
+    return not in_process_scheduler() and active_client() is None
 
 
 class TaskBatch:

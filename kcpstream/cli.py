@@ -199,11 +199,17 @@ def _quiet_unraisable(unraisable) -> None:
     sys.__unraisablehook__(unraisable)
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on stderr (not the source line Python shows under it)."""
+    click.echo(f"Warning: {message}", err=True)
+
+
 @click.group()
 @click.version_option(package_name="kcpstream")
 def main() -> None:
     """kcpstream: kernel change-point detection for very long signals."""
     sys.unraisablehook = _quiet_unraisable
+    warnings.showwarning = _warning_line
 
 
 @main.command()

@@ -13,15 +13,17 @@ import copy
 import json
 import math
 import time
+import warnings
 
 import numpy as np
 
 from . import checkpoint
+from ._graph import pool_of_processes
 from ._version import __version__
 from .autofeatures import auto_features, block_cycle
 from .choose import choose, local_gains, local_pvalues, noise_of
 from .dynp import refine_steps
-from .errors import InputError
+from .errors import InputError, SchedulerWarning
 from .features import FeatureMap, make_feature_map
 from .passes import (
     SampleCache,
@@ -211,6 +213,15 @@ def _spec(fmap: FeatureMap) -> str:
 
 def run(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     """Every phase for all series at once: one data pass, searches in lockstep rounds."""
+    if pool_of_processes():
+        warnings.warn(
+            "dask's 'processes' scheduler runs kcpstream slower than the default threads "
+            "(every task's samples are copied between processes, and no process keeps "
+            "them for refinement, which then reads in this process); kcpstream's kernels "
+            "release the GIL: use threads, or a distributed cluster for several machines",
+            SchedulerWarning,
+            stacklevel=3,
+        )
     limit_in_memory(jobs)
     try:
         return _run_phases(jobs, st, t0)

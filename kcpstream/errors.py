@@ -1,12 +1,17 @@
-"""The exceptions kcpstream raises for input it cannot use (imports nothing)."""
+"""The exceptions and warnings kcpstream raises (imports nothing)."""
 
 from __future__ import annotations
 
-__all__ = ["InputError", "one_line"]
+__all__ = ["InputError", "SchedulerWarning", "one_line"]
 
 
 class InputError(ValueError):
     """The input cannot be segmented as given; the message says why and what to do."""
+
+
+class SchedulerWarning(UserWarning):
+    """The active dask scheduler runs kcpstream slower than another would; the
+    message says which."""
 
 
 def one_line(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import dask
 import numpy as np
 
-from ._graph import TaskBatch, active_client, in_process_scheduler
+from ._graph import TaskBatch, active_client, in_process_scheduler, pool_of_processes
 from ._kernels.blockstats import (
     accumulate_tile,
     accumulate_work,
@@ -320,15 +320,12 @@ def scan_run(
     min_size: int,
     tile: int,
     cache: CacheHandle | None,
-    ship_samples: bool = False,
-) -> tuple[list[ScanResult], bool, list[np.ndarray] | None]:
+) -> tuple[list[ScanResult], bool]:
     """Scan several pieces of one run of chunks, a dask task.
 
     Pieces are taken from the job's sample cache in this process when all of
     them are there; otherwise the run is read once and its pieces are added
-    to the cache.  Returns the scans, whether the source was read, and (with
-    ``ship_samples``, for a scheduler whose processes keep no cache) the
-    pieces' samples for the client's cache.
+    to the cache.  Returns the scans and whether the source was read.
     """
     local = cache.resolve() if cache is not None else None
     xs = [None] * len(reqs)
@@ -338,19 +335,27 @@ def scan_run(
     if read:
         x = source.read()
         xs = [x[r.piece_start - source.start : r.piece_end - source.start] for r in reqs]
-        if local is not None and len(source.starts) == 2 and local.oversized(x.nbytes):
-            local.add_chunk(source.start, x)  # read whole for every piece: keep it
+        if local is not None:
+            # whole chunks: kept where the budget has room (the data pass's chunks,
+            # scored by their gains, are never dropped for them; none are offered
+            # under a pool of processes), an oversized one always, since reading
+            # any piece of it again decodes all of it; of a run of several, copies
+            # (a view would keep the whole run for one chunk counted)
+            several = len(source.starts) > 2
+            for a, b in zip(source.starts[:-1], source.starts[1:], strict=True):
+                part = x[int(a) - source.start : int(b) - source.start]
+                local.add_chunk(int(a), part, copy=several)
         if local is not None:
             for r, xr in zip(reqs, xs, strict=True):
                 local.add_piece(r.piece_start, r.piece_end, xr)
     results = scan_batch(xs, fmap, reqs, min_size, tile)
-    return results, read, ([_as_2d(xr) for xr in xs] if ship_samples else None)
+    return results, read
 
 
 def _caches_reachable() -> bool:
     """Whether tasks run where a job's sample cache outlives a computation: in
     this process, or on distributed workers (not a pool of processes made per call)."""
-    return in_process_scheduler() or active_client() is not None
+    return not pool_of_processes()
 
 
 #: A data-pass task covers consecutive chunks until it holds about this many
@@ -1065,10 +1070,20 @@ def scan_many(
     chunks of a signal.  A task uses the samples its process already holds (a
     worker's cache) or reads its run once; under a distributed client it is sent
     to the worker that read the run's first chunk in the data pass.  Results
-    come back per signal, in request order; samples are never sent back."""
+    come back per signal, in request order; samples are never sent back.
+
+    Under a pool of processes (dask's ``processes`` scheduler) the scans run
+    in this process's threads instead: the pool's processes keep no cache
+    between computations, so every round of refinement (tens of rounds of a
+    few reads each) would pay for shipping its tasks and their samples, and
+    read its pieces again (at 10^8 samples: 23 s of refinement against 1 s
+    in threads, the whole series read a second time).  The kernels release
+    the GIL, so threads lose nothing the pool would give."""
+    if not _caches_reachable():
+        with dask.config.set(scheduler="threads"):
+            return scan_many(batches, min_size, tile)
     out: list[dict[int, ScanResult]] = []
     batch, owners = TaskBatch("scan", merge_per_thread=True), []
-    reachable = _caches_reachable()
     for b, (signal, fmap, requests, cache) in enumerate(batches):
         results: dict[int, ScanResult] = {}
         out.append(results)
@@ -1086,21 +1101,18 @@ def scan_many(
         if not to_read:
             continue
         reader = signal.reader
-        handle = cache.handle if cache is not None and reachable else None
-        ship = cache is not None and not reachable
+        handle = cache.handle if cache is not None else None
         for c0, c1, members in _chunk_groups(reader.starts, to_read):
             home = None if cache is None else _home_of(cache, reader.starts, c0, c1)
-            reader.add_task(batch, scan_run, c0, c1, fmap, members, min_size, tile, handle, ship,
+            reader.add_task(batch, scan_run, c0, c1, fmap, members, min_size, tile, handle,
                             home=home)  # fmt: skip
             owners.append((b, int(reader.starts[c1 + 1] - reader.starts[c0])))
-    for (b, length), (group, read, samples) in zip(owners, batch.compute(), strict=True):
+    for (b, length), (group, read) in zip(owners, batch.compute(), strict=True):
         _, _, requests, cache = batches[b]
         index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}
-        for k, res in enumerate(group):
+        for res in group:
             req = res.request
             out[b][index[(req.segment, req.piece_start, req.piece_end)]] = res
-            if samples is not None:
-                cache.add_piece(req.piece_start, req.piece_end, samples[k])
         if read and cache is not None:
             cache.samples_read_again += length
     return [[res[i] for i in range(len(batches[b][2]))] for b, res in enumerate(out)]

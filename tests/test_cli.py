@@ -76,6 +76,18 @@ def test_segment_command_json_and_out(tmp_path):
     assert loaded.changepoints.tolist() == summary["changepoints"]
 
 
+def test_a_pool_of_processes_is_one_warning_line(tmp_path):
+    store, sig, np = _store(tmp_path)
+    args = ["segment", str(store), "--variable", "p", "--n-bkps", "3", "--json",
+            "--scheduler", "processes"]  # fmt: skip
+    res = subprocess.run([_kcpstream(), *args], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Warning: dask's 'processes' scheduler")
+    assert "use threads" in lines[0]
+    assert len(json.loads(res.stdout)["changepoints"]) == 3
+
+
 def test_a_variable_without_dimension_names_is_read_by_path(tmp_path):
     # a zarr group written without xarray: the variable has no dimension names,
     # which xarray requires; the CLI reads it as a plain zarr array
