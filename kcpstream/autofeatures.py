@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cache import SampleCache
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal
-from .passes import SampleCache, fit_sample
+from .passes import fit_sample
 from .period import dominant_period
 from .signal import Signal, check_finite_index
 from .significance import MIN_BATCHES

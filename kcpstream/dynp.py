@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from ._kernels.blockstats import split_gain
-from .passes import ScanRequest
+from .scan import ScanRequest
 from .search import SearchLog, Steps, count_round
 from .stats import BlockStats
 

@@ -21,18 +21,12 @@ from . import checkpoint
 from ._graph import pool_of_processes
 from ._version import __version__
 from .autofeatures import auto_features, block_cycle
+from .cache import SampleCache, release_worker_caches
 from .choose import choose, local_gains, local_pvalues, noise_of
 from .dynp import refine_steps
 from .errors import InputError, SchedulerWarning
 from .features import FeatureMap, make_feature_map
-from .passes import (
-    SampleCache,
-    data_passes,
-    fit_sample,
-    in_memory_passes,
-    pass_task_count,
-    release_worker_caches,
-)
+from .passes import data_passes, fit_sample, in_memory_passes, pass_task_count
 from .plan import (
     Job,
     Settings,

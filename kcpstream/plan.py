@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from .cache import SampleCache
 from .dynp import MAX_GRID
 from .errors import InputError
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal
-from .passes import SampleCache
 from .search import SearchLog
 from .signal import EPOCH_MIN, Signal, epoch_length
 from .significance import DEFAULT_ALPHA, LongRunNoise

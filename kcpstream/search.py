@@ -35,8 +35,9 @@ import numpy as np
 
 from ._kernels.blockstats import segment_boundary_scan
 from ._kernels.dense import best_split_between, dense_binseg
+from .cache import SampleCache
 from .features.base import FeatureMap
-from .passes import SampleCache, ScanRequest, ScanResult, scan_many
+from .scan import ScanRequest, ScanResult, scan_many
 from .signal import Signal
 from .stats import BlockStats, PieceStats
 

@@ -173,7 +173,7 @@ def test_chunks_holding_changes_stay_cached_when_the_cache_is_small(tmp_path, si
 
 
 def test_sample_cache_joins_consecutive_chunks_for_a_piece_across_their_edge():
-    from kcpstream.passes import SampleCache
+    from kcpstream.cache import SampleCache
 
     x = np.arange(400.0)[:, None]
     cache = SampleCache(block_size=16)
@@ -195,7 +195,7 @@ def test_a_cached_piece_does_not_keep_the_run_it_was_read_with():
     import gc
     import weakref
 
-    from kcpstream.passes import SampleCache
+    from kcpstream.cache import SampleCache
 
     cache = SampleCache(block_size=16, max_bytes=2**20)
     for i in range(50):
@@ -210,7 +210,7 @@ def test_a_cached_piece_does_not_keep_the_run_it_was_read_with():
 
 
 def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
-    from kcpstream.passes import SampleCache
+    from kcpstream.cache import SampleCache
 
     cache = SampleCache(block_size=10, max_bytes=4 * 800)  # chunks: 3 of 800 bytes
     chunk = [np.full((100, 1), float(i)) for i in range(5)]
@@ -271,7 +271,7 @@ def _kept_by_reference(budget: int, offers) -> dict[int, float]:
     )
 )
 def test_sample_cache_keeps_what_the_reference_policy_keeps(offers):
-    from kcpstream.passes import SampleCache
+    from kcpstream.cache import SampleCache
 
     cache = SampleCache(block_size=10, max_bytes=4 * 320)  # chunks: 960 bytes
     lengths: dict[int, int] = {}
@@ -325,7 +325,8 @@ def test_small_zarr_chunks_share_tasks_and_are_read_once(tmp_path, signal, refer
 
 
 def test_a_kept_chunk_of_a_run_read_at_once_owns_its_samples(tmp_path):
-    from kcpstream.passes import SampleCache, read_block_stats
+    from kcpstream.cache import SampleCache
+    from kcpstream.passes import read_block_stats
 
     x = np.random.default_rng(0).normal(size=3_000)
     arr = _zarr(tmp_path, x, 1_000)
@@ -343,14 +344,14 @@ def test_a_kept_chunk_of_a_run_read_at_once_owns_its_samples(tmp_path):
 
 
 def test_a_run_of_chunks_is_sent_to_the_worker_holding_most_of_it():
-    from kcpstream.passes import SampleCache, _home_of
+    from kcpstream.cache import SampleCache, home_of
 
     cache = SampleCache(block_size=10)
     starts = np.array([0, 100, 350, 400, 500])
     cache.homes.update({0: "tcp://a", 100: "tcp://b", 350: "tcp://a"})
-    assert _home_of(cache, starts, 0, 2) == "tcp://b"  # b read 250 samples, a 150
-    assert _home_of(cache, starts, 0, 0) == "tcp://a"
-    assert _home_of(cache, starts, 3, 3) is None  # nobody read chunk 3 yet
+    assert home_of(cache, starts, 0, 2) == "tcp://b"  # b read 250 samples, a 150
+    assert home_of(cache, starts, 0, 0) == "tcp://a"
+    assert home_of(cache, starts, 3, 3) is None  # nobody read chunk 3 yet
 
 
 def test_array_source_only_for_a_plain_from_array():

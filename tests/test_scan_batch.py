@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kcpstream import RFF, passes
+from kcpstream import RFF, ranges
 from kcpstream.features import BrownianThreshold
-from kcpstream.passes import ScanRequest, scan_batch, scan_piece
+from kcpstream.scan import ScanRequest, scan_batch, scan_piece
 
 from .reference import quantized
 
@@ -31,7 +31,7 @@ from .reference import quantized
 def test_scan_batch_equals_scan_piece(
     monkeypatch, seed, lengths, tile, scratch, min_size, shared, threshold, constant
 ):
-    monkeypatch.setattr(passes, "MAX_SCRATCH_BYTES", scratch)  # small: several groups
+    monkeypatch.setattr(ranges, "MAX_SCRATCH_BYTES", scratch)  # small: several groups
     rng = np.random.default_rng(seed)
     n = sum(lengths) + 20
     x = rng.standard_normal((n, 2))
@@ -82,12 +82,12 @@ def test_featurize_range_into_the_thread_scratch_equals_one_tile(
 ):
     # the per-tile buffer and the features buffer are both this thread's scratch,
     # reused call after call: each range must still equal its features computed at once
-    monkeypatch.setattr(passes, "MAX_SCRATCH_BYTES", scratch)
+    monkeypatch.setattr(ranges, "MAX_SCRATCH_BYTES", scratch)
     rng = np.random.default_rng(seed)
     fmap = RFF(16, bandwidth=1.0, seed=seed).fit(rng.standard_normal((50, 2)))
     for length in lengths:
         x = rng.standard_normal((length, 2))
         whole = fmap._tile_buffer(length)
         fmap._featurize_tile(x, whole)
-        got = passes.featurize_range(fmap, x, tile, passes._scratch_features(fmap, length))
+        got = ranges.featurize_range(fmap, x, tile, ranges.scratch_features(fmap, length))
         np.testing.assert_array_equal(got, whole)

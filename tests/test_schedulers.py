@@ -139,14 +139,15 @@ def test_no_sample_cache_gives_the_same_result(store, threaded):
 
 
 def _worker_caches_held() -> int:
-    from kcpstream.passes import _WORKER_CACHES
+    from kcpstream.cache import _WORKER_CACHES
 
     return len(_WORKER_CACHES)
 
 
 def _pass_reads_again(path: str) -> int:
     """Samples the data pass reads again after the fit sample (with a cache)."""
-    from kcpstream.passes import SampleCache, data_passes, fit_sample, release_worker_caches
+    from kcpstream.cache import SampleCache, release_worker_caches
+    from kcpstream.passes import data_passes, fit_sample
     from kcpstream.signal import as_signal
 
     signal = as_signal(path)
