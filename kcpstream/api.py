@@ -17,6 +17,7 @@ from .plan import (
     default_min_size,
     settings_of,
 )
+from .progress import lines_on_stderr
 from .result import Segmentation
 from .signal import as_signal
 from .significance import DEFAULT_ALPHA
@@ -225,8 +226,11 @@ def segment(
         statistics of the unchanged chunks are kept and only the others read
         (``diagnostics.checkpoint == "updated"``; :mod:`kcpstream.reuse`).
     progress : bool, default False
-        Show the data pass's progress bar on stderr (dask's, or distributed's
-        under a client).
+        Show how far the call has got on stderr: a line per phase (the fit,
+        the data pass, each round of refinement, the choice; see
+        :mod:`kcpstream.progress`, which also logs them without this) and
+        the data pass's progress bar (dask's, or distributed's under a
+        client).
 
     Returns
     -------
@@ -260,7 +264,15 @@ def segment(
     )  # fmt: skip
     if checkpoint is not None:
         _check_checkpoint(checkpoint)
+    with lines_on_stderr(settings.progress):
+        return _segment(data, features, settings, t0, variable=variable, variables=variables,
+                        dim=dim, chunks=chunks, missing=missing, batch_dims=batch_dims,
+                        storage_options=storage_options)  # fmt: skip
 
+
+def _segment(data, features, settings, t0: float, *, variable, variables, dim, chunks, missing,
+             batch_dims, storage_options):  # fmt: skip
+    """:func:`segment` once its settings are checked: the series, their jobs, the run."""
     if batch_dims:
         from .labeled import split_batches
         from .result import BatchSegmentation

@@ -6,19 +6,18 @@ saying why, no traceback); 2 wrong usage (unknown option, missing argument).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
 
 import click
 
 from ._io import probe_writable, write_atomic
 from .errors import one_line
+from .progress import lines_on_stderr
 from .scheduling import scheduler_context
 from .significance import DEFAULT_ALPHA
 
@@ -42,30 +41,6 @@ def check_writable(path: str, folder: bool = False) -> None:
         ) from None
     if not folder and os.path.isdir(path):
         raise click.ClickException(f"cannot write the file {path}: it is a folder")
-
-
-@contextlib.contextmanager
-def _progress_lines(enabled: bool) -> Iterator[None]:
-    """The pipeline's progress lines on stderr while the command runs (and
-    only then: a process may run several commands)."""
-    import logging
-
-    if not enabled:
-        yield
-        return
-    logger = logging.getLogger("kcpstream.pipeline")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    level, propagate = logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
 
 
 def parse_storage_options(items: tuple[str, ...] | list[str]) -> dict | None:
@@ -350,7 +325,7 @@ def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool, quiet: bo
     from .pipeline import JobError, run_job
 
     try:
-        with _progress_lines(not quiet):
+        with lines_on_stderr(not quiet):
             report = run_job(job, scheduler=scheduler, dry_run=dry_run)
     except (JobError, *USER_ERRORS) as exc:
         raise click.ClickException(one_line(exc)) from None

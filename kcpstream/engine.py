@@ -37,6 +37,7 @@ from .plan import (
     min_size_of,
     searched_in_memory,
 )
+from .progress import note
 from .result import Diagnostics, Segmentation
 from .reuse import plan_reuse
 from .search import SearchLog, binseg_steps, dense_binseg_steps, drive_many, scans_from_prefix
@@ -225,6 +226,7 @@ def run(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
 
 def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     t_pass = time.perf_counter()
+    note("fit: feature maps of %d series fitted (%.1f s)", len(jobs), t_pass - t0)
     todo = [j for j in jobs if not j.loaded and not j.in_memory]
     small = [j for j in jobs if not j.loaded and j.in_memory]
     if small:
@@ -245,6 +247,8 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     for job in jobs:
         _check_statistics(job.stats, job.signal)
     seconds_pass = time.perf_counter() - t_pass
+    note("data pass: %d samples of %d series (%.1f s)", sum(j.stats.n * j.window for j in jobs),
+         len(jobs), seconds_pass)  # fmt: skip
     stored = jobs  # the checkpoint keeps the data pass's statistics
     jobs = [_long_cycle(job, st) or job for job in jobs]
     for job in jobs:
@@ -265,11 +269,15 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
             return scans_from_prefix(steps, job.stats, job.min_size)
         return refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=job.log)
 
-    orders = _drive(jobs, steps, st.tile)
+    orders = _drive(jobs, steps, st.tile, "search")
+    t_choose = time.perf_counter()
     chosen = [choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
+    found = sum(len(c["changepoints"]) for c in chosen)
+    note("choice: %d change-points in %d series (%.1f s)", found, len(jobs),
+         time.perf_counter() - t_choose)  # fmt: skip
     if st.method == "dynp":
         of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
-        refined = _drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile)
+        refined = _drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile, "exact positions")
         for job, c, cps in zip(jobs, chosen, refined, strict=True):
             c["changepoints"] = cps
             c["gains"] = local_gains(job.stats, cps)
@@ -288,6 +296,7 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
             if job.base_key is not None and job.base_key != job.key:
                 # the earlier version's statistics describe samples the store no longer holds
                 checkpoint.remove(st.checkpoint, job.base_key)
+        note("checkpoint: statistics of %d series written to %s", len(stored), st.checkpoint)
     return [
         _build_result(
             j,
@@ -331,15 +340,32 @@ def _versions_of(signal: Signal) -> dict:
     }
 
 
-def _drive(jobs: list[Job], make_steps, tile: int) -> list:
+def _drive(jobs: list[Job], make_steps, tile: int, what: str) -> list:
     """:func:`drive_many` over every job, the jobs of one ``min_size`` in lockstep."""
     outcomes: list = [None] * len(jobs)
+    t0 = time.perf_counter()
+    seen = {"rounds": 0, "pieces": 0, "said": t0}
+
+    def on_round(k: int, pieces: int) -> None:
+        seen["rounds"] += 1
+        seen["pieces"] += pieces
+        now = time.perf_counter()
+        if now - seen["said"] >= ROUND_LINE_SECONDS:  # long rounds: one line each, at most
+            seen["said"] = now
+            note("%s, round %d: %d pieces scanned (%.1f s)", what, k, pieces, now - t0)
+
     for size in sorted({j.min_size for j in jobs}):
         ids = [i for i, j in enumerate(jobs) if j.min_size == size]
         runs = [(make_steps(jobs[i]), jobs[i].signal, jobs[i].fmap, jobs[i].cache) for i in ids]
-        for i, out in zip(ids, drive_many(runs, size, tile), strict=True):
+        for i, out in zip(ids, drive_many(runs, size, tile, on_round), strict=True):
             outcomes[i] = out
+    note("%s: %d rounds, %d pieces scanned (%.1f s)", what, seen["rounds"], seen["pieces"],
+         time.perf_counter() - t0)  # fmt: skip
     return outcomes
+
+
+#: Fewest seconds between two progress lines of the rounds of one search.
+ROUND_LINE_SECONDS = 2.0
 
 
 def _check_statistics(stats, signal: Signal) -> None:

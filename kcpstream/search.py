@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -330,10 +330,14 @@ def scans_from_prefix(steps: Steps, stats: BlockStats, min_size: int) -> Steps:
 
 
 def drive_many(
-    runs: list[tuple[Steps, Signal, FeatureMap, SampleCache | None]], min_size: int, tile: int
+    runs: list[tuple[Steps, Signal, FeatureMap, SampleCache | None]],
+    min_size: int,
+    tile: int,
+    on_round: Callable[[int, int], None] | None = None,
 ) -> list[Any]:
     """Advance several step generators in lockstep: every round scans the pieces all
-    of them asked for in one graph.  Returns their outcomes."""
+    of them asked for in one graph.  Returns their outcomes; ``on_round(k, m)``
+    is told after round ``k`` (from 1) scanned ``m`` pieces."""
     outcomes: list[Any] = [None] * len(runs)
     asked: dict[int, list[ScanRequest]] = {}
 
@@ -346,9 +350,13 @@ def drive_many(
 
     for i in range(len(runs)):
         advance(i, None)
+    rounds = 0
     while asked:
         ids = list(asked)
         batches = [(runs[i][1], runs[i][2], asked[i], runs[i][3]) for i in ids]
         for i, results in zip(ids, scan_many(batches, min_size, tile), strict=True):
             advance(i, results)
+        rounds += 1
+        if on_round is not None:
+            on_round(rounds, sum(len(b[2]) for b in batches))
     return outcomes

@@ -161,3 +161,24 @@ def test_local_cluster_workers_start_without_the_trim_threshold(configured, monk
             seen = list(get_client().run(_trim_threshold).values())
         assert dask.config.get(key) == (configured or 65536)  # restored after the run
     assert seen == [configured]
+
+
+def test_progress_lines_name_every_phase(tmp_path, capfd, caplog):
+    import logging
+
+    import numpy as np
+
+    import kcpstream
+
+    x = np.random.default_rng(0).normal(size=600_000)
+    x[300_000:] += 0.5
+    kcpstream.segment(x, progress=True)
+    err = capfd.readouterr().err
+    for phase in ("fit: ", "data pass: 600000 samples", "search: ", "choice: 1 change-points"):
+        assert phase in err, err
+    # without progress=True: nothing on stderr, the same lines on the logger
+    with caplog.at_level(logging.INFO, logger="kcpstream.progress"):
+        kcpstream.segment(x, checkpoint=tmp_path / "ck")
+    assert "search: " not in capfd.readouterr().err
+    said = [r.getMessage() for r in caplog.records if r.name == "kcpstream.progress"]
+    assert [m.split(":")[0] for m in said] == ["fit", "data pass", "search", "choice", "checkpoint"]
