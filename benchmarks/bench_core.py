@@ -39,12 +39,12 @@ def baseline_pass(path: str, fmap: RFF, tile: int, threads: int) -> float:
 
     def work(start: int) -> float:
         x = arr[start : start + chunk][:, None]
-        buf = fmap._tile_buffer(tile)
+        buf = fmap.tile_buffer(tile)
         checksum = 0.0
         for lo in range(0, x.shape[0], tile):
             hi = min(x.shape[0], lo + tile)
-            out = buf if hi - lo == tile else fmap._tile_buffer(hi - lo)
-            fmap._featurize_tile(x[lo:hi], out)
+            out = buf if hi - lo == tile else fmap.tile_buffer(hi - lo)
+            fmap.featurize_tile(x[lo:hi], out)
             checksum += float(out[0, 0, 0])  # keep the work observable
         return checksum
 

@@ -52,14 +52,14 @@ def _row(kind: str, n: int, repeat: int) -> dict:
     with dask.config.set(scheduler="sync"):
         fmap = kcpstream.segment(x, n_bkps=20).features
         sample = as_signal(x).sample()  # the fit sample segment() takes
-        z = fmap._tile_buffer(n)
+        z = fmap.tile_buffer(n)
         scale = float(2.0**fmap.quantum_exponent_)
         bound = float(fmap.quantized_norm_bound_)
-        fmap._featurize_tile(x, z)
+        fmap.featurize_tile(x, z)
         prefix = sample_prefix_sums(z, scale, bound)[0]
         parts = {
             "median_heuristic": _ms(lambda: median_distance(sample), repeat),
-            "featurize": _ms(lambda: fmap._featurize_tile(x, z), repeat),
+            "featurize": _ms(lambda: fmap.featurize_tile(x, z), repeat),
             "prefix_sums": _ms(lambda: sample_prefix_sums(z, scale, bound), repeat),
             "binseg_40_splits": _ms(lambda: dense_binseg(prefix, 40, -np.inf, 2), repeat),
         }

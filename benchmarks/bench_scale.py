@@ -76,7 +76,7 @@ if mode in ("baseline", "featurize-only"):
     fmap = kcpstream.RFF(64).fit(np.asarray(arr[:2048], dtype=np.float64))  # setup, untimed
     center = np.float32(fmap.center_[0])
     w, amp = fmap.weights_[0], fmap.amplitudes_
-    fmap._featurize_tile(np.zeros((16, 1)), fmap._tile_buffer(16))
+    fmap.featurize_tile(np.zeros((16, 1)), fmap.tile_buffer(16))
     store.bytes_read = 0
     t0 = time.perf_counter()
     if mode == "baseline":
@@ -93,10 +93,10 @@ if mode in ("baseline", "featurize-only"):
     else:
         def work(s):  # kcpstream's own featurizer alone, no statistics
             x = arr[s:s + chunk][:, None]
-            buf = fmap._tile_buffer(4096)
+            buf = fmap.tile_buffer(4096)
             for lo in range(0, len(x), 4096):
                 t = x[lo:lo + 4096]
-                fmap._featurize_tile(t, buf if len(t) == 4096 else fmap._tile_buffer(len(t)))
+                fmap.featurize_tile(t, buf if len(t) == 4096 else fmap.tile_buffer(len(t)))
     with ThreadPoolExecutor(os.cpu_count()) as pool:
         list(pool.map(work, range(0, arr.shape[0], chunk)))
 elif mode.startswith("xarray"):  # the store through xarray, as stored or in wider dask chunks

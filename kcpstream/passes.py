@@ -75,7 +75,7 @@ def chunk_block_stats(
     R = np.zeros(nbc)
     check_finite = x.dtype.kind == "f"
     norm_bound = float(fmap.quantized_norm_bound_)
-    fast = getattr(fmap, "_accumulate_tile", None)
+    fast = fmap.accumulate_tile_stats
     tile_len = (tile // B) * B if B <= tile else tile
     work_S, snaps = accumulate_work(max(tile_len, tile), B, p)
     buf = scratch_features(fmap, tile_len, "tile")
@@ -94,7 +94,7 @@ def chunk_block_stats(
             fast(xt, pos, B, jb0, cnt, S, Q, M2, R)
         else:
             z = buf if t_end - pos == tile_len else scratch_features(fmap, t_end - pos, "tile")
-            fmap._featurize_tile(xt, z)
+            fmap.featurize_tile(xt, z)
             accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound, work_S, snaps)
         pos = t_end
     return {

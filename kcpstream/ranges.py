@@ -52,7 +52,7 @@ def scratch_features(fmap: FeatureMap, length: int, slot: str = "features") -> n
     k, m = fmap.tile_groups_
     size = k * length * m
     if 4 * size > MAX_SCRATCH_BYTES:
-        return fmap._tile_buffer(length)
+        return fmap.tile_buffer(length)
     flat = getattr(_SCRATCH, slot, None)
     if flat is None or flat.size < size:
         grown = min(max(size, 2 * (0 if flat is None else flat.size)), MAX_SCRATCH_BYTES // 4)
@@ -68,14 +68,14 @@ def featurize_range(
     (into ``out`` when given)."""
     x = as_2d(x)
     length = x.shape[0]
-    out = fmap._tile_buffer(length) if out is None else out
+    out = fmap.tile_buffer(length) if out is None else out
     if length <= tile:
-        fmap._featurize_tile(x, out)
+        fmap.featurize_tile(x, out)
         return out
     buf = scratch_features(fmap, tile, "tile")
     for lo in range(0, length, tile):
         hi = min(length, lo + tile)
         z = buf if hi - lo == tile else scratch_features(fmap, hi - lo, "tile")
-        fmap._featurize_tile(x[lo:hi], z)
+        fmap.featurize_tile(x[lo:hi], z)
         out[:, lo:hi] = z
     return out

@@ -21,6 +21,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
         ),
         ("sensor_archive.py", ["--n", "60000", "--sensors", "3"], ["sensor_archive_S0.png"]),
         ("local_cluster.py", ["--n", "60000", "--sensors", "2"], []),
+        ("custom_feature_map.py", ["--n", "40000"], []),
     ],
 )
 def test_example_runs(tmp_path, script, args, pngs):

@@ -87,7 +87,7 @@ def test_featurize_range_into_the_thread_scratch_equals_one_tile(
     fmap = RFF(16, bandwidth=1.0, seed=seed).fit(rng.standard_normal((50, 2)))
     for length in lengths:
         x = rng.standard_normal((length, 2))
-        whole = fmap._tile_buffer(length)
-        fmap._featurize_tile(x, whole)
+        whole = fmap.tile_buffer(length)
+        fmap.featurize_tile(x, whole)
         got = ranges.featurize_range(fmap, x, tile, ranges.scratch_features(fmap, length))
         np.testing.assert_array_equal(got, whole)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import abc
 import json
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -52,7 +54,7 @@ def _decode(value: Any) -> Any:
     return value
 
 
-class FeatureMap:
+class FeatureMap(abc.ABC):
     """A map ``phi`` from samples in R^d to R^p with ``<phi(x), phi(y)> ~ k(x, y)``.
 
     Subclasses follow the scikit-learn convention: ``__init__`` stores the
@@ -61,6 +63,27 @@ class FeatureMap:
 
     Features are float32 values on the fixed-point grid ``2**-quantum_exponent_``
     so that sums of features are exact integers; see :mod:`kcpstream._kernels`.
+
+    **Writing a map.** A subclass defines
+
+    * ``name``: its registry name (:func:`~kcpstream.features.register_feature_map`
+      makes ``segment(x, features="name:p")`` and saved results find it);
+      ``_param_names``: the constructor's parameters, stored as attributes of
+      the same names; ``_fitted_names``: the fitted attributes, saved in JSON;
+    * :meth:`fit` (abstract): the fitted state from a sample ``(m, d)``; it
+      must set ``quantum_exponent_`` (:func:`exponent_for_amplitude` of the
+      largest feature magnitude) and ``center_`` (shape ``(d,)``, which gives
+      :attr:`n_features_in_`), and list both in ``_fitted_names``;
+    * :attr:`n_features_out_` (abstract): ``p``;
+    * :meth:`featurize_tile` (abstract): the raw float32 features of a tile;
+      the engine quantizes them to the grid, so every code path sums the same
+      integers;
+
+    and may refine :attr:`tile_groups_` (the layout of a tile's features),
+    :attr:`quantized_norm_bound_` (a bound on every sample's feature norm,
+    tightening the search's pruning) and :attr:`accumulate_tile_stats` (block
+    statistics without dense features).  ``tests/test_feature_conformance.py``
+    checks every registered map against this contract.
     """
 
     #: registry name
@@ -94,9 +117,9 @@ class FeatureMap:
             )
 
     @property
+    @abc.abstractmethod
     def n_features_out_(self) -> int:
         """Output dimension p of the fitted map."""
-        raise NotImplementedError
 
     @property
     def n_features_in_(self) -> int:
@@ -104,9 +127,9 @@ class FeatureMap:
         self._check_fitted()
         return int(self.center_.shape[0])
 
+    @abc.abstractmethod
     def fit(self, sample: np.ndarray) -> Self:
         """Fit the map on a sample of shape (m, d) (or (m,)); returns ``self``."""
-        raise NotImplementedError
 
     @property
     def quantized_norm_bound_(self) -> float:
@@ -124,11 +147,27 @@ class FeatureMap:
         """``(k, m)``: a tile of L samples is a float32 array (k, L, m), ``k * m = p``."""
         return 1, self.n_features_out_
 
-    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Write the raw float32 features of tile ``x`` (L, d) into ``out`` (k, L, m)."""
-        raise NotImplementedError
+    @abc.abstractmethod
+    def featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Write the raw float32 features of tile ``x`` (L, d) into ``out`` (k, L, m).
 
-    def _tile_buffer(self, length: int) -> np.ndarray:
+        ``x`` holds the samples as read (any numeric dtype); ``out`` is a
+        buffer of :attr:`tile_groups_`'s layout that may hold anything on
+        entry.  Only the values written count: the same samples must give the
+        same features whatever the tile, so that statistics do not depend on
+        how the data is chunked."""
+
+    #: Optional: block statistics of a tile without dense features, called as
+    #: ``accumulate_tile_stats(x, tile_start, block_size, first_block, cnt, S,
+    #: Q, M2, R)`` in place of :meth:`featurize_tile` and the generic
+    #: accumulation; it must add exactly what those would (the counts, the
+    #: integer sums ``S`` of the quantized features per block, and ``Q``,
+    #: ``M2``, ``R`` as :func:`kcpstream._kernels.blockstats.accumulate_tile`
+    #: does).  None: the generic path.
+    accumulate_tile_stats: ClassVar[Callable[..., None] | None] = None
+
+    def tile_buffer(self, length: int) -> np.ndarray:
+        """A float32 buffer for the features of ``length`` samples, (k, length, m)."""
         k, m = self.tile_groups_
         return np.empty((k, length, m), dtype=np.float32)
 
@@ -168,8 +207,8 @@ class FeatureMap:
         result = np.empty((n, self.n_features_out_), dtype=np.float32)
         for lo in range(0, n, tile):
             hi = min(n, lo + tile)
-            out = self._tile_buffer(hi - lo)
-            self._featurize_tile(X[lo:hi], out)
+            out = self.tile_buffer(hi - lo)
+            self.featurize_tile(X[lo:hi], out)
             result[lo:hi] = groups_to_rows(quantize(out, self.quantum_exponent_))
         return result
 

@@ -53,5 +53,5 @@ class Linear(FeatureMap):
         self.quantum_exponent_ = exponent_for_amplitude(amplitude)
         return self
 
-    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+    def featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
         linear_tile(x, self.center_, out)

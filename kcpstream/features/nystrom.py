@@ -117,7 +117,7 @@ class Nystrom(FeatureMap):
         evals, evecs = evals[keep][::-1], evecs[:, keep][:, ::-1]
         return self._finish_fit(landmarks, evecs / np.sqrt(evals), seed)
 
-    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+    def featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
         nystrom_tile(
             x,
             self.center_,

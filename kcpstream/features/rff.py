@@ -96,7 +96,7 @@ class FourierFeatures(FeatureMap):
         self.seed_ = seed
         return self
 
-    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+    def featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
         rff_tile(x, self.center_, self.weights_, self.amplitudes_, out)
 
 

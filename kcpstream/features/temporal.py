@@ -196,7 +196,7 @@ class Temporal(InvariantWindow):
         size = self._n_shape + 2 * int(self.weights_.shape[1])
         self.offset_ = np.zeros(size, dtype=np.float32)
         raw = np.empty((1, windows.shape[0], size), dtype=np.float32)
-        self._featurize_tile(windows, raw)
+        self.featurize_tile(windows, raw)
         self.offset_ = raw[0].mean(axis=0, dtype=np.float64).astype(np.float32)
         return self
 
@@ -211,7 +211,7 @@ class Temporal(InvariantWindow):
         later = [np.roll(cube, -k * self.delay, axis=1) for k in (1, 2)]
         return np.concatenate([cube, *later], axis=2).reshape(rows.shape[0], -1)
 
-    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+    def featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
         w = self.window
         n_windows = x.shape[0]
         m = self.weights_.shape[1]

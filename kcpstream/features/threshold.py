@@ -75,14 +75,16 @@ class BrownianThreshold(FeatureMap):
         self.quantum_exponent_ = exponent_for_amplitude(float(1.0 / np.sqrt(K)))
         return self
 
-    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+    def featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
         x = np.asarray(x, dtype=np.float64)
         for c in range(self.thresholds_.shape[0]):
             K = self.thresholds_.shape[1]
             above = x[:, c : c + 1] > self.thresholds_[c][None, :]
             np.multiply(above, self._amplitude, out=out[0][:, c * K : (c + 1) * K])
 
-    def _accumulate_tile(self, x, tile_start, block_size, first_block, cnt, S, Q, M2, R) -> None:
+    def accumulate_tile_stats(  # type: ignore[override]
+        self, x, tile_start, block_size, first_block, cnt, S, Q, M2, R
+    ) -> None:
         """Block statistics of a tile directly from histograms (see the class docstring)."""
         threshold_tile_stats(
             np.ascontiguousarray(x, dtype=np.float64), self.thresholds_, self._qv,

@@ -136,6 +136,6 @@ class InvariantWindow(FeatureMap):
         self.thresholds_ = np.ascontiguousarray(np.quantile(per_template, levels, axis=1).T)
         self.seed_ = seed
 
-    def _featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+    def featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
         amp = np.float32(1.0 / np.sqrt(self.n_features))
         threshold_shares(self._correlations(x), self.thresholds_, amp, out[0])
