@@ -15,10 +15,9 @@ from . import (
 )
 from ._version import __version__
 from .api import segment
-from .errors import InputError, SchedulerWarning
+from .errors import InputError, JobError, NotEnoughSplitsError, NotFittedError, SchedulerWarning
 from .features import RFF, FeatureMap, Linear, Nystrom, QuadratureFF
 from .result import BatchSegmentation, Diagnostics, Segmentation
-from .search import NotEnoughSplitsError
 from .warmup import WarmUp, warm_up
 
 __all__ = [
@@ -36,6 +35,8 @@ __all__ = [
     "InputError",
     "SchedulerWarning",
     "NotEnoughSplitsError",
+    "NotFittedError",
+    "JobError",
     "features",
     "datasets",
     "metrics",

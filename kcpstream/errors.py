@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
-__all__ = ["InputError", "SchedulerWarning", "one_line"]
+__all__ = [
+    "InputError",
+    "NotEnoughSplitsError",
+    "NotFittedError",
+    "JobError",
+    "SchedulerWarning",
+    "one_line",
+]
 
 
 class InputError(ValueError):
     """The input cannot be segmented as given; the message says why and what to do."""
+
+
+class NotEnoughSplitsError(ValueError):
+    """Binary segmentation ran out of admissible splits before ``n_bkps``."""
+
+
+class NotFittedError(RuntimeError):
+    """Raised when a feature map is used before :meth:`FeatureMap.fit`."""
+
+
+class JobError(ValueError):
+    """The job file or its output directory cannot be used as they are."""
 
 
 class SchedulerWarning(UserWarning):

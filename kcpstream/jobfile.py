@@ -18,11 +18,9 @@ import tomllib
 from collections.abc import Callable
 from typing import Any
 
+from .errors import JobError
+
 __all__ = ["JobError", "load_job", "SCHEMA", "SLURM_KEYS", "SLURM_SHELL_KEYS"]
-
-
-class JobError(ValueError):
-    """The job file or its output directory cannot be used as they are."""
 
 
 Check = Callable[[Any], str | None]  # None when the value is fine, else what it takes

@@ -36,6 +36,7 @@ import numpy as np
 from ._kernels.blockstats import segment_boundary_scan
 from ._kernels.dense import best_split_between, dense_binseg
 from .cache import SampleCache
+from .errors import NotEnoughSplitsError
 from .features.base import FeatureMap
 from .scan import ScanRequest, ScanResult, scan_many
 from .signal import Signal
@@ -54,10 +55,6 @@ __all__ = [
 
 #: relative slack on pruning bounds (covers floating-point rounding of the bounds)
 _REL_SLACK = 1e-9
-
-
-class NotEnoughSplitsError(ValueError):
-    """Binary segmentation ran out of admissible splits before ``n_bkps``."""
 
 
 @dataclass

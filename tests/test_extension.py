@@ -95,3 +95,17 @@ def test_a_maps_statistics_do_not_depend_on_the_chunking(registered, chunks):
     # and the features summed are transform()'s, the public featurizer
     z = fmap.transform(x[:1000])
     assert z.shape == (1000, 2) and np.abs(z).max() <= 1.0
+
+
+def test_every_error_is_kcpstreams_own_and_a_bad_parameter_an_input_error():
+    from kcpstream import errors
+
+    for name in ("InputError", "NotEnoughSplitsError", "NotFittedError", "JobError",
+                 "SchedulerWarning"):  # fmt: skip
+        assert getattr(kcpstream, name) is getattr(errors, name)
+    with pytest.raises(kcpstream.InputError, match="n_features"):
+        kcpstream.RFF(n_features=0)
+    with pytest.raises(kcpstream.InputError, match="bandwidth"):
+        kcpstream.segment(np.arange(1000.0), features=kcpstream.RFF(16, bandwidth="wide"))
+    with pytest.raises(kcpstream.NotFittedError, match="not fitted"):
+        kcpstream.RFF(16).transform(np.zeros(10))

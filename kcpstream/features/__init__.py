@@ -8,6 +8,7 @@ spec string ``"name"`` or ``"name:p"`` (``"rff:64"``, ``"orf:64"``,
 
 from __future__ import annotations
 
+from ..errors import InputError
 from .base import FeatureMap, NotFittedError
 from .linear import Linear
 from .matern import MaternRFF
@@ -87,7 +88,7 @@ def make_feature_map(
         return spec
     if isinstance(spec, str) and spec.strip().lower() == "auto":
         if d is None:
-            raise ValueError("features='auto' depends on the signal's dimension; pass d=")
+            raise InputError("features='auto' depends on the signal's dimension; pass d=")
         return default_feature_map(d, seed=seed)
     if not isinstance(spec, str):
         raise TypeError(
@@ -101,8 +102,6 @@ def make_feature_map(
         try:
             kwargs["n_features"] = int(size)
         except ValueError:
-            from ..errors import InputError
-
             raise InputError(
                 f"bad feature spec {spec!r}: the part after ':' must be an integer "
                 "(the number of features, e.g. 'rff:64'), or leave ':' out"

@@ -10,6 +10,7 @@ from .._kernels.distances import (
     order_statistic_pair,
     pairwise_sums,
 )
+from ..errors import InputError
 
 __all__ = ["AUTO_FRACTION", "median_distance", "resolve_bandwidth"]
 
@@ -43,9 +44,9 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
     x = _thinned_rows(sample)
     m = x.shape[0]
     if m < 2:
-        raise ValueError("the median heuristic needs at least 2 sample points")
+        raise InputError("the median heuristic needs at least 2 sample points")
     if metric not in ("euclidean", "cityblock"):
-        raise ValueError(f"unknown metric {metric!r}; use 'euclidean' or 'cityblock'")
+        raise InputError(f"unknown metric {metric!r}; use 'euclidean' or 'cityblock'")
     n_pairs = m * (m - 1) // 2
     half = n_pairs // 2  # rank of the upper median among the pairs
     even = n_pairs % 2 == 0
@@ -59,7 +60,7 @@ def median_distance(sample: np.ndarray, metric: str = "euclidean") -> float:
     else:  # a distance is the root of its sum, and the root keeps the order
         sums = pairwise_sums(np.ascontiguousarray(x), euclidean)
         if np.isnan(sums).any():  # an infinite coordinate minus itself
-            raise ValueError(
+            raise InputError(
                 "the median heuristic's sample has infinite values, so some distances are "
                 "undefined; remove them or give a numeric bandwidth"
             )
@@ -103,7 +104,7 @@ def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -
     """
     if isinstance(bandwidth, str):
         if bandwidth not in BANDWIDTH_RULES:
-            raise ValueError(
+            raise InputError(
                 "bandwidth must be a positive number, 'auto' (half the median distance "
                 f"between samples) or 'median' (the median distance), got {bandwidth!r}"
             )
@@ -113,8 +114,6 @@ def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -
             # typical distance between *different* values is the scale that matters
             value = _median_nonzero_distance(sample, metric)
         if not value > 0:
-            from ..errors import InputError
-
             raise InputError(
                 f"all {sample.shape[0]} samples of the fit sample are equal, so the kernel has "
                 "no scale: a constant signal has nothing to segment. If it varies elsewhere, "
@@ -124,7 +123,7 @@ def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -
         return BANDWIDTH_RULES[bandwidth] * value
     value = float(bandwidth)
     if not (np.isfinite(value) and value > 0):
-        raise ValueError(
+        raise InputError(
             f"bandwidth must be a positive finite number, 'auto' or 'median', got {bandwidth!r}"
         )
     return value

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from .._kernels.featurize import groups_to_rows, quantize
+from ..errors import InputError, NotFittedError
 from .registry import get_feature_map_class
 
 __all__ = ["FeatureMap", "NotFittedError", "QUANTUM_BITS", "exponent_for_amplitude"]
@@ -23,10 +24,6 @@ QUANTUM_BITS = 28
 
 #: Samples featurized together in one tile (bounded memory, amortised calls).
 DEFAULT_TILE = 4096
-
-
-class NotFittedError(RuntimeError):
-    """Raised when a feature map is used before :meth:`FeatureMap.fit`."""
 
 
 def exponent_for_amplitude(amplitude: float) -> int:
@@ -176,12 +173,12 @@ class FeatureMap(abc.ABC):
         if X.ndim == 1:
             X = X[:, None]
         if X.ndim != 2:
-            raise ValueError(
+            raise InputError(
                 f"expected an array of shape (n,) or (n, d), got shape {X.shape}; "
                 "reshape it so that time is the first axis"
             )
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(
+            raise InputError(
                 f"this feature map was fitted on d={self.n_features_in_} channels but the "
                 f"input has d={X.shape[1]}; fit a new map on data of the same width"
             )
@@ -269,10 +266,10 @@ def as_sample(sample: np.ndarray) -> np.ndarray:
     if x.ndim == 1:
         x = x[:, None]
     if x.ndim != 2 or x.shape[0] == 0:
-        raise ValueError(f"a fit sample must have shape (m,) or (m, d) with m >= 1, got {x.shape}")
+        raise InputError(f"a fit sample must have shape (m,) or (m, d) with m >= 1, got {x.shape}")
     if not np.isfinite(x).all():
         bad = int(np.argmax(~np.isfinite(x).all(axis=1)))
-        raise ValueError(
+        raise InputError(
             f"the fit sample contains NaN or inf (first at row {bad}); "
             "remove or fill non-finite values before fitting"
         )

@@ -7,6 +7,7 @@ from typing import Self
 import numpy as np
 
 from .._kernels.featurize import linear_tile
+from ..errors import InputError
 from .base import FeatureMap, as_sample, exponent_for_amplitude
 
 __all__ = ["Linear"]
@@ -32,7 +33,7 @@ class Linear(FeatureMap):
         if n_features is not None and (
             not isinstance(n_features, int | np.integer) or n_features < 1
         ):
-            raise ValueError(
+            raise InputError(
                 f"Linear n_features must be None or the input dimension, got {n_features!r}"
             )
         self.n_features = None if n_features is None else int(n_features)
@@ -44,7 +45,7 @@ class Linear(FeatureMap):
     def fit(self, sample: np.ndarray) -> Self:
         x = as_sample(sample)
         if self.n_features is not None and self.n_features != x.shape[1]:
-            raise ValueError(
+            raise InputError(
                 f"Linear features have the input's dimension d={x.shape[1]}, "
                 f"not n_features={self.n_features}; leave n_features unset"
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from .rff import FourierFeatures, _check_even
 
 __all__ = ["MaternRFF"]
@@ -43,7 +44,7 @@ class MaternRFF(FourierFeatures):
     ):
         self.n_features = _check_even("MaternRFF", n_features)
         if not (isinstance(nu, int | float) and nu > 0):
-            raise ValueError(f"nu must be a positive number (e.g. 0.5, 1.5, 2.5), got {nu!r}")
+            raise InputError(f"nu must be a positive number (e.g. 0.5, 1.5, 2.5), got {nu!r}")
         self.nu = float(nu)
         self.bandwidth = bandwidth
         self.seed = seed

@@ -7,6 +7,7 @@ from typing import Literal, Self
 import numpy as np
 
 from .._kernels.featurize import nystrom_tile
+from ..errors import InputError
 from .bandwidth import resolve_bandwidth
 from .base import FeatureMap, as_sample, exponent_for_amplitude
 from .rff import resolve_seed
@@ -60,11 +61,11 @@ class Nystrom(FeatureMap):
         seed: int | None = 0,
     ) -> None:
         if not isinstance(n_features, int | np.integer) or n_features < 1:
-            raise ValueError(f"Nystrom needs n_features >= 1 landmarks, got {n_features!r}")
+            raise InputError(f"Nystrom needs n_features >= 1 landmarks, got {n_features!r}")
         if kernel not in ("gaussian", "laplacian"):
-            raise ValueError(f"Nystrom kernel must be 'gaussian' or 'laplacian', got {kernel!r}")
+            raise InputError(f"Nystrom kernel must be 'gaussian' or 'laplacian', got {kernel!r}")
         if not 0 <= rcond < 1:
-            raise ValueError(f"rcond must lie in [0, 1), got {rcond!r}")
+            raise InputError(f"rcond must lie in [0, 1), got {rcond!r}")
         self.n_features = int(n_features)
         self.kernel = kernel
         self.bandwidth = bandwidth

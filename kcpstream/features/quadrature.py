@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 
+from ..errors import InputError
 from .rff import FourierFeatures, _check_even
 
 __all__ = ["QuadratureFF"]
@@ -53,7 +54,7 @@ class QuadratureFF(FourierFeatures):
 
     def _draw(self, rng, d, sigma):
         if d > MAX_DIM:
-            raise ValueError(
+            raise InputError(
                 f"quadrature features are for d <= {MAX_DIM} (the grid grows like N^d); "
                 f"the signal has d={d}: use RFF or ORF"
             )

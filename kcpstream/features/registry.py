@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import InputError
+
 if TYPE_CHECKING:  # pragma: no cover
     from .base import FeatureMap
 
@@ -19,7 +21,7 @@ FEATURE_MAPS: dict[str, type[FeatureMap]] = {}
 def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
     """Register a :class:`FeatureMap` subclass under ``cls.name`` (usable as a decorator)."""
     if not cls.name:
-        raise ValueError(f"{cls.__name__} has no registry name")
+        raise InputError(f"{cls.__name__} has no registry name")
     FEATURE_MAPS[cls.name] = cls
     return cls
 
@@ -30,4 +32,4 @@ def get_feature_map_class(name: str) -> type[FeatureMap]:
         return FEATURE_MAPS[name.lower()]
     except KeyError:
         known = ", ".join(sorted(FEATURE_MAPS))
-        raise ValueError(f"unknown feature map {name!r}; known maps: {known}") from None
+        raise InputError(f"unknown feature map {name!r}; known maps: {known}") from None

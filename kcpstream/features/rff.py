@@ -15,6 +15,7 @@ from typing import Literal, Self
 import numpy as np
 
 from .._kernels.featurize import rff_tile
+from ..errors import InputError
 from .bandwidth import resolve_bandwidth
 from .base import FeatureMap, as_sample, exponent_for_amplitude
 
@@ -26,13 +27,13 @@ def resolve_seed(seed: int | None) -> int:
     if seed is None:
         return int(np.random.SeedSequence().entropy % (2**63))
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+        raise InputError(f"seed must be a non-negative integer or None, got {seed!r}")
     return int(seed)
 
 
 def _check_even(name: str, n_features) -> int:
     if not isinstance(n_features, int | np.integer) or n_features < 2 or n_features % 2:
-        raise ValueError(
+        raise InputError(
             f"{name} needs an even n_features >= 2 (cos/sin pairs), got {n_features!r}; "
             "for example n_features=64"
         )
@@ -136,7 +137,7 @@ class RFF(FourierFeatures):
     ) -> None:
         self.n_features = _check_even("RFF", n_features)
         if kernel not in ("gaussian", "laplacian"):
-            raise ValueError(f"RFF kernel must be 'gaussian' or 'laplacian', got {kernel!r}")
+            raise InputError(f"RFF kernel must be 'gaussian' or 'laplacian', got {kernel!r}")
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.seed = seed

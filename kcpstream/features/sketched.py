@@ -6,6 +6,7 @@ from typing import Literal, Self
 
 import numpy as np
 
+from ..errors import InputError
 from .nystrom import Nystrom
 
 __all__ = ["SketchedNystrom"]
@@ -51,9 +52,9 @@ class SketchedNystrom(Nystrom):
         if n_landmarks is not None and (
             not isinstance(n_landmarks, int | np.integer) or n_landmarks < 1
         ):
-            raise ValueError(f"n_landmarks must be a positive integer, got {n_landmarks!r}")
+            raise InputError(f"n_landmarks must be a positive integer, got {n_landmarks!r}")
         if not 0 < density <= 1:
-            raise ValueError(f"density must lie in (0, 1], got {density!r}")
+            raise InputError(f"density must lie in (0, 1], got {density!r}")
         self.n_landmarks = None if n_landmarks is None else int(n_landmarks)
         self.density = float(density)
 

@@ -40,6 +40,7 @@ from typing import Self
 import numpy as np
 
 from .._kernels.featurize import rff_tile, threshold_shares, window_means
+from ..errors import InputError
 from .bandwidth import resolve_bandwidth
 from .base import as_sample, exponent_for_amplitude
 from .quadrature import MAX_DIM, QuadratureFF
@@ -115,14 +116,14 @@ class Temporal(InvariantWindow):
             or not isinstance(delay, int | np.integer)
             or not 0 <= delay < window
         ):
-            raise ValueError(f"delay must be an integer in [0, window={window}), got {delay!r}")
+            raise InputError(f"delay must be an integer in [0, window={window}), got {delay!r}")
         if (
             not isinstance(n_features, int | np.integer)
             or n_features % 2
             or n_features // 2 < n_bins
             or n_features - (n_features // 2) // n_bins * n_bins < 2
         ):
-            raise ValueError(
+            raise InputError(
                 f"n_features={n_features!r} must be even and at least {2 * n_bins} (a shape "
                 f"part of whole templates of n_bins={n_bins} thresholds and a marginal part)"
             )
@@ -131,7 +132,7 @@ class Temporal(InvariantWindow):
             or not isinstance(shape_share, int | float | np.number)
             or not 0.0 <= float(shape_share) <= 1.0
         ):
-            raise ValueError(f"shape_share must be a number in [0, 1], got {shape_share!r}")
+            raise InputError(f"shape_share must be a number in [0, 1], got {shape_share!r}")
         self.n_features = int(n_features)
         self.window = int(window)
         self.n_bins = int(n_bins)

@@ -7,6 +7,7 @@ from typing import Self
 import numpy as np
 
 from .._kernels.blockstats import threshold_tile_stats
+from ..errors import InputError
 from .base import FeatureMap, as_sample, exponent_for_amplitude
 
 __all__ = ["BrownianThreshold"]
@@ -40,7 +41,7 @@ class BrownianThreshold(FeatureMap):
 
     def __init__(self, n_features: int = 32, *, seed: int | None = 0) -> None:
         if not isinstance(n_features, int | np.integer) or n_features < 1:
-            raise ValueError(
+            raise InputError(
                 f"BrownianThreshold needs n_features >= 1 thresholds, got {n_features!r}"
             )
         self.n_features = int(n_features)

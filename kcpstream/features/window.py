@@ -27,6 +27,7 @@ from typing import Self
 import numpy as np
 
 from .._kernels.featurize import threshold_shares
+from ..errors import InputError
 from .base import FeatureMap, as_sample, exponent_for_amplitude
 from .rff import resolve_seed
 
@@ -37,9 +38,9 @@ def check_window_and_bins(window, n_bins) -> None:
     """A window of at least 2 samples and at least one threshold per template, or
     a ``ValueError`` naming the bad parameter."""
     if not isinstance(window, int | np.integer) or window < 2:
-        raise ValueError(f"window must be an integer >= 2 samples, got {window!r}")
+        raise InputError(f"window must be an integer >= 2 samples, got {window!r}")
     if not isinstance(n_bins, int | np.integer) or n_bins < 1:
-        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+        raise InputError(f"n_bins must be a positive integer, got {n_bins!r}")
 
 
 class InvariantWindow(FeatureMap):
@@ -73,7 +74,7 @@ class InvariantWindow(FeatureMap):
             or n_features < n_bins
             or n_features % n_bins
         ):
-            raise ValueError(
+            raise InputError(
                 f"n_features={n_features!r} must be a positive multiple of n_bins={n_bins} "
                 "(templates x thresholds)"
             )
@@ -119,7 +120,7 @@ class InvariantWindow(FeatureMap):
         """Templates, thresholds, center and seed from window rows (L, window * d)."""
         w = self.window
         if rows.shape[1] % w:
-            raise ValueError(
+            raise InputError(
                 f"{type(self).__name__} is fitted on windows of {w} samples flattened to "
                 f"rows; got rows of {rows.shape[1]} values (kcpstream.segment reshapes the "
                 "signal)"
