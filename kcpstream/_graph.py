@@ -21,8 +21,8 @@ import dask
 import dask.base
 import dask.local
 import dask.threaded
-from dask._task_spec import Task, TaskRef
-from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+from ._dask import HighLevelGraph, MaterializedLayer, Task, TaskRef
 
 __all__ = ["TaskBatch", "active_client", "in_process_scheduler", "pool_of_processes"]
 

@@ -181,9 +181,9 @@ def _stored_chunk(arr: Any, dim: str) -> int | None:
 def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]:
     """A DataArray as (time, every other dimension flattened) dask array, and
     what it reads when that can be sliced directly (see
-    :func:`kcpstream.provenance.array_source`): the numpy array of an in-memory
+    :func:`kcpstream._dask.array_source`): the numpy array of an in-memory
     DataArray, the array-like of a lazily loaded one; else None."""
-    from .provenance import array_source
+    from ._dask import array_source
 
     arr = arr.transpose(dim, ...)
     check_dtype(np.dtype(arr.dtype), f"DataArray {arr.name!r}")

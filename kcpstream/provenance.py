@@ -33,7 +33,6 @@ __all__ = [
     "MISSING_CHOICES",
     "stored_array",
     "graph_sources",
-    "array_source",
     "chunk_versions",
     "missing_keys",
     "missing_rows",
@@ -83,29 +82,6 @@ class StoredArray:
         root = getattr(store, "root", None) or getattr(store, "path", None) or str(store)
         path = self.array.path
         return f"{root}/{path}" if path else str(root)
-
-
-def array_source(x: Any) -> Any:
-    """The array-like that ``x`` slices, when ``x`` is exactly ``da.from_array(obj)``
-    (no lock, chunks converted to numpy by dask's ``getter``): ``x[a:b]`` is then
-    ``getter(obj, a:b)``, one read for a run of chunks.  ``None`` otherwise (any
-    other operation on top, a lock, an object embedded in every task)."""
-    from dask.array.core import getter
-    from dask.highlevelgraph import MaterializedLayer
-
-    layers = getattr(getattr(x, "dask", None), "layers", None)
-    original = f"original-{x.name}"
-    if layers is None or set(layers) != {x.name, original}:
-        return None
-    source, slicing = layers[original], layers[x.name]
-    task = getattr(slicing, "task", None)
-    if not isinstance(source, MaterializedLayer) or set(source) != {original}:
-        return None
-    if getattr(task, "func", None) is not getter or getattr(task, "kwargs", None):
-        return None
-    obj = source[original]
-    obj = getattr(obj, "value", obj)  # a DataNode holds it
-    return obj if tuple(getattr(obj, "shape", ())) == tuple(x.shape) else None
 
 
 def _unwrap(obj: Any) -> tuple[Any, Any]:

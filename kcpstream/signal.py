@@ -15,15 +15,13 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
-from dask._task_spec import List, TaskRef
-from dask.array.core import getter
 from dask.core import get_dependencies
 from dask.local import get_sync
 
 from ._checks import check_dtype, default_chunk
+from ._dask import List, TaskRef, array_source, getter
 from ._graph import in_process_scheduler
 from .errors import InputError
-from .provenance import array_source
 
 __all__ = [
     "Signal",

@@ -359,7 +359,7 @@ def test_array_source_only_for_a_plain_from_array():
 
     import dask.array as da
 
-    from kcpstream.provenance import array_source
+    from kcpstream._dask import array_source
 
     class Rows:  # an array-like that is not numpy (dask embeds numpy chunks as data)
         def __init__(self, a):

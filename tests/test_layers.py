@@ -119,3 +119,23 @@ def test_no_import_cycle_inside_the_package():
     graph = import_graph()
     assert len(graph) > 30 and "kcpstream.passes" in graph["kcpstream.engine"]
     assert cycles(graph) == []
+
+
+#: dask's modules that are not its public API
+DASK_INTERNALS = ("dask._task_spec", "dask.array.core", "dask.highlevelgraph")
+
+
+def test_dask_internals_are_used_in_one_module_at_the_declared_floor():
+    users = set()
+    for module, path in _modules().items():
+        for node in _imports(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            if any(n and n.startswith(DASK_INTERNALS) for n in names):
+                users.add(module)
+    assert users == {"kcpstream._dask"}
+    import tomllib
+
+    from kcpstream._dask import MIN_DASK
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    assert f"dask[array]>={MIN_DASK}" in project["dependencies"]
