@@ -202,8 +202,10 @@ def segment(
         Raw samples kept in memory so that no chunk is read twice: the chunks
         the fit sample read (until the data pass has them), the chunks the
         data pass read that are most likely to be read again by refinement,
-        and pieces read since (references, no copy).  The budget is per
-        process: the client's under the threaded or synchronous scheduler,
+        and pieces read since (copies of pieces, so that a piece does not
+        keep the chunk it was read from).  The budget is the call's, shared
+        by the series of a batch, and per process: the client's under the
+        threaded or synchronous scheduler,
         each worker's under a ``distributed`` client (the data pass and
         refinement are sent to the worker that read the chunk; workers drop
         these samples when the call returns).  0 disables it; the result does

@@ -52,7 +52,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     if is_auto(features):
         # the stretches are read whole-chunk through the cache the pointwise
         # search would use, which keeps them for the data pass and the fit
-        cache = SampleCache(block_size_of(signal.n, st), max_bytes=st.cache_bytes)
+        cache = SampleCache(block_size_of(signal.n, st), max_bytes=_cache_share(st))
         features, sample = auto_features(signal, st.sample_size, st.seed, cache)
         if sample is None:
             cache = None  # the windows are another signal, with a grid of their own
@@ -84,7 +84,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
         )
     B = block_size_of(n, st, window)
     if cache is None:
-        cache = SampleCache(B, max_bytes=st.cache_bytes)
+        cache = SampleCache(B, max_bytes=_cache_share(st))
     if not fmap.is_fitted:
         fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
         if sample is None:
@@ -204,6 +204,13 @@ def _spec(fmap: FeatureMap) -> str:
     """A feature map as the call that makes it (its parameters, not its fit)."""
     args = ", ".join(f"{k}={getattr(fmap, k, None)!r}" for k in type(fmap)._param_names)
     return f"{type(fmap).__name__}({args})"
+
+
+def _cache_share(st: Settings) -> int:
+    """Each series' share of ``cache_bytes``, the budget of the samples kept for
+    refinement by all the series of a call together (a batch of 256 series
+    would otherwise keep 256 budgets' worth)."""
+    return st.cache_bytes // max(1, st.n_series)
 
 
 def run(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:

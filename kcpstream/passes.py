@@ -461,6 +461,7 @@ def data_passes(
     out, i = [], 0
     for (sig, fmap, b, cache), size, reuse in zip(jobs, sizes, reuses, strict=True):
         results = [r for run in flat[i : i + size] for r in run]  # one per chunk read
+        flat[i : i + size] = [None] * size  # a batch's chunk results go as they are merged
         out.append(_assemble(sig, fmap, b, results, reuse))
         if cache is not None:
             starts = sig.chunk_starts

@@ -370,3 +370,23 @@ def test_a_pandas_index_gives_the_times():
     np.testing.assert_array_equal(res.changepoint_times, kcpstream.segment(da).changepoint_times)
     frame = pd.DataFrame({"a": series, "b": series.to_numpy()[::-1]}, index=series.index)
     assert kcpstream.segment(frame).changepoint_times.dtype.kind == "M"
+
+
+def test_the_series_of_a_batch_share_one_cache_budget():
+    # cache_bytes bounds the samples kept for refinement by the whole call: each
+    # of a batch's series keeps its share (256 series once kept 256 budgets)
+    import dataclasses
+
+    from kcpstream.engine import prepare
+    from kcpstream.plan import settings_of
+    from kcpstream.signal import as_signal
+
+    st, features = settings_of(
+        features="rff:8", n_bkps=None, pen=None, method="binseg", d_max=None, min_size=None,
+        min_duration=None, alpha=0.01, window=None, block_size=None, seed=0, sample_size=2048,
+        tile=4096, cache_bytes=2**24, checkpoint=None, progress=False,
+    )  # fmt: skip
+    x = np.random.default_rng(0).normal(size=100_000)
+    for series in (1, 4, 256):
+        job = prepare(as_signal(x), features, dataclasses.replace(st, n_series=series))
+        assert job.cache.max_bytes == 2**24 // series
