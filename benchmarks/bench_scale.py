@@ -17,6 +17,8 @@ memory is the run's own):
   it returns;
 * with ``--xarray``: the same call on ``xr.open_zarr(store)["x"]``, in the
   store's chunks and in dask chunks of 2^20 samples (``xarray-wide``);
+* processes (at ``--cluster-n``): the same call, given the store's path,
+  under dask's ``processes`` scheduler (a pool of 2 processes);
 * cluster (at ``--cluster-n``): the same call from a ``LocalCluster`` of 2
   worker processes (1 thread each), given the store's path; time only.  Each
   worker loads the compiled kernels first, as the threaded run does.  Twice:
@@ -109,6 +111,16 @@ elif mode.startswith("xarray"):  # the store through xarray, as stored or in wid
         res = kcpstream.segment(ds["x"], n_bkps=20, features="rff:64")
     extra = {"passes": res.diagnostics.passes, "rounds": res.diagnostics.rounds,
              "pass_tasks": res.diagnostics.pass_tasks, "n_chunks": res.diagnostics.n_chunks}
+elif mode == "processes":  # dask's pool of processes, given the store's path
+    import warnings
+    import dask, kcpstream
+    warnings.simplefilter("ignore")  # the SchedulerWarning it is measured for
+    kcpstream.segment(np.arange(1000) % 7 * 1.0, n_bkps=1, features="rff:64")
+    with dask.config.set(scheduler="processes"):
+        t0 = time.perf_counter()
+        res = kcpstream.segment(path, n_bkps=20, features="rff:64")
+    extra = {"passes": res.diagnostics.passes, "rounds": res.diagnostics.rounds,
+             "pass_tasks": res.diagnostics.pass_tasks}
 elif mode == "kcpstream":
     import dask, kcpstream
     with dask.config.set(scheduler="threads"):
@@ -175,7 +187,7 @@ def measure(
             path = os.path.join(tmp, f"s{n}.zarr")
             datasets.write_zarr(datasets.changing_distribution(n, 20, seed=0).x, path, chunks=chunk)
             size = store_bytes(path, metadata=False)
-            clusters = ["cluster", "cluster-untrimmed"] if n in cluster_n else []
+            clusters = ["cluster", "cluster-untrimmed", "processes"] if n in cluster_n else []
             runs: dict[str, list[dict]] = {m: [] for m in modes + clusters}
             for _ in range(repeat):  # interleaved, so that drift hits every mode alike
                 for mode in modes + clusters:
@@ -209,6 +221,8 @@ def measure(
                 row["cluster_over_threads"] = med["cluster"] / med["kcpstream"]
                 row["cluster_untrimmed_seconds"] = med["cluster-untrimmed"]
                 row["cluster_untrimmed_over_threads"] = med["cluster-untrimmed"] / med["kcpstream"]
+                row["processes_seconds"] = med["processes"]
+                row["processes_over_threads"] = med["processes"] / med["kcpstream"]
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
     ns = np.array([r["n"] for r in rows], dtype=float)
@@ -231,7 +245,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
         "--cluster-n", type=int, nargs="*", default=[100_000_000],
-        help="n at which a LocalCluster of 2 worker processes is timed too",
+        help="n at which a LocalCluster of 2 worker processes and dask's processes pool "
+        "are timed too",
     )  # fmt: skip
     ap.add_argument("--chunk", type=int, default=2**20, help="samples per zarr chunk")
     ap.add_argument(

@@ -2,7 +2,9 @@
 
 Runs ``bench_scale`` (n = 1e6, 1e7, 1e8 from zarr stores on disk, against
 the limit baseline, with a LocalCluster run at 1e8), ``bench_first`` (the
-first call of a fresh process, numba's cache empty and warm) and ``bench_peers``
+first call of a fresh process, numba's cache empty and warm), ``bench_batch``
+(256 series of 2e5 samples: a batch against a loop), ``bench_chunking`` (the
+1e8 store in chunks of 2^20, 2^24 and one chunk) and ``bench_peers``
 (kcpstream, ruptures, skchange, changeforest at n = 1e3 .. 1e7), then writes
 to ``--out-dir``:
 
@@ -17,7 +19,8 @@ The peers take about an hour on 2 cores, most of it methods running into
 their 300 s limit.
 
 Usage: python benchmarks/run_suite.py [--out-dir benchmarks/results] [--repeat 3]
-       [--skip-scale] [--skip-first] [--skip-peers] [--peer-n 1000 ... 10000000]
+       [--skip-scale] [--skip-first] [--skip-batch] [--skip-chunking] [--skip-peers]
+       [--peer-n 1000 ... 10000000]
 """
 
 from __future__ import annotations
@@ -26,10 +29,15 @@ import argparse
 import json
 import os
 
+import bench_batch
+import bench_chunking
 import bench_first
 import bench_peers
 import bench_scale
 from _report import machine, report
+
+#: The parts of the suite's result that have targets, in targets()'s order.
+PARTS = ("scale", "peers", "first", "batch", "chunking")
 
 KERNEL_PEERS = ("ruptures KernelCPD rbf Dynp", "ruptures KernelCPD rbf Pelt", "ruptures Binseg rbf")
 DISTRIBUTION_FREE = (*KERNEL_PEERS, "skchange PELT EDF", "skchange SeededBinseg EDF",
@@ -46,10 +54,26 @@ def _paired_f1(ours: dict, peer: dict) -> tuple[float, float, int]:
 
 
 def targets(
-    scale: dict | None, peers: dict | None, first: dict | None = None
+    scale: dict | None,
+    peers: dict | None,
+    first: dict | None = None,
+    batch: dict | None = None,
+    chunking: dict | None = None,
 ) -> list[tuple[str, bool | None, str]]:
     """Each target of the performance issues: (target, met, the deciding figures)."""
     out: list[tuple[str, bool | None, str]] = []
+    if batch:
+        figures = (f"loop {batch['loop_seconds']:.1f} s / batch {batch['batch_seconds']:.1f} s = "
+                   f"{batch['speedup']:.2f}")  # fmt: skip
+        out.append((f"{batch['sensors']} x {batch['n']:.0e}: a batch >= 5 x a loop of single calls",
+                    batch["speedup"] >= 5, figures))  # fmt: skip
+    if chunking:
+        by = {(r["store"], r["call"]): r for r in chunking["rows"]}
+        one = by.get(("one chunk", "rff:64, n_bkps=20"))
+        if one:
+            out.append(("1e8 in one chunk: <= 1.5 x the 2^20 store, RSS <= 1.5 GiB",
+                        one["ratio"] <= 1.5 and one["rss_mib"] <= 1536,
+                        f"{one['ratio']:.2f} x, {one['rss_mib']:.0f} MiB"))  # fmt: skip
     if first:
         warm, cold = first["warm"], first["cold"]
         figures = (f"{warm['seconds_first']:.2f} s (empty cache: {cold['seconds_first']:.2f} s; "
@@ -78,6 +102,10 @@ def targets(
                 figures = f"{r['cluster_seconds']:.2f} s vs {r['kcpstream_seconds']:.2f} s"
                 out.append(("1e8: LocalCluster (2 processes) no slower than threads",
                             r["cluster_over_threads"] <= 1.0, figures))  # fmt: skip
+            if "processes_seconds" in r:
+                figures = f"{r['processes_seconds']:.2f} s vs {r['kcpstream_seconds']:.2f} s"
+                out.append(("1e8: dask's processes pool within 1.2 x threads",
+                            r["processes_over_threads"] <= 1.2, figures))  # fmt: skip
             if "cluster_untrimmed_seconds" in r:
                 figures = (f"{r['cluster_untrimmed_seconds']:.2f} s vs "
                            f"{r['kcpstream_seconds']:.2f} s")  # fmt: skip
@@ -138,7 +166,7 @@ def scale_markdown(scale: dict) -> str:
 
 def markdown(result: dict) -> str:
     parts = ["# kcpstream performance suite", "", "Machine: " + json.dumps(result["machine"]), ""]
-    checks = targets(result.get("scale"), result.get("peers"), result.get("first"))
+    checks = targets(*(result.get(k) for k in PARTS))
     if checks:
         parts += ["## Targets", "", "| target | met | figures |", "|---|---|---|"]
         mark = {True: "yes", False: "**no**", None: "not measured"}
@@ -197,6 +225,8 @@ def main() -> None:
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--skip-peers", action="store_true")
     ap.add_argument("--skip-first", action="store_true")
+    ap.add_argument("--skip-batch", action="store_true")
+    ap.add_argument("--skip-chunking", action="store_true")
     ap.add_argument("--peer-n", type=int, nargs="+", default=list(bench_peers.N_VALUES))
     ap.add_argument(
         "--report-only", action="store_true",
@@ -214,6 +244,10 @@ def main() -> None:
         )
     if not args.skip_first:
         result["first"] = bench_first.run(10_000)
+    if not args.skip_batch:
+        result["batch"] = bench_batch.run(256, 200_000, "/tmp/kcp-batch")
+    if not args.skip_chunking:
+        result["chunking"] = bench_chunking.run(100_000_000, args.repeat, "/tmp/kcp-chunking")
     if not args.skip_peers:
         log = os.path.join(args.out_dir, "peers.jsonl")
         result["peers"] = bench_peers.measure(args.peer_n, log=log)
@@ -223,7 +257,7 @@ def main() -> None:
 def _finish(result: dict, out_dir: str) -> None:
     result["targets"] = [
         {"target": t, "met": m, "figures": f}
-        for t, m, f in targets(result.get("scale"), result.get("peers"), result.get("first"))
+        for t, m, f in targets(*(result.get(k) for k in PARTS))
     ]
     report(result, os.path.join(out_dir, "suite.json"),
            os.path.join(out_dir, "suite.md"), markdown)  # fmt: skip
@@ -237,7 +271,7 @@ def write_report(out_dir: str) -> None:
     path = os.path.join(out_dir, "suite.json")
     if os.path.exists(path):
         with open(path) as fh:
-            kept = ("scale", "machine", "first")
+            kept = ("machine", *PARTS)
             result.update({k: v for k, v in json.load(fh).items() if k in kept})
     log = os.path.join(out_dir, "peers.jsonl")
     if os.path.exists(log):
