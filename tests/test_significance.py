@@ -193,7 +193,7 @@ def test_a_window_shorter_than_the_cycle_gets_no_change_point(window):
 def test_a_cycle_in_one_part_of_the_series_is_no_change_point():
     # windows of half the first half's cycle alternate there, and only there: the
     # batch estimate leaves them out as changes, the short-range covariance of the
-    # whole series keeps them (17 change-points at every second window before)
+    # whole series keeps them (17 change-points, one every third window, before)
     rng = np.random.default_rng(1)
     t = np.arange(4000)
     x = np.where(t < 2000, np.sin(2 * np.pi * t / 80), np.sin(2 * np.pi * t / 40))
