@@ -128,11 +128,14 @@ def _select_by_test(job: Job, order, partitions, alpha: float, d_max: int) -> Se
             f"needs {MIN_BATCHES} blocks of samples); give n_bkps or pen"
         )
     accepted: list[int] = []
+    short = short_range(job.stats)  # it does not depend on the change-points left out
     for _ in range(MAX_NOISE_ROUNDS):
         found = _significant(job, order, partitions, alpha)
         if found == accepted:
             break
-        noise = noise_of(job.stats, np.asarray(found, dtype=np.int64), pointwise=job.window == 1)
+        noise = noise_of(
+            job.stats, short, np.asarray(found, dtype=np.int64), pointwise=job.window == 1
+        )
         if noise is None:
             break
         accepted, job.noise = found, noise
@@ -261,16 +264,27 @@ def local_pvalues(job: Job, changepoints: np.ndarray) -> np.ndarray:
     )
 
 
+def short_range(stats: BlockStats) -> tuple[int, np.ndarray] | None:
+    """``(ell, C)``: the whole series' short-range covariance ``C`` at batches of
+    ``ell`` samples (:func:`_noise_batch`), or None with too few batches."""
+    whole = _local_diffs(stats, 0, stats.block_size * (stats.n // stats.block_size))
+    if whole.shape[1] == 0:
+        return None
+    ell = _noise_batch(stats)
+    return ell, robust_cov(whole, ell)
+
+
 def noise_of(
     stats: BlockStats,
+    short: tuple[int, np.ndarray] | None,
     exclude: np.ndarray | None = None,
     pointwise: bool = True,
 ) -> LongRunNoise | None:
     """The features' long-run covariance from the prefix sums at full blocks,
-    without the batches around the change-points ``exclude``, and the whole
-    series' short-range covariance (:func:`_noise_batch`), whose trace is the
-    level a segment's own is compared with (``local``) and whose spread
-    beyond its long-run part is that of a part of a cycle.
+    without the batches around the change-points ``exclude``, with ``short``,
+    the whole series' :func:`short_range` covariance: its trace is the level
+    a segment's own is compared with (``local``), and its spread beyond its
+    long-run part is that of a part of a cycle.
 
     Samples segmented one by one have no cycle (or the period check would have
     made windows of it): their dependence is extrapolated as an AR(1) of
@@ -281,10 +295,6 @@ def noise_of(
     prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
         1.0, -stats.quantum_exponent
     )
-    whole = _local_diffs(stats, 0, stats.block_size * full)
-    short = None
-    if whole.shape[1] > 0:
-        short = (_noise_batch(stats), robust_cov(whole, _noise_batch(stats)))
     noise = long_run_noise(prefix, stats.block_size, exclude, extrapolate=pointwise, short=short)
     if noise is None or short is None:
         return noise

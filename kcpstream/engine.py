@@ -22,7 +22,7 @@ from ._graph import pool_of_processes
 from ._version import __version__
 from .autofeatures import auto_features, block_cycle
 from .cache import SampleCache, release_worker_caches
-from .choose import choose, local_gains, local_pvalues, noise_of
+from .choose import choose, local_gains, local_pvalues, noise_of, short_range
 from .dynp import refine_steps
 from .errors import InputError, SchedulerWarning
 from .features import FeatureMap, make_feature_map
@@ -259,7 +259,7 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     stored = jobs  # the checkpoint keeps the data pass's statistics
     jobs = [_long_cycle(job, st) or job for job in jobs]
     for job in jobs:
-        job.noise = noise_of(job.stats, pointwise=job.window == 1)
+        job.noise = noise_of(job.stats, short_range(job.stats), pointwise=job.window == 1)
 
     def steps(job: Job):
         kw = {"min_size": job.min_size, "log": job.log}
@@ -350,23 +350,24 @@ def _versions_of(signal: Signal) -> dict:
 def _drive(jobs: list[Job], make_steps, tile: int, what: str) -> list:
     """:func:`drive_many` over every job, the jobs of one ``min_size`` in lockstep."""
     outcomes: list = [None] * len(jobs)
-    t0 = time.perf_counter()
-    seen = {"rounds": 0, "pieces": 0, "said": t0}
+    t0 = said = time.perf_counter()
+    rounds = scanned = 0
 
-    def on_round(k: int, pieces: int) -> None:
-        seen["rounds"] += 1
-        seen["pieces"] += pieces
+    def on_round(pieces: int) -> None:
+        nonlocal rounds, scanned, said
+        rounds += 1
+        scanned += pieces
         now = time.perf_counter()
-        if now - seen["said"] >= ROUND_LINE_SECONDS:  # long rounds: one line each, at most
-            seen["said"] = now
-            note("%s, round %d: %d pieces scanned (%.1f s)", what, k, pieces, now - t0)
+        if now - said >= ROUND_LINE_SECONDS:  # long rounds: one line each, at most
+            said = now
+            note("%s, round %d: %d pieces scanned (%.1f s)", what, rounds, pieces, now - t0)
 
     for size in sorted({j.min_size for j in jobs}):
         ids = [i for i, j in enumerate(jobs) if j.min_size == size]
         runs = [(make_steps(jobs[i]), jobs[i].signal, jobs[i].fmap, jobs[i].cache) for i in ids]
         for i, out in zip(ids, drive_many(runs, size, tile, on_round), strict=True):
             outcomes[i] = out
-    note("%s: %d rounds, %d pieces scanned (%.1f s)", what, seen["rounds"], seen["pieces"],
+    note("%s: %d rounds, %d pieces scanned (%.1f s)", what, rounds, scanned,
          time.perf_counter() - t0)  # fmt: skip
     return outcomes
 

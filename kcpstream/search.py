@@ -330,11 +330,11 @@ def drive_many(
     runs: list[tuple[Steps, Signal, FeatureMap, SampleCache | None]],
     min_size: int,
     tile: int,
-    on_round: Callable[[int, int], None] | None = None,
+    on_round: Callable[[int], None] | None = None,
 ) -> list[Any]:
     """Advance several step generators in lockstep: every round scans the pieces all
-    of them asked for in one graph.  Returns their outcomes; ``on_round(k, m)``
-    is told after round ``k`` (from 1) scanned ``m`` pieces."""
+    of them asked for in one graph.  Returns their outcomes; ``on_round(m)`` is
+    told after each round that it scanned ``m`` pieces."""
     outcomes: list[Any] = [None] * len(runs)
     asked: dict[int, list[ScanRequest]] = {}
 
@@ -347,13 +347,11 @@ def drive_many(
 
     for i in range(len(runs)):
         advance(i, None)
-    rounds = 0
     while asked:
         ids = list(asked)
         batches = [(runs[i][1], runs[i][2], asked[i], runs[i][3]) for i in ids]
         for i, results in zip(ids, scan_many(batches, min_size, tile), strict=True):
             advance(i, results)
-        rounds += 1
         if on_round is not None:
-            on_round(rounds, sum(len(b[2]) for b in batches))
+            on_round(sum(len(b[2]) for b in batches))
     return outcomes
