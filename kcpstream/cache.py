@@ -33,9 +33,10 @@ class SampleCache:
     """Raw samples already in this process, bounded in bytes.
 
     It holds whole chunks offered by the data pass (when the scheduler runs
-    in this process, so keeping them costs no copy) and the pieces that
-    refinement reads.  A split found inside a piece makes its two halves the
-    end pieces of two new segments, which later rounds often scan again.
+    in this process, so keeping them costs no copy) and by refinement's
+    reads (where the budget has room), and the pieces that refinement reads.
+    A split found inside a piece makes its two halves the end pieces of two
+    new segments, which later rounds often scan again.
 
     Chunks take at most three quarters of the budget.  When they do not all
     fit, the chunks kept are those most likely to be read again: each comes

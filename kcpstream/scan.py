@@ -182,14 +182,16 @@ def scan_run(
         xs = [x[r.piece_start - source.start : r.piece_end - source.start] for r in reqs]
         if local is not None:
             # whole chunks: kept where the budget has room (the data pass's chunks,
-            # scored by their gains, are never dropped for them; none are offered
-            # under a pool of processes), an oversized one always, since reading
-            # any piece of it again decodes all of it; of a run of several, copies
-            # (a view would keep the whole run for one chunk counted)
+            # scored by their gains, are never dropped for them, nor offered again,
+            # which would reset their score; none are offered under a pool of
+            # processes), an oversized one always, since reading any piece of it
+            # again decodes all of it; of a run of several, copies (a view would
+            # keep the whole run for one chunk counted)
             several = len(source.starts) > 2
             for a, b in zip(source.starts[:-1], source.starts[1:], strict=True):
-                part = x[int(a) - source.start : int(b) - source.start]
-                local.add_chunk(int(a), part, copy=several)
+                if local.chunk(int(a)) is None:
+                    part = x[int(a) - source.start : int(b) - source.start]
+                    local.add_chunk(int(a), part, copy=several)
         if local is not None:
             for r, xr in zip(reqs, xs, strict=True):
                 local.add_piece(r.piece_start, r.piece_end, xr)

@@ -209,6 +209,27 @@ def test_a_cached_piece_does_not_keep_the_run_it_was_read_with():
     assert cache.nbytes == 50 * 16 * 8
 
 
+def test_a_refinement_read_keeps_the_score_of_a_cached_chunk_and_caches_the_others():
+    # a run read for a piece of its second chunk holds the first too, which the
+    # data pass cached with its score: offering it again would reset the score
+    import dask.array as da
+
+    from kcpstream.cache import SampleCache
+    from kcpstream.scan import ScanRequest, scan_run
+    from kcpstream.signal import as_signal
+
+    x = np.random.default_rng(4).normal(size=300)
+    reader = as_signal(da.from_array(x, chunks=100)).reader
+    fmap = kcpstream.RFF(8).fit(x[:, None])
+    cache = SampleCache(block_size=10, max_bytes=2**20)
+    cache.add_chunk(0, x[:100, None], score=5.0)
+    zero = np.zeros(8, np.int64)
+    req = ScanRequest((0, 200), 120, 140, zero, zero)
+    _, read = scan_run(reader.run(0, 1), fmap, [req], 2, 64, cache.handle)
+    assert read and cache._scores[0] == 5.0
+    np.testing.assert_array_equal(cache.chunk(100), x[100:200, None])
+
+
 def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
     from kcpstream.cache import SampleCache
 
