@@ -11,6 +11,7 @@ samples kept for them, :mod:`kcpstream.cache`.
 from __future__ import annotations
 
 import bisect
+import sys
 
 import dask
 import numpy as np
@@ -26,7 +27,7 @@ from ._kernels.blockstats import (
 from ._kernels.dense import sample_prefix_sums
 from .cache import CacheHandle, SampleCache, caches_reachable, chunks_holding, home_of
 from .features.base import FeatureMap
-from .ranges import as_2d, featurize_range, scratch_features, worker_address
+from .ranges import as_2d, featurize_range, scratch_features
 from .reuse import Reuse
 from .signal import Signal, SourceSlice, check_finite_index
 from .stats import BlockStats
@@ -101,6 +102,18 @@ def chunk_block_stats(
         "first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R,
         "worker": worker_address(),
     }  # fmt: skip
+
+
+def worker_address() -> str | None:
+    """The address of the distributed worker running this task, if any."""
+    if "distributed" not in sys.modules:  # no worker can run here
+        return None
+    from distributed import get_worker
+
+    try:
+        return get_worker().address
+    except ValueError:  # not inside a worker
+        return None
 
 
 def chunk_score(counts: np.ndarray, S: np.ndarray) -> float:

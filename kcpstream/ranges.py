@@ -6,31 +6,18 @@ Shared by the data pass (:mod:`kcpstream.passes`) and refinement's scans
 
 from __future__ import annotations
 
-import sys
 import threading
 
 import numpy as np
 
 from .features.base import FeatureMap
 
-__all__ = ["as_2d", "featurize_range", "scratch_features", "worker_address", "MAX_SCRATCH_BYTES"]
+__all__ = ["as_2d", "featurize_range", "scratch_features", "MAX_SCRATCH_BYTES"]
 
 
 def as_2d(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     return x[:, None] if x.ndim == 1 else x
-
-
-def worker_address() -> str | None:
-    """The address of the distributed worker running this task, if any."""
-    if "distributed" not in sys.modules:  # no worker can run here
-        return None
-    from distributed import get_worker
-
-    try:
-        return get_worker().address
-    except ValueError:  # not inside a worker
-        return None
 
 
 #: Largest feature buffer a thread keeps for refinement scans (bytes): a
