@@ -18,6 +18,7 @@ import numpy as np
 from dask.core import get_dependencies
 from dask.local import get_sync
 
+from . import provenance as pv
 from ._checks import check_dtype, default_chunk
 from ._dask import List, TaskRef, array_source, getter
 from ._graph import in_process_scheduler
@@ -158,9 +159,8 @@ class ReadContext:
     def error(self, start: int, end: int, exc: Exception) -> InputError:
         """The :class:`InputError` for samples ``[start, end)`` failing to read,
         naming the damaged chunk (and only its samples) when a store has it."""
-        from .provenance import find_damaged
 
-        found = find_damaged(self.stores, start, end)
+        found = pv.find_damaged(self.stores, start, end)
         where = "a chunk under them fails to read"
         if found is not None:
             where, exc = f"{found.label} fails to decode", found.error
@@ -472,8 +472,6 @@ def as_signal(
     listed : dict, optional
         Store listings already made (by zarr array), shared by the series of a batch.
     """
-    from . import provenance as pv
-
     if missing not in pv.MISSING_CHOICES:
         raise InputError(f"missing={missing!r} is not one of {', '.join(pv.MISSING_CHOICES)}")
     if chunks is not None and (
@@ -482,77 +480,134 @@ def as_signal(
         raise InputError(f"chunks must be a positive number of samples, got {chunks!r}")
     if _is_pandas(data):  # its index is the time axis: go through xarray
         data = _pandas_as_xarray(data)
+    read = _read_input(data, variable, variables, dim, chunks, storage_options)
+    x = _time_first(read, dim)
+    if x.dtype == np.float16:  # the kernels compute in float32 or float64
+        x = x.astype(np.float32)
+        if isinstance(read.store_array, CheckedArray):
+            read.store_array = CheckedArray(read.store_array.array, read.description, upcast=True)
+        else:
+            read.store_array = None  # read through the graph, which casts each chunk
+    x = _rechunked(x, read, chunks)
+    n = int(x.shape[0])
+    if n == 0 or x.shape[1] == 0:
+        raise InputError(
+            f"{read.description} is empty (shape {tuple(x.shape)}); nothing to segment"
+        )
+    if n > MAX_SAMPLES:
+        raise InputError(
+            f"{read.description} has {n} samples, more than the {MAX_SAMPLES} one series may "
+            "have; split it into consecutive series"
+        )
+    read.source.update(shape=list(x.shape), dtype=str(x.dtype))
+    origin = pv.open_origin(
+        read.stores, read.arrays, read.token, read.description, missing, listed, read.direct
+    )
+    return Signal(
+        data=x,
+        description=read.description,
+        source=read.source,
+        time=read.time,
+        store_array=read.store_array,
+        origin=origin,
+    )
+
+
+@dataclass
+class _Input:
+    """An input as read, before the checks every kind shares (:func:`as_signal`)."""
+
+    x: da.Array
+    description: str
     source: dict[str, Any]
-    time = None
-    store_array = None
-    stores: list = []
-    arrays: list = []
-    token = ""
-    direct = False  # data[i] is row i of the one store read (see Origin.direct)
-    opened = None
-    stored_chunk = 0  # a zarr store's chunk length along time
+    store_array: Any = None  # what a run of chunks is sliced from (see Signal.store_array)
+    time: Any = None
+    stores: list = field(default_factory=list)  # provenance.StoredArray of each store read
+    arrays: list = field(default_factory=list)  # in-memory arrays the samples come from
+    token: str = ""
+    direct: bool = False  # data[i] is row i of the one store read (see Origin.direct)
+    stored_chunk: int = 0  # a zarr store's chunk length along time
+
+
+def _read_input(data, variable, variables, dim, chunks, storage_options) -> _Input:
+    """Any supported input as a dask array and what it is read from."""
     if isinstance(data, str | os.PathLike):
         opened = _open_zarr(data, variable, storage_options)
-        if opened[2] is not None and not pv.stored_as_values(opened[0]):
-            # CF-encoded values (a scale, a fill value to mask): xarray decodes them
-            data = _open_decoded(os.fspath(data), opened[0].basename, storage_options)
-            opened = None
-    if opened is not None:
-        arr, description, group = opened
-        from .labeled import stored_time_axis
-
-        time = stored_time_axis(group, arr, dim)
-        source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
-        store_array = CheckedArray(arr, description)
-        x = _from_zarr(store_array)
-        stores = [pv.StoredArray(arr, 0, (0, int(arr.shape[0])))]
-        stored_chunk = int(arr.chunks[0]) if arr.ndim else 0
-        direct = True
-    elif _is_zarr_array(data):
+        if opened[2] is None or pv.stored_as_values(opened[0]):
+            return _from_path(data, variable, dim, *opened)
+        # CF-encoded values (a scale, a fill value to mask): xarray decodes them
+        data = _open_decoded(os.fspath(data), opened[0].basename, storage_options)
+    if _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
-        store_array = CheckedArray(data, description)
-        x = _from_zarr(store_array)
-        stores = [pv.StoredArray(data, 0, (0, int(data.shape[0]) if data.ndim else 0))]
-        stored_chunk = int(data.chunks[0]) if data.ndim else 0
-        direct = True
-    elif isinstance(data, da.Array):
-        description = "dask array"
-        source = {"kind": "dask", "name": data.name}
-        x = data
-        store_array = _direct(array_source(data), description)
+        return _stored(data, description, source)
+    if isinstance(data, da.Array):
         stores, arrays = pv.graph_sources(data)
-        token = data.name
-    elif _is_labeled(data):
-        from .labeled import labeled_signal
+        store_array = _direct(array_source(data), "dask array")
+        return _Input(data, "dask array", {"kind": "dask", "name": data.name}, store_array,
+                      stores=stores, arrays=arrays, token=data.name)  # fmt: skip
+    if _is_labeled(data):
+        return _from_labeled(data, dim, variables, chunks)
+    if variable is not None:
+        raise InputError("variable= applies to zarr stores only; pass the array itself")
+    return _from_numpy(np.asarray(data), chunks)
 
-        x, time, description, origin = labeled_signal(data, dim, variables, chunks)
-        source = {"kind": "xarray", "name": str(getattr(data, "name", "") or "")}
-        store_array = _direct(origin, description)
-        found = pv.stored_array(data, time.dim)
-        if found is not None:
-            stores, token, direct = [found], f"xarray|{time.dim}", True
-        else:
-            stores, arrays = pv.graph_sources(x)
-            token = x.name
+
+def _stored(arr, description: str, source: dict) -> _Input:
+    """A zarr array read directly, chunk runs sliced from it."""
+    store_array = CheckedArray(arr, description)
+    rows = int(arr.shape[0]) if arr.ndim else 0
+    return _Input(
+        _from_zarr(store_array), description, source, store_array,
+        stores=[pv.StoredArray(arr, 0, (0, rows))], direct=True,
+        stored_chunk=int(arr.chunks[0]) if arr.ndim else 0,
+    )  # fmt: skip
+
+
+def _from_path(data, variable, dim, arr, description: str, group) -> _Input:
+    """A zarr store opened by path or URL: its array, and its group's time coordinate."""
+    from .labeled import stored_time_axis
+
+    source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
+    read = _stored(arr, description, source)
+    read.time = stored_time_axis(group, arr, dim)
+    return read
+
+
+def _from_labeled(data, dim, variables, chunks) -> _Input:
+    """An xarray DataArray or Dataset: channels, time axis, the store behind it if any."""
+    from .labeled import labeled_signal
+
+    x, time, description, origin = labeled_signal(data, dim, variables, chunks)
+    source = {"kind": "xarray", "name": str(getattr(data, "name", "") or "")}
+    read = _Input(x, description, source, _direct(origin, description), time=time)
+    found = pv.stored_array(data, time.dim)
+    if found is not None:
+        read.stores, read.token, read.direct = [found], f"xarray|{time.dim}", True
     else:
-        if variable is not None:
-            raise InputError("variable= applies to zarr stores only; pass the array itself")
-        arr = np.asarray(data)
-        description = "array"
-        source = {"kind": "numpy"}
-        if arr.ndim not in (1, 2):
-            raise InputError(
-                "expected a signal of shape (n,) or (n, d) with time first, "
-                f"got shape {arr.shape}; "
-                "reshape it (for several independent series, segment each one)"
-            )
-        check_dtype(arr.dtype, description)
-        c = chunks or default_chunk(arr.shape[0])
-        x = da.from_array(arr, chunks=(c,) + arr.shape[1:])
-        store_array = arr
-        arrays = [arr]
+        read.stores, read.arrays = pv.graph_sources(x)
+        read.token = x.name
+    return read
 
+
+def _from_numpy(arr: np.ndarray, chunks: int | None) -> _Input:
+    """An in-memory array, wrapped in dask chunks without a copy."""
+    description = "array"
+    if arr.ndim not in (1, 2):
+        raise InputError(
+            "expected a signal of shape (n,) or (n, d) with time first, "
+            f"got shape {arr.shape}; "
+            "reshape it (for several independent series, segment each one)"
+        )
+    check_dtype(arr.dtype, description)
+    c = chunks or default_chunk(arr.shape[0])
+    x = da.from_array(arr, chunks=(c,) + arr.shape[1:])
+    return _Input(x, description, {"kind": "numpy"}, arr, arrays=[arr])
+
+
+def _time_first(read: _Input, dim: str | None) -> da.Array:
+    """The input as ``(n, d)``, time first, of a dtype the kernels take."""
+    x, description = read.x, read.description
     if x.ndim not in (1, 2):
         raise InputError(
             f"expected a signal of shape (n,) or (n, d) with time first, got shape {x.shape} "
@@ -561,10 +616,11 @@ def as_signal(
     check_dtype(np.dtype(x.dtype), description)
     if x.ndim == 1:
         x = x[:, None]
-    if 0 < x.shape[0] < x.shape[1] and not (source["kind"] == "xarray" and dim is not None):
+    labeled = read.source["kind"] == "xarray"
+    if 0 < x.shape[0] < x.shape[1] and not (labeled and dim is not None):
         fix = (
-            f"name the time dimension with dim= (now {time.dim!r})"
-            if source["kind"] == "xarray"
+            f"name the time dimension with dim= (now {read.time.dim!r})"
+            if labeled
             else "if time runs along the second axis, transpose it (x.T)"
         )
         raise InputError(
@@ -572,40 +628,23 @@ def as_signal(
             f"{x.shape[1]} channels, more channels than samples. kcpstream takes time "
             f"first; {fix}"
         )
-    if x.dtype == np.float16:  # the kernels compute in float32 or float64
-        x = x.astype(np.float32)
-        if isinstance(store_array, CheckedArray):
-            store_array = CheckedArray(store_array.array, description, upcast=True)
-        else:
-            store_array = None  # read through the graph, which casts each chunk
+    return x
+
+
+def _rechunked(x: da.Array, read: _Input, chunks: int | None) -> da.Array:
+    """Known chunk sizes, ``chunks=`` samples per chunk (whole stored chunks), one
+    chunk across channels."""
     if any(np.isnan(c) for c in x.chunks[0]):
         raise InputError(
-            f"{description} has unknown chunk sizes; call .compute_chunk_sizes() first"
+            f"{read.description} has unknown chunk sizes; call .compute_chunk_sizes() first"
         )
-    if chunks is not None and source["kind"] != "numpy":
-        if stored_chunk:  # a store decodes whole chunks: a task never takes part of one
-            chunks = -(-chunks // stored_chunk) * stored_chunk
+    if chunks is not None and read.source["kind"] != "numpy":
+        if read.stored_chunk:  # a store decodes whole chunks: a task never takes part of one
+            chunks = -(-chunks // read.stored_chunk) * read.stored_chunk
         x = x.rechunk({0: chunks})
     if len(x.chunks[1]) > 1:
         x = x.rechunk({1: -1})
-    n = int(x.shape[0])
-    if n == 0 or x.shape[1] == 0:
-        raise InputError(f"{description} is empty (shape {tuple(x.shape)}); nothing to segment")
-    if n > MAX_SAMPLES:
-        raise InputError(
-            f"{description} has {n} samples, more than the {MAX_SAMPLES} one series may have; "
-            "split it into consecutive series"
-        )
-    source.update(shape=list(x.shape), dtype=str(x.dtype))
-    origin = pv.open_origin(stores, arrays, token, description, missing, listed, direct)
-    return Signal(
-        data=x,
-        description=description,
-        source=source,
-        time=time,
-        store_array=store_array,
-        origin=origin,
-    )
+    return x
 
 
 def window_signal(signal: Signal, window: int) -> Signal:
@@ -657,15 +696,13 @@ class CheckedArray:
     is a clear error, never a traceback from a codec."""
 
     def __init__(self, array: Any, description: str, upcast: bool = False) -> None:
-        from .provenance import StoredArray
-
         self.array = array
         self.upcast = upcast  # float16 storage read as float32
         self.shape, self.ndim = array.shape, array.ndim
         self.dtype = np.dtype(np.float32) if upcast else array.dtype
         self.chunks = array.chunks
         rows = (0, int(array.shape[0]) if array.ndim else 0)
-        self.context = ReadContext(description, (StoredArray(array, 0, rows),))
+        self.context = ReadContext(description, (pv.StoredArray(array, 0, rows),))
 
     def __getitem__(self, key) -> np.ndarray:
         try:
