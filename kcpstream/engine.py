@@ -62,8 +62,25 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     original = signal
     if window > 1:  # a window map segments the sequence of windows
         signal = window_signal(signal, window)
+    min_size = min_size_of(st, original, signal.n, window)
+    d_max = _check_segments(signal, min_size, st)
+    B = block_size_of(signal.n, st, window)
+    if cache is None:
+        cache = SampleCache(B, max_bytes=_cache_share(st))
+    fmap = _fitted(fmap, signal, sample, cache, st)
+    job = Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
+    job.auto = auto
+    job.params = _params(job, st)
+    job.in_memory = searched_in_memory(signal.n, fmap.n_features_out_, st)
+    if st.checkpoint is not None:
+        _open_checkpoint(job, st.checkpoint)
+    return job
+
+
+def _check_segments(signal: Signal, min_size: int, st: Settings) -> int:
+    """``d_max`` for a series of ``signal.n`` samples (windows), once the segments
+    asked for are known to fit."""
     n = signal.n
-    min_size = min_size_of(st, original, n, window)
     if n < 2 * min_size:
         raise InputError(
             f"{signal.description} has {n} samples, fewer than 2*min_size={2 * min_size}: "
@@ -82,60 +99,70 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
             f"(n={n}, min_size={min_size}); give n_bkps or pen, or a larger d_max"
         )
-    B = block_size_of(n, st, window)
-    if cache is None:
-        cache = SampleCache(B, max_bytes=_cache_share(st))
-    if not fmap.is_fitted:
-        fmap = copy.deepcopy(fmap)  # the caller's map stays unfitted
-        if sample is None:
-            sample = fit_sample(signal, signal.fit_windows(st.sample_size), cache)
-        if not np.isfinite(sample).all():
-            check_finite_index(signal.first_nonfinite(), signal.description)
-        fmap.fit(sample)
-    elif fmap.n_features_in_ != signal.d:
-        raise InputError(
-            f"the fitted feature map expects d={fmap.n_features_in_} channels but "
-            f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
-        )
-    job = Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
-    job.auto = auto
-    job.params = {  # what the result was made with, kept in its JSON
+    return d_max
+
+
+def _fitted(fmap: FeatureMap, signal: Signal, sample, cache: SampleCache, st: Settings):
+    """The feature map fitted on the series' fit sample (a copy: the caller's map
+    stays unfitted), or the caller's fitted map once it matches the channels."""
+    if fmap.is_fitted:
+        if fmap.n_features_in_ != signal.d:
+            raise InputError(
+                f"the fitted feature map expects d={fmap.n_features_in_} channels but "
+                f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
+            )
+        return fmap
+    fmap = copy.deepcopy(fmap)
+    if sample is None:
+        sample = fit_sample(signal, signal.fit_windows(st.sample_size), cache)
+    if not np.isfinite(sample).all():
+        check_finite_index(signal.first_nonfinite(), signal.description)
+    fmap.fit(sample)
+    return fmap
+
+
+def _params(job: Job, st: Settings) -> dict:
+    """What the result was made with, kept in its JSON (``Segmentation.params``)."""
+    return {
         "method": st.method,
         "rule": st.rule,
         "n_bkps": st.n_bkps,
         "pen": st.pen,
         "alpha": st.alpha if st.rule == "auto" else None,
-        "d_max": d_max,
-        "min_size": min_size * window,  # samples (whole windows for a window map)
+        "d_max": job.d_max,
+        "min_size": job.min_size * job.window,  # samples (whole windows for a window map)
         "min_duration": None if st.min_duration is None else str(st.min_duration),
-        "block_size": B,
+        "block_size": job.block_size,
         "seed": st.seed,
         "sample_size": st.sample_size,
-        "features": _spec(fmap),
-        "window": window if window > 1 else None,
+        "features": _spec(job.fmap),
+        "window": job.window if job.window > 1 else None,
     }
-    job.in_memory = searched_in_memory(n, fmap.n_features_out_, st)
-    if st.checkpoint is not None:
-        identity = signal.identity
-        if identity is None:
-            raise InputError(
-                f"checkpoint= cannot tell whether {signal.description} changed since a "
-                "checkpoint was written (its samples do not come straight from a zarr store "
-                "on a file system or object store, or from a numpy array); pass the store or "
-                "the array itself, or omit checkpoint"
-            )
-        job.key = checkpoint.fingerprint(identity, signal.source, fmap.to_json(), B)
-        found = checkpoint.load(st.checkpoint, job.key, job.min_size, n, B)
-        if found == "damaged":
-            job.damaged = True
-        elif found is not None:
-            job.stats, job.known = found
-            job.loaded = True
-            # the key holds for both searches: search as the stored statistics allow
-            job.in_memory = job.stats.block_size == 1
-        if not job.loaded and not job.in_memory:
-            _find_reuse(job, st.checkpoint)
-    return job
+
+
+def _open_checkpoint(job: Job, path) -> None:
+    """The job's statistics from the checkpoint at ``path`` when it holds them for
+    this very input, or what an earlier version of the input left (``job.reuse``)."""
+    identity = job.signal.identity
+    if identity is None:
+        raise InputError(
+            f"checkpoint= cannot tell whether {job.signal.description} changed since a "
+            "checkpoint was written (its samples do not come straight from a zarr store "
+            "on a file system or object store, or from a numpy array); pass the store or "
+            "the array itself, or omit checkpoint"
+        )
+    B = job.block_size
+    job.key = checkpoint.fingerprint(identity, job.signal.source, job.fmap.to_json(), B)
+    found = checkpoint.load(path, job.key, job.min_size, job.signal.n, B)
+    if found == "damaged":
+        job.damaged = True
+    elif found is not None:
+        job.stats, job.known = found
+        job.loaded = True
+        # the key holds for both searches: search as the stored statistics allow
+        job.in_memory = job.stats.block_size == 1
+    if not job.loaded and not job.in_memory:
+        _find_reuse(job, path)
 
 
 def _find_reuse(job: Job, path) -> None:
@@ -234,6 +261,50 @@ def run(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
 def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     t_pass = time.perf_counter()
     note("fit: feature maps of %d series fitted (%.1f s)", len(jobs), t_pass - t0)
+    _statistics(jobs, st)
+    seconds_pass = time.perf_counter() - t_pass
+    note("data pass: %d samples of %d series (%.1f s)", sum(j.stats.n * j.window for j in jobs),
+         len(jobs), seconds_pass)  # fmt: skip
+    stored = jobs  # the checkpoint keeps the data pass's statistics
+    jobs = [_long_cycle(job, st) or job for job in jobs]
+    for job in jobs:
+        job.noise = noise_of(job.stats, short_range(job.stats), pointwise=job.window == 1)
+    orders = _drive(jobs, lambda job: _path_steps(job, st), st.tile, "search")
+    t_choose = time.perf_counter()
+    chosen = [choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
+    found = sum(len(c["changepoints"]) for c in chosen)
+    note("choice: %d change-points in %d series (%.1f s)", found, len(jobs),
+         time.perf_counter() - t_choose)  # fmt: skip
+    if st.method == "dynp":
+        of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
+        refined = _drive(jobs, lambda j: _refinement(j, of_job[id(j)]), st.tile, "exact positions")
+        for job, c, cps in zip(jobs, chosen, refined, strict=True):
+            c["changepoints"] = cps
+            c["gains"] = local_gains(job.stats, cps)
+            c["order"] = cps
+    if st.checkpoint is not None:
+        _save_checkpoints(stored, st.checkpoint)
+    return [
+        _build_result(
+            j,
+            c["changepoints"],
+            c["gains"],
+            c["order"],
+            c["costs"],
+            c["selection"],
+            st.method,
+            j.min_size * j.window,  # in samples
+            t0,
+            seconds_pass,
+            _checkpoint_state(j, st),
+        )  # fmt: skip
+        for j, c in zip(jobs, chosen, strict=True)
+    ]
+
+
+def _statistics(jobs: list[Job], st: Settings) -> None:
+    """``job.stats`` of every job not loaded from a checkpoint: the small series
+    in memory, the others in one data pass."""
     todo = [j for j in jobs if not j.loaded and not j.in_memory]
     small = [j for j in jobs if not j.loaded and j.in_memory]
     if small:
@@ -253,73 +324,45 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
             job.known = job.reuse.carry(stats, job.base_known)
     for job in jobs:
         _check_statistics(job.stats, job.signal)
-    seconds_pass = time.perf_counter() - t_pass
-    note("data pass: %d samples of %d series (%.1f s)", sum(j.stats.n * j.window for j in jobs),
-         len(jobs), seconds_pass)  # fmt: skip
-    stored = jobs  # the checkpoint keeps the data pass's statistics
-    jobs = [_long_cycle(job, st) or job for job in jobs]
+
+
+def _path_steps(job: Job, st: Settings):
+    """The search of one job: binary segmentation's path (or, for a numeric
+    ``pen`` with binseg, its splits while the gain beats ``pen``)."""
+    kw = {"min_size": job.min_size, "log": job.log}
+    search = dense_binseg_steps if job.in_memory else binseg_steps
+    if not job.in_memory:
+        kw["known"] = job.known
+    if st.rule == "pen" and st.method == "binseg":
+        return search(job.stats, pen=st.pen, **kw)
+    return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
+
+
+def _refinement(job: Job, chosen: dict):
+    """The exact positions of the DP's change-points chosen on its grid."""
+    if job.in_memory:  # every position is a grid point: no data read, no round
+        steps = refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=SearchLog())
+        return scans_from_prefix(steps, job.stats, job.min_size)
+    return refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=job.log)
+
+
+def _save_checkpoints(jobs: list[Job], path) -> None:
+    """Each job's statistics and exact splits, under its key; the earlier version's
+    statistics it was updated from removed."""
     for job in jobs:
-        job.noise = noise_of(job.stats, short_range(job.stats), pointwise=job.window == 1)
-
-    def steps(job: Job):
-        kw = {"min_size": job.min_size, "log": job.log}
-        search = dense_binseg_steps if job.in_memory else binseg_steps
-        if not job.in_memory:
-            kw["known"] = job.known
-        if st.rule == "pen" and st.method == "binseg":
-            return search(job.stats, pen=st.pen, **kw)
-        return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
-
-    def refinement(job: Job, chosen: dict):
-        if job.in_memory:  # every position is a grid point: no data read, no round
-            steps = refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=SearchLog())
-            return scans_from_prefix(steps, job.stats, job.min_size)
-        return refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=job.log)
-
-    orders = _drive(jobs, steps, st.tile, "search")
-    t_choose = time.perf_counter()
-    chosen = [choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
-    found = sum(len(c["changepoints"]) for c in chosen)
-    note("choice: %d change-points in %d series (%.1f s)", found, len(jobs),
-         time.perf_counter() - t_choose)  # fmt: skip
-    if st.method == "dynp":
-        of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
-        refined = _drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile, "exact positions")
-        for job, c, cps in zip(jobs, chosen, refined, strict=True):
-            c["changepoints"] = cps
-            c["gains"] = local_gains(job.stats, cps)
-            c["order"] = cps
-    if st.checkpoint is not None:
-        for job in stored:
-            attrs = {
-                "kcpstream": __version__,
-                "features": job.fmap.to_json(),
-                "source": json.dumps(job.signal.source, default=str),
-                "min_size": job.min_size,
-                "block_size": job.block_size,
-                **_versions_of(job.signal),
-            }
-            checkpoint.save(st.checkpoint, job.key, job.stats, job.known, attrs)
-            if job.base_key is not None and job.base_key != job.key:
-                # the earlier version's statistics describe samples the store no longer holds
-                checkpoint.remove(st.checkpoint, job.base_key)
-        note("checkpoint: statistics of %d series written to %s", len(stored), st.checkpoint)
-    return [
-        _build_result(
-            j,
-            c["changepoints"],
-            c["gains"],
-            c["order"],
-            c["costs"],
-            c["selection"],
-            st.method,
-            j.min_size * j.window,  # in samples
-            t0,
-            seconds_pass,
-            _checkpoint_state(j, st),
-        )  # fmt: skip
-        for j, c in zip(jobs, chosen, strict=True)
-    ]
+        attrs = {
+            "kcpstream": __version__,
+            "features": job.fmap.to_json(),
+            "source": json.dumps(job.signal.source, default=str),
+            "min_size": job.min_size,
+            "block_size": job.block_size,
+            **_versions_of(job.signal),
+        }
+        checkpoint.save(path, job.key, job.stats, job.known, attrs)
+        if job.base_key is not None and job.base_key != job.key:
+            # the earlier version's statistics describe samples the store no longer holds
+            checkpoint.remove(path, job.base_key)
+    note("checkpoint: statistics of %d series written to %s", len(jobs), path)
 
 
 def _checkpoint_state(job: Job, st: Settings) -> str:
