@@ -56,14 +56,10 @@ def segment(
 
     The signal is featurized with a low-rank kernel feature map, block
     statistics are accumulated in one dask pass over the data, and binary
-    segmentation finds, at each step, exactly the split a full scan of every
-    sample would find, reading again only the few blocks that could hold it.
-    A series of at most ``DENSE_MAX_VALUES`` (``2**22``) samples times
-    features is featurized whole in one task instead and searched in memory
-    over the exact prefix sum of every position: the same result, without
-    the block grid's refinement rounds (``diagnostics.in_memory``; in a
-    batch, as long as those series hold at most ``DENSE_BATCH_BYTES``, 1 GiB,
-    of prefix sums together).
+    segmentation finds each split exactly, reading again only the few blocks
+    that could hold it (a series of at most ``2**22`` samples times features
+    is searched in memory instead: the same result, ``diagnostics.in_memory``).
+    The user guide (``docs/guide/``) says more on each argument.
 
     Parameters
     ----------
@@ -71,168 +67,86 @@ def segment(
         Samples along time, shape ``(n,)`` or ``(n, d)``; a path or URL opens
         a zarr store (``variable`` names the array in a group).
     features : FeatureMap or str, default "auto"
-        Feature map, as an instance or a spec ``"name[:p]"`` (``"rff"``,
-        ``"orf"``, ``"matern"``, ``"quadrature"``, ``"brownian"``, ``"window"``,
-        ``"nystrom"``, ``"sketched_nystrom"``, ``"linear"``).  ``"auto"``: 64
-        Gauss-Hermite quadrature features of the Gaussian kernel for a
-        univariate signal (the exact kernel to float32 precision), 64 random
-        Fourier features otherwise.  An unfitted map is fitted on a sample of
-        ``sample_size`` points in 8 evenly spaced windows of consecutive
-        samples (the same for every chunking); a fitted one is used as it is.
+        A feature map, or its spec ``"name[:p]"`` (``"quadrature"``, ``"rff"``,
+        ``"orf"``, ``"matern"``, ``"brownian"``, ``"window"``, ``"temporal"``,
+        ``"nystrom"``, ``"sketched_nystrom"``, ``"linear"``).  ``"auto"``:
+        windows of the dominant period with :class:`~kcpstream.features.Temporal`
+        features when the series has a cycle, else 64 quadrature features of
+        the Gaussian kernel (random Fourier features for several channels).
+        An unfitted map is fitted on ``sample_size`` points in 8 evenly spaced
+        windows (the same for every chunking).
     n_bkps : int, optional
-        Number of change-points to find: the best ``n_bkps`` (least total
-        cost) among the first ``d_max - 1`` splits of binary segmentation's
-        path, by an exact DP over them (default: twice ``n_bkps`` candidates;
-        ``d_max=n_bkps + 1`` returns binary segmentation's own first splits).
+        Number of change-points: the best ``n_bkps`` among the first
+        ``d_max - 1`` splits of binary segmentation (an exact DP over them).
     pen : float, "auto" or "slope", default "auto"
-        How to choose the number of change-points when ``n_bkps`` is not
-        given.  ``"auto"`` (the default): binary segmentation's splits are
-        tested top down, each against the features' long-run covariance
-        estimated from the block statistics (serial dependence and heavy
-        tails count as noise, not as change; a cycle only where the batch
-        means reach its scale, see the README's measured limits and
-        :mod:`kcpstream.significance`); a split counts when its
-        p-value is at most ``alpha`` and the split above it counted, and the
-        best segmentation with that many change-points among the path's is
-        returned once each of its change-points is significant between its
-        neighbours (a larger one when all of its change-points are, at
-        ``alpha`` corrected for where their neighbours could lie: a short
-        segment inside a long one), with a p-value per change-point
-        (``pvalues``).
-        ``"slope"``: the penalty ``c1 log binom(n-1, D-1) + c2 D`` of Arlot,
-        Celisse & Harchaoui, calibrated on the path by the slope heuristic
-        (:mod:`kcpstream.select`), which assumes independent samples.  A number: a
-        linear penalty per change-point (feature units: gains are decreases
-        of ``sum ||phi(x_i) - mean||^2``); binary segmentation splits while
-        the best gain exceeds it (ruptures' ``Binseg`` with ``pen``), dynamic
-        programming minimises cost + pen * K.
+        How the number is chosen without ``n_bkps``.  ``"auto"``: each split
+        is tested against the features' long-run covariance (serial
+        dependence is noise, not change; :mod:`kcpstream.significance`) at
+        level ``alpha``, with a p-value per change-point (``pvalues``).
+        ``"slope"``: Arlot, Celisse & Harchaoui's penalty calibrated by the
+        slope heuristic (independent samples).  A number: a penalty per
+        change-point in feature units (binary segmentation splits while the
+        gain exceeds it).
     method : {"binseg", "dynp"}, default "binseg"
-        ``"binseg"``: binary segmentation, each split exact; its path's
-        change-points are the candidates ``n_bkps`` and ``"auto"`` choose
-        among (never a higher cost than its own first splits).  ``"dynp"``:
-        the optimal segmentation for every number of segments by dynamic
-        programming on a grid of at most 2048 block boundaries that contains
-        binary segmentation's change-points (so never worse than it), then
-        exact local refinement of the chosen change-points.  Exact kernel
-        change-point detection on signals of up to 2048 samples.
+        Binary segmentation with exact splits, or the optimal segmentation
+        for every number of segments by dynamic programming on a grid of at
+        most 2048 block boundaries holding binary segmentation's
+        change-points, refined exactly (exact on up to 2048 samples).
     d_max : int, optional
-        Largest number of segments on the path: binary segmentation makes
-        ``d_max - 1`` splits (fewer if no segment can be split).  Default:
-        100 (at most ``n // min_size``) for ``pen="auto"``; with ``n_bkps``,
-        ``2 * n_bkps + 1`` within that (at least ``n_bkps + 1``).  Unused
-        with a numeric ``pen``.
+        Largest number of segments on the path (default 100, at most
+        ``n // min_size``; with ``n_bkps``, ``2 * n_bkps + 1`` within that).
     min_size : int, optional
-        Every segment keeps at least ``min_size`` samples (for a window map,
-        the whole windows that hold them: ``ceil(min_size / window)``).
-        Default: ``max(2, n // 10_000)`` samples, or windows for a window map
-        (:data:`MIN_SEGMENT_SHARE` of the series): on a long signal no
-        segment of a few samples, whose gain is the few samples' own noise.
-        ``Segmentation.min_size`` is the minimum applied, in samples.
+        Fewest samples per segment (whole windows for a window map); default
+        ``max(2, n // 10_000)``.
     min_duration : str, timedelta or number, optional
-        The shortest segment as a duration of the time coordinate, instead
-        of ``min_size``: ``"10min"``, ``pandas.Timedelta`` or
-        ``datetime.timedelta`` for datetimes, a number in the coordinate's
-        units otherwise.  It becomes ``min_size`` samples at the mean
-        sampling interval ``(t[n-1] - t[0]) / (n - 1)`` (two values of the
-        coordinate are read); ``Segmentation.min_size`` says how many.
+        The shortest segment as a duration of the time coordinate (``"10min"``),
+        turned into samples at the mean sampling interval; instead of ``min_size``.
     alpha : float, default 0.01
-        Level of the test of each split (``pen="auto"``): a series without
-        change gets a change-point with probability about ``alpha``, serial
-        dependence accounted for (see :mod:`kcpstream.significance`).
+        Level of the test (``pen="auto"``): a series without change gets a
+        change-point with probability about ``alpha``.
     window : int, optional
-        A hint, in samples, of the length of the temporal patterns (a period,
-        a waveform): the signal is segmented as a sequence of windows of
-        ``window`` samples with :class:`~kcpstream.features.Temporal`
-        features (each window's distribution and the shapes it traces), which
-        see changes of shape and frequency that a pointwise kernel does not;
-        change-points then have window resolution.  By default
-        (``features="auto"``) the window is the signal's dominant
-        period when it has one (:func:`kcpstream.period.dominant_period` on
-        up to 8 disjoint stretches of 8192 samples spread over the series,
-        every channel: periods up to 1024 samples), at most ``n // 16`` samples so that the
-        test has enough windows; without a significant period the samples
-        are segmented one by one.  Give ``window`` for longer cycles.
+        Segment windows of ``window`` samples with ``Temporal`` features
+        (each window's distribution and the shapes it traces): changes of
+        shape and frequency; change-points at window resolution.
     block_size : int, optional
-        Samples per block of the statistics grid (default: one per sample for
-        a series searched in memory; otherwise about 2**15 blocks, at least
-        64 samples each, and in a batch of more than 32 series 2**20 blocks
-        shared among them).  Given, it selects the block grid (``1``: in
-        memory when the series is small enough).
+        Samples per block of the statistics grid (default: about 2**15
+        blocks of at least 64 samples; ``1``: in memory when small enough).
     variable : str, optional
         Array name inside a zarr group.
     variables : list of str, optional
-        Variables of a Dataset segmented jointly, as channels of one signal
-        (default: every variable with the time dimension).
+        Variables of a Dataset segmented jointly, as channels of one signal.
     dim : str, optional
         Time dimension of an xarray object (default ``"time"``, or its only
-        dimension).  Other dimensions are channels; the result's
-        change-points carry the time coordinate (``changepoint_times``,
-        ``to_xarray()``, ``to_dataframe()``).
+        one); its coordinate gives ``changepoint_times``.
     batch_dims : str or list of str, optional
         Dimensions of an xarray object along which it holds independent
-        series (one per sensor, say): each is segmented on its own (its own
-        fitted features), all in one data-pass graph with their refinement
-        reads batched in the same rounds.  Returns a
+        series, all segmented in one data pass; returns a
         :class:`~kcpstream.BatchSegmentation`.
     chunks : int, optional
-        Chunk length along time of the tasks (in-memory input is wrapped
-        without a copy).  For a zarr store it is rounded up to whole stored
-        chunks: a store decodes whole chunks, so a task on part of one would
-        decode all of it.  A stored chunk much longer than a task is read once
-        and featurized in slices by several tasks (one task per chunk under a
-        pool of processes, which would copy it to each).
+        Samples per task along time (rounded up to whole stored chunks).
     missing : {"error", "fill"}, default "error"
-        A chunk absent from a zarr store (zarr reads it as the fill value) is
-        an :class:`~kcpstream.InputError` naming its samples; ``"fill"`` reads
-        it as the fill value, for stores that leave out chunks that are all
-        fill values (zarr's default when writing).
+        A chunk absent from a zarr store is an :class:`~kcpstream.InputError`
+        naming its samples, or (``"fill"``) read as the fill value.
     storage_options : dict, optional
-        Options of the object store a URL opens, as fsspec takes them (for
-        S3: ``endpoint_url``, ``key``, ``secret``, ``anon``,
-        ``client_kwargs``, ...).
+        Options of the object store a URL opens, as fsspec takes them.
     seed : int, optional
-        Seed for a feature map given as a string (default: the map's own
-        default, 0).
+        Seed of a feature map given as a string.
     sample_size : int, default 2048
         Points in the fit sample (bandwidth, landmarks).
     tile : int, default 4096
-        Samples featurized together (memory ``4 * p * tile`` bytes per task;
-        does not change the result).
+        Samples featurized together (memory, not the result).
     cache_bytes : int, default 256 MiB
-        Raw samples kept in memory so that no chunk is read twice: the chunks
-        the fit sample read (until the data pass has them), the chunks the
-        data pass read that are most likely to be read again by refinement,
-        and pieces read since (copies of pieces, so that a piece does not
-        keep the chunk it was read from).  The budget is the call's, shared
-        by the series of a batch, and per process: the client's under the
-        threaded or synchronous scheduler,
-        each worker's under a ``distributed`` client (the data pass and
-        refinement are sent to the worker that read the chunk; workers drop
-        these samples when the call returns).  0 disables it; the result does
-        not depend on it.  ``diagnostics.samples_read_again`` counts the
-        samples read a second time.
+        Raw samples kept per process so that refinement rarely reads a chunk
+        twice; shared by the series of a batch; does not change the result.
     checkpoint : str or path, optional
-        A local directory where the block statistics and the segments
-        evaluated are kept, keyed by the identity of the input, the fitted
-        feature map and the block size.  The identity of a zarr store is its
-        array's metadata and the version of every chunk (size and
-        modification time on a file system, the ETag on an object store), so
-        a chunk rewritten in place, an append or a changed codec gives
-        another key; an in-memory array's identity is a hash of its bytes.
-        A later call on the same data loads them (no data pass) and reads
-        only what it has not read before.  Writes are atomic; a damaged or
-        partial checkpoint is recomputed, never used (see
-        :mod:`kcpstream.checkpoint`).  An input whose origin cannot be
-        followed (a dask array computed from other arrays) is refused.  When
-        the store changed since (chunks rewritten, appended, cut off), the
-        statistics of the unchanged chunks are kept and only the others read
-        (``diagnostics.checkpoint == "updated"``; :mod:`kcpstream.reuse`).
+        A local directory keeping the block statistics under the identity of
+        the input (every chunk's version), the fitted map and the block size:
+        a later call loads them, and a store changed since is updated by
+        reading only its changed chunks; never served stale
+        (:mod:`kcpstream.checkpoint`).
     progress : bool, default False
-        Show how far the call has got on stderr: a line per phase (the fit,
-        the data pass, each round of refinement, the choice; see
-        :mod:`kcpstream.progress`, which also logs them without this) and
-        the data pass's progress bar (dask's, or distributed's under a
-        client).
+        A line per phase on stderr and the data pass's progress bar
+        (:mod:`kcpstream.progress` logs the lines either way).
 
     Returns
     -------
