@@ -15,7 +15,14 @@ from . import (
 )
 from ._version import __version__
 from .api import segment
-from .errors import InputError, JobError, NotEnoughSplitsError, NotFittedError, SchedulerWarning
+from .errors import (
+    InputError,
+    JobError,
+    KcpError,
+    NotEnoughSplitsError,
+    NotFittedError,
+    SchedulerWarning,
+)
 from .features import RFF, FeatureMap, Linear, Nystrom, QuadratureFF
 from .result import BatchSegmentation, Diagnostics, Segmentation
 from .warmup import WarmUp, warm_up
@@ -32,6 +39,7 @@ __all__ = [
     "QuadratureFF",
     "Nystrom",
     "Linear",
+    "KcpError",
     "InputError",
     "SchedulerWarning",
     "NotEnoughSplitsError",

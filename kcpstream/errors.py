@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "KcpError",
     "InputError",
     "NotEnoughSplitsError",
     "NotFittedError",
@@ -12,19 +13,26 @@ __all__ = [
 ]
 
 
-class InputError(ValueError):
+class KcpError(Exception):
+    """Every error kcpstream raises: ``except kcpstream.KcpError`` catches them all.
+
+    Each is also the builtin type it refines (an :class:`InputError` is a
+    ``ValueError``), so code written against those keeps working."""
+
+
+class InputError(KcpError, ValueError):
     """The input cannot be segmented as given; the message says why and what to do."""
 
 
-class NotEnoughSplitsError(ValueError):
+class NotEnoughSplitsError(KcpError, ValueError):
     """Binary segmentation ran out of admissible splits before ``n_bkps``."""
 
 
-class NotFittedError(RuntimeError):
+class NotFittedError(KcpError, RuntimeError):
     """Raised when a feature map is used before :meth:`FeatureMap.fit`."""
 
 
-class JobError(ValueError):
+class JobError(KcpError, ValueError):
     """The job file or its output directory cannot be used as they are."""
 
 

@@ -103,6 +103,16 @@ def test_every_error_is_kcpstreams_own_and_a_bad_parameter_an_input_error():
     for name in ("InputError", "NotEnoughSplitsError", "NotFittedError", "JobError",
                  "SchedulerWarning"):  # fmt: skip
         assert getattr(kcpstream, name) is getattr(errors, name)
+    # one base for every error, each still the builtin type it refines
+    raised = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, Exception)]
+    raised = [c for c in raised if not issubclass(c, Warning)]
+    assert len(raised) == 5
+    assert all(issubclass(c, kcpstream.KcpError) for c in raised)
+    assert issubclass(kcpstream.InputError, ValueError)
+    with pytest.raises(kcpstream.KcpError):
+        kcpstream.segment(np.zeros(3))
+    with pytest.raises(kcpstream.InputError, match="spec string"):
+        kcpstream.segment(np.arange(1000.0), features=64)
     with pytest.raises(kcpstream.InputError, match="n_features"):
         kcpstream.RFF(n_features=0)
     with pytest.raises(kcpstream.InputError, match="bandwidth"):

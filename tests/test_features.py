@@ -324,6 +324,11 @@ def test_make_feature_map_specs():
     assert make_feature_map("rff:32") == RFF(32)
     assert make_feature_map("NYSTROM:8", seed=2) == Nystrom(8, seed=2)
     assert make_feature_map("linear") == Linear()
+    # every class's own name, in any case, names it too
+    for name, cls in FEATURE_MAPS.items():
+        assert type(make_feature_map(cls.__name__)) is cls
+        assert type(make_feature_map(cls.__name__.lower())) is cls
+        assert type(make_feature_map(name.upper())) is cls
     fmap = RFF(8)
     assert make_feature_map(fmap) is fmap
 

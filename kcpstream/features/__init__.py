@@ -91,7 +91,7 @@ def make_feature_map(
             raise InputError("features='auto' depends on the signal's dimension; pass d=")
         return default_feature_map(d, seed=seed)
     if not isinstance(spec, str):
-        raise TypeError(
+        raise InputError(
             "features must be a FeatureMap or a spec string like 'rff:64', "
             f"got {type(spec).__name__}"
         )

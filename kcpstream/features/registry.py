@@ -17,19 +17,28 @@ __all__ = ["FEATURE_MAPS", "register_feature_map", "get_feature_map_class"]
 
 FEATURE_MAPS: dict[str, type[FeatureMap]] = {}
 
+#: Each registered class's own name, lower-case, where it differs from its
+#: registry name (``"quadratureff"`` for ``"quadrature"``): a spec may use either.
+ALIASES: dict[str, str] = {}
+
 
 def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
-    """Register a :class:`FeatureMap` subclass under ``cls.name`` (usable as a decorator)."""
+    """Register a :class:`FeatureMap` subclass under ``cls.name`` (usable as a
+    decorator), and under its class name in lower case."""
     if not cls.name:
         raise InputError(f"{cls.__name__} has no registry name")
     FEATURE_MAPS[cls.name] = cls
+    if cls.__name__.lower() != cls.name:
+        ALIASES[cls.__name__.lower()] = cls.name
     return cls
 
 
 def get_feature_map_class(name: str) -> type[FeatureMap]:
-    """The registered class called ``name``."""
+    """The registered class called ``name`` (its registry name or its class name,
+    in any case)."""
+    key = name.lower()
     try:
-        return FEATURE_MAPS[name.lower()]
+        return FEATURE_MAPS[ALIASES.get(key, key)]
     except KeyError:
         known = ", ".join(sorted(FEATURE_MAPS))
         raise InputError(f"unknown feature map {name!r}; known maps: {known}") from None
