@@ -12,17 +12,13 @@ from .engine import prepare, run
 from .errors import InputError
 from .features import FeatureMap
 from .features.base import DEFAULT_TILE
-from .plan import (
-    auto_block_size,
-    default_min_size,
-    settings_of,
-)
+from .plan import settings_of
 from .progress import lines_on_stderr
-from .result import Segmentation
-from .signal import as_signal
+from .result import BatchSegmentation, Segmentation
+from .signal import as_signal, batch_signals
 from .significance import DEFAULT_ALPHA
 
-__all__ = ["segment", "auto_block_size", "default_min_size"]
+__all__ = ["segment"]
 
 
 def segment(
@@ -111,13 +107,11 @@ def segment(
     block_size : int, optional
         Samples per block of the statistics grid (default: about 2**15
         blocks of at least 64 samples; ``1``: in memory when small enough).
-    variable : str, optional
-        Array name inside a zarr group.
-    variables : list of str, optional
-        Variables of a Dataset segmented jointly, as channels of one signal.
+    variable, variables : str, list of str, optional
+        The array in a zarr group; the variables of a Dataset segmented
+        jointly, as channels of one signal.
     dim : str, optional
-        Time dimension of an xarray object (default ``"time"``, or its only
-        one); its coordinate gives ``changepoint_times``.
+        Time dimension of an xarray object (default ``"time"``, or its only one).
     batch_dims : str or list of str, optional
         Dimensions of an xarray object along which it holds independent
         series, all segmented in one data pass; returns a
@@ -129,12 +123,9 @@ def segment(
         naming its samples, or (``"fill"``) read as the fill value.
     storage_options : dict, optional
         Options of the object store a URL opens, as fsspec takes them.
-    seed : int, optional
-        Seed of a feature map given as a string.
-    sample_size : int, default 2048
-        Points in the fit sample (bandwidth, landmarks).
-    tile : int, default 4096
-        Samples featurized together (memory, not the result).
+    seed, sample_size, tile : int, optional
+        Seed of a feature map given as a string; points in the fit sample
+        (2048); samples featurized together (4096: memory, not the result).
     cache_bytes : int, default 256 MiB
         Raw samples kept per process so that refinement rarely reads a chunk
         twice; shared by the series of a batch; does not change the result.
@@ -151,13 +142,12 @@ def segment(
     Returns
     -------
     Segmentation or BatchSegmentation
-        Change-points, gains, the cost path and how the number of
-        change-points was chosen, the fitted feature map and diagnostics
-        (one per series with ``batch_dims``).
+        Change-points, p-values, the cost path, how the number was chosen,
+        the fitted map and diagnostics (one per series with ``batch_dims``).
 
     Raises
     ------
-    kcpstream.signal.InputError
+    kcpstream.InputError
         For input that cannot be segmented as given (NaN/inf, too short,
         wrong shape or dtype, constant, ...), with the fix in the message.
 
@@ -190,29 +180,12 @@ def _segment(data, features, settings, t0: float, *, variable, variables, dim, c
              batch_dims, storage_options):  # fmt: skip
     """:func:`segment` once its settings are checked: the series, their jobs, the run."""
     if batch_dims:
-        from .labeled import split_batches
-        from .result import BatchSegmentation
-        from .signal import _is_labeled
-
-        if not _is_labeled(data):
-            raise InputError("batch_dims applies to xarray input (a DataArray or a Dataset)")
-        batch_dims = [batch_dims] if isinstance(batch_dims, str) else list(batch_dims)
-        parts = split_batches(data, batch_dims)
-        listed: dict = {}  # each store is listed once for the whole batch
-        signals = [
-            as_signal(sub, variables=variables, dim=dim, chunks=chunks, missing=missing,
-                      listed=listed)
-            for _, sub in parts
-        ]  # fmt: skip
-        settings = dataclasses.replace(settings, n_series=len(signals))
-        jobs = [prepare(sig, features, settings) for sig in signals]
-        results = run(jobs, settings, t0)
-        return BatchSegmentation(batch_dims, [labels for labels, _ in parts], results)
-    if storage_options is not None and not isinstance(storage_options, dict):
-        raise InputError(
-            f"storage_options must be a dict of the object store's options, got "
-            f"{type(storage_options).__name__}"
+        dims, labels, signals = batch_signals(
+            data, batch_dims, variables=variables, dim=dim, chunks=chunks, missing=missing
         )
+        settings = dataclasses.replace(settings, n_series=len(signals))
+        results = run([prepare(sig, features, settings) for sig in signals], settings, t0)
+        return BatchSegmentation(dims, labels, results)
     signal = as_signal(
         data, variable=variable, variables=variables, dim=dim, chunks=chunks, missing=missing,
         storage_options=storage_options,

@@ -478,6 +478,11 @@ def as_signal(
         isinstance(chunks, bool) or not isinstance(chunks, int | np.integer) or chunks < 1
     ):
         raise InputError(f"chunks must be a positive number of samples, got {chunks!r}")
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise InputError(
+            f"storage_options must be a dict of the object store's options, got "
+            f"{type(storage_options).__name__}"
+        )
     if _is_pandas(data):  # its index is the time axis: go through xarray
         data = _pandas_as_xarray(data)
     read = _read_input(data, variable, variables, dim, chunks, storage_options)
@@ -511,6 +516,23 @@ def as_signal(
         store_array=read.store_array,
         origin=origin,
     )
+
+
+def batch_signals(
+    data: Any, batch_dims: str | list[str], **kwargs: Any
+) -> tuple[list[str], list[dict[str, Any]], list[Signal]]:
+    """The independent series of an xarray object along ``batch_dims``: the
+    dimensions, each series' labels and its :class:`Signal` (``kwargs`` as
+    :func:`as_signal` takes them)."""
+    from .labeled import split_batches
+
+    if not _is_labeled(data):
+        raise InputError("batch_dims applies to xarray input (a DataArray or a Dataset)")
+    dims = [batch_dims] if isinstance(batch_dims, str) else list(batch_dims)
+    parts = split_batches(data, dims)
+    listed: dict = {}  # each store is listed once for the whole batch
+    signals = [as_signal(sub, listed=listed, **kwargs) for _, sub in parts]
+    return dims, [labels for labels, _ in parts], signals
 
 
 @dataclass

@@ -115,10 +115,11 @@ def test_empty():
         ),
         ({"n_bkps": 1, "features": "rff:x"}, "must be an integer"),
         ({"n_bkps": 1, "features": 3}, "spec string"),
+        ({"n_bkps": 1, "storage_options": "anon"}, "storage_options must be a dict"),
     ],
 )
 def test_bad_parameters(x, kwargs, match):
-    with pytest.raises((InputError, ValueError, TypeError), match=match):
+    with pytest.raises(InputError, match=match):
         kcpstream.segment(x, **kwargs)
 
 
