@@ -25,15 +25,19 @@ from .errors import (
 )
 from .features import RFF, FeatureMap, Linear, Nystrom, QuadratureFF
 from .result import BatchSegmentation, Diagnostics, Segmentation
+from .segmenter import Segmenter
+from .select import Selection
 from .warmup import WarmUp, warm_up
 
 __all__ = [
     "segment",
+    "Segmenter",
     "warm_up",
     "WarmUp",
     "Segmentation",
     "BatchSegmentation",
     "Diagnostics",
+    "Selection",
     "FeatureMap",
     "RFF",
     "QuadratureFF",

@@ -43,7 +43,7 @@ from .reuse import plan_reuse
 from .search import SearchLog, binseg_steps, dense_binseg_steps, drive_many, scans_from_prefix
 from .signal import Signal, check_finite_index, window_signal
 
-__all__ = ["prepare", "run"]
+__all__ = ["prepare", "run", "reselect", "statistics"]
 
 
 def prepare(signal: Signal, features, st: Settings) -> Job:
@@ -74,6 +74,24 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     job.in_memory = searched_in_memory(signal.n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
         _open_checkpoint(job, st.checkpoint)
+    return job
+
+
+def reselect(fitted: Job, st: Settings, known: dict[int, dict]) -> Job:
+    """A job on the statistics ``fitted`` holds (no data pass) for the selection
+    settings of ``st``: ``min_size``, ``d_max``, the rule.  ``known``: for each
+    ``min_size``, the segments evaluated exactly so far, shared by the jobs that
+    search the same statistics with it (a segment's best split depends on the
+    splits ``min_size`` admits; updated in place)."""
+    original = fitted.original
+    min_size = min_size_of(st, original, fitted.signal.n, fitted.window)
+    d_max = _check_segments(fitted.signal, min_size, st)
+    job = Job(fitted.signal, fitted.fmap, fitted.block_size, d_max, fitted.cache, min_size,
+              window=fitted.window, original=original)  # fmt: skip
+    job.stats, job.in_memory, job.auto = fitted.stats, fitted.in_memory, fitted.auto
+    job.loaded = True  # no data pass: diagnostics count none
+    job.known = known.setdefault(min_size, {})
+    job.params = _params(job, st)
     return job
 
 
@@ -261,7 +279,7 @@ def run(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
 def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     t_pass = time.perf_counter()
     note("fit: feature maps of %d series fitted (%.1f s)", len(jobs), t_pass - t0)
-    _statistics(jobs, st)
+    statistics(jobs, st)
     seconds_pass = time.perf_counter() - t_pass
     note("data pass: %d samples of %d series (%.1f s)", sum(j.stats.n * j.window for j in jobs),
          len(jobs), seconds_pass)  # fmt: skip
@@ -302,7 +320,7 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     ]
 
 
-def _statistics(jobs: list[Job], st: Settings) -> None:
+def statistics(jobs: list[Job], st: Settings) -> None:
     """``job.stats`` of every job not loaded from a checkpoint: the small series
     in memory, the others in one data pass."""
     todo = [j for j in jobs if not j.loaded and not j.in_memory]
