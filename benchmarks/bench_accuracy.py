@@ -18,7 +18,8 @@ number of change-points is the true one, and the distances.
 
 Prints a JSON summary and writes a markdown table (``--markdown``).
 
-Usage: python benchmarks/bench_accuracy.py [--reps 100] [--out acc.json] [--markdown acc.md]
+Usage: python benchmarks/bench_accuracy.py [--reps 100] [--out acc.json]
+       [--markdown benchmarks/results/accuracy_results.md]
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ Signals (``kcpstream.datasets``), K change-points each:
 (the default bandwidth rule is the same for every kernel).
 
 Usage: python benchmarks/bench_bandwidth.py [--reps 30] [--n 1000 10000] [--k 10]
-       [--features default|laplacian|matern] [--out bw.json] [--markdown bw.md]
+       [--features default|laplacian|matern] [--out bw.json]
+       [--markdown benchmarks/results/bandwidth_results.md]
 """
 
 from __future__ import annotations

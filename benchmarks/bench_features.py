@@ -16,7 +16,8 @@ For each registered map:
 
 Prints JSON and writes a markdown table.
 
-Usage: python benchmarks/bench_features.py [--reps 30] [--markdown features.md]
+Usage: python benchmarks/bench_features.py [--reps 30]
+       [--markdown benchmarks/results/feature_results.md]
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ default bandwidth: ``d_max`` in 50, 100, 200 and the fitted share of the
 path in 0.2 .. 0.8, each with its multiple oracle.
 
 Usage: python benchmarks/bench_penalty.py [--reps 40] [--min-gap 90] [--variants]
-       [--out penalty.json] [--markdown penalty.md]
+       [--out penalty.json] [--markdown benchmarks/results/penalty_results.md]
 """
 
 from __future__ import annotations

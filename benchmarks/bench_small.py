@@ -17,7 +17,8 @@ calls after one warm-up; ``ratio`` = block grid / in memory (above 1: the
 in-memory search is faster).  The script asserts the two return the same
 change-points.
 
-Usage: python benchmarks/bench_small.py [--repeat 7] [--out small.json] [--markdown small.md]
+Usage: python benchmarks/bench_small.py [--repeat 7] [--out small.json]
+       [--markdown benchmarks/results/small_results.md]
 """
 
 from __future__ import annotations
