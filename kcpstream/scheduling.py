@@ -54,7 +54,7 @@ def scheduler_context(spec: str | None, timeout: float = START_TIMEOUT) -> Itera
             workers = check_scheduler(spec)
             if dask.config.get(_TRIM_KEY, None) == _DISTRIBUTED_TRIM_DEFAULT:
                 # workers that run kcpstream read zarr chunks about twice as fast
-                # without it (see the README); a value the user set is kept
+                # without it (docs/guide/clusters.md); a value the user set is kept
                 stack.enter_context(dask.config.set({_TRIM_KEY: None}))
             cluster = stack.enter_context(_start_local(workers, timeout))
             stack.enter_context(Client(cluster, timeout=f"{timeout}s"))

@@ -67,8 +67,8 @@ def default_feature_map(d: int, *, seed: int | None = None) -> FeatureMap:
 
     Univariate: Gauss-Hermite quadrature features of the Gaussian kernel (at
     64 features they reproduce the exact kernel to float32 precision, at the
-    cost of random Fourier features, with no randomness; see the README's
-    feature-map table).  Multivariate: random Fourier features.
+    cost of random Fourier features, with no randomness;
+    ``benchmarks/results/feature_results.md``).  Multivariate: random Fourier features.
     """
     if d == 1:
         return QuadratureFF(DEFAULT_FEATURES)

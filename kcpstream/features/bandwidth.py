@@ -82,12 +82,12 @@ def _median_nonzero_distance(sample: np.ndarray, metric: str) -> float:
     return float(np.median(dist)) if dist.size else 0.0
 
 
-#: ``bandwidth="auto"`` is this fraction of the median heuristic's distance.
-#: ``benchmarks/bandwidth_results.md`` measures it: over seven signal families
-#: at two sizes, half the median distance finds the true change-points best on
-#: average (F1 0.831 against 0.785 at the median itself), changes of shape or
-#: of correlation the most (scenario 2 at n = 1000: F1 0.76 against 0.52); pure
-#: mean shifts lose a little (0.71 against 0.79 at n = 1000).
+#: ``bandwidth="auto"`` is this fraction of the median heuristic's distance:
+#: a narrower kernel than the median's sees changes of shape and of correlation
+#: that the median's smooths over, at a small cost for pure mean shifts (for
+#: which a larger bandwidth or the linear map is the better choice).  Chosen by
+#: measurement over seven signal families, not assumed:
+#: ``benchmarks/results/bandwidth_results.md``.
 AUTO_FRACTION = 0.5
 
 #: The rules a string bandwidth may name, as fractions of the median distance.

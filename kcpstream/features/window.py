@@ -36,7 +36,7 @@ __all__ = ["InvariantWindow"]
 
 def check_window_and_bins(window, n_bins) -> None:
     """A window of at least 2 samples and at least one threshold per template, or
-    a ``ValueError`` naming the bad parameter."""
+    an :class:`InputError` naming the bad parameter."""
     if not isinstance(window, int | np.integer) or window < 2:
         raise InputError(f"window must be an integer >= 2 samples, got {window!r}")
     if not isinstance(n_bins, int | np.integer) or n_bins < 1:
@@ -45,6 +45,9 @@ def check_window_and_bins(window, n_bins) -> None:
 
 class InvariantWindow(FeatureMap):
     """Group-invariant window features; see the module docstring.
+
+    The map is fitted and applied on windows flattened to rows of
+    ``window * d`` values (``segment`` does the reshaping).
 
     Parameters
     ----------
@@ -56,9 +59,6 @@ class InvariantWindow(FeatureMap):
         Thresholds per template.
     seed : int or None
         Seed of the templates.
-
-    The map is fitted and applied on windows flattened to rows of
-    ``window * d`` values (``segment`` does the reshaping).
     """
 
     name = "window"
