@@ -33,7 +33,6 @@ from .signal import Signal, SourceSlice, check_finite_index
 from .stats import BlockStats
 
 __all__ = [
-    "data_pass",
     "data_passes",
     "fit_sample",
     "in_memory_passes",
@@ -551,14 +550,3 @@ def in_memory_passes(
                 cache.samples_read_again += int(starts[i + 1] - starts[i])
         out.append(stats)
     return out
-
-
-def data_pass(
-    signal: Signal,
-    fmap: FeatureMap,
-    block_size: int,
-    tile: int,
-    cache: SampleCache | None = None,
-) -> BlockStats:
-    """:func:`data_passes` for one signal."""
-    return data_passes([(signal, fmap, block_size, cache)], tile)[0]

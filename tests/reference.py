@@ -14,8 +14,26 @@ from fractions import Fraction
 import numpy as np
 from numba import njit
 
-from kcpstream._kernels.blockstats import cusum_gains, split_gain
+from kcpstream._kernels.blockstats import split_gain
 from kcpstream.plan import DEFAULT_D_MAX
+
+
+@njit
+def cusum_gains(cumsum, seg_start, seg_end, min_size):
+    """Gains at every admissible split of ``[seg_start, seg_end)``, brute force.
+
+    ``cumsum`` is the full-resolution exact prefix sum, ``cumsum[i]`` = sum of
+    the first ``i`` samples.  Entry ``c - seg_start`` of the result is the gain
+    of the split at ``c`` (``-inf`` where ``c`` is not admissible): the
+    package's own :func:`split_gain` at every position, nothing skipped.
+    """
+    n_total = seg_end - seg_start
+    out = np.full(n_total + 1, -np.inf)
+    total = cumsum[seg_end] - cumsum[seg_start]
+    for c in range(seg_start + min_size, seg_end - min_size + 1):
+        left = cumsum[c] - cumsum[seg_start]
+        out[c - seg_start] = split_gain(c - seg_start, seg_end - c, left, total)
+    return out
 
 
 def quantized(features: np.ndarray, exponent: int) -> np.ndarray:

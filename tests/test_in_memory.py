@@ -14,16 +14,15 @@ from hypothesis import strategies as st
 import kcpstream
 import kcpstream.plan
 from kcpstream import InputError, Linear, NotEnoughSplitsError, datasets
-from kcpstream._kernels.blockstats import cusum_gains
 from kcpstream._kernels.dense import SCAN_TILE, best_split_between, dense_binseg
 from kcpstream.features import RFF, BrownianThreshold, InvariantWindow, Nystrom, QuadratureFF
-from kcpstream.passes import data_pass, dense_stats
+from kcpstream.passes import data_passes, dense_stats
 from kcpstream.search import SearchLog, binseg_steps, dense_binseg_steps
 from kcpstream.signal import as_signal
 from kcpstream.stats import BlockStats
 
 from .helpers import CountingStore
-from .reference import quantized, reference_binseg
+from .reference import cusum_gains, quantized, reference_binseg
 
 
 def _stats_of(q: np.ndarray) -> BlockStats:
@@ -140,7 +139,7 @@ def test_in_memory_statistics_equal_the_data_pass(fmap):
     signal = as_signal(da.from_array(x, chunks=(97, d)))
     mem = dense_stats(x, fmap, 64, "x")
     for B in (1, 7):
-        grid = data_pass(signal, fmap, B, 64)
+        grid = data_passes([(signal, fmap, B, None)], 64)[0]
         assert np.array_equal(mem.prefix[:, np.r_[0 : mem.n : B, mem.n]], grid.prefix)
         np.testing.assert_allclose(
             mem.prefix_q[np.r_[0 : mem.n : B, mem.n]], grid.prefix_q, rtol=1e-13

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from kcpstream._kernels.blockstats import (
     SNAPSHOT,
-    cusum_gains,
     largest_boundary_gain,
     merge_piece_into,
     piece_stats,
@@ -17,6 +16,8 @@ from kcpstream._kernels.blockstats import (
     split_gain,
 )
 from kcpstream.stats import BlockStats, PieceStats
+
+from .reference import cusum_gains
 
 
 def _cost(z: np.ndarray) -> float:

@@ -42,7 +42,6 @@ __all__ = [
     "segment_boundary_scan",
     "scan_piece",
     "scan_pieces",
-    "cusum_gains",
 ]
 
 
@@ -535,28 +534,6 @@ def scan_pieces(Z, scale, offsets, piece_starts, seg_starts, seg_ends, lefts, to
             seg_ends[i], lefts[i], totals[i], min_size,
         )  # fmt: skip
     return gains, positions
-
-
-@njit(nogil=True, cache=True)
-def cusum_gains(cumsum, seg_start, seg_end, min_size):
-    """Gains at every admissible split of ``[seg_start, seg_end)``.
-
-    ``cumsum`` is the full-resolution exact prefix sum, ``cumsum[i]`` = sum of
-    the first ``i`` samples.  Entry ``c - seg_start`` of the result is the gain
-    of the split at ``c`` (``-inf`` where ``c`` is not admissible).  This is
-    the brute-force evaluation used by the reference scan and by small inputs
-    in tests.
-    """
-    n_total = seg_end - seg_start
-    out = np.full(n_total + 1, -np.inf)
-    p = cumsum.shape[1]
-    total = np.empty(p, np.int64)
-    left = np.empty(p, np.int64)
-    _diff_into(total, cumsum[seg_end], cumsum[seg_start])
-    for c in range(seg_start + min_size, seg_end - min_size + 1):
-        _diff_into(left, cumsum[c], cumsum[seg_start])
-        out[c - seg_start] = split_gain(c - seg_start, seg_end - c, left, total)
-    return out
 
 
 @njit(nogil=True, cache=True)

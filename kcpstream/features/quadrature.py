@@ -91,15 +91,6 @@ def _merged_rule(nodes_per_axis: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return grid, merged
 
 
-def _canonical(w: np.ndarray) -> tuple[float, ...]:
-    """One representative of {w, -w}: the first non-zero coordinate positive."""
-    rounded = np.round(w, 12) + 0.0
-    for v in rounded:
-        if v != 0:
-            return tuple(rounded if v > 0 else -rounded + 0.0)
-    return tuple(rounded)
-
-
 def _merged_count(n: int, d: int) -> int:
     """Frequencies of an n-node tensor grid in d dimensions after merging w and -w."""
     total = n**d
