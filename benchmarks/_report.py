@@ -76,11 +76,12 @@ def peak_rss_mib() -> float:
 PEAK_RSS_CODE = inspect.getsource(peak_rss_mib)
 
 
-def segment_in_child(call: str) -> dict:
+def segment_in_child(call: str, env: dict[str, str] | None = None) -> dict:
     """Evaluate ``call`` (an expression giving a Segmentation; ``np``, ``xr`` and
     ``kcpstream`` are imported) in a fresh process after a warm-up call that
     compiles: its seconds, change-points, time stamps, samples featurized / n,
-    samples read again, data-pass tasks and the process's peak RSS."""
+    samples read again, data-pass tasks and the process's peak RSS.  ``env``:
+    variables added to the child's environment."""
     import subprocess
     import sys
 
@@ -99,7 +100,8 @@ def segment_in_child(call: str) -> dict:
         " 'pass_tasks': res.diagnostics.pass_tasks,"
         " 'rss_mib': peak_rss_mib()}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=None if env is None else {**os.environ, **env})  # fmt: skip
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
