@@ -209,7 +209,7 @@ def _pvalue(job: Job, gain_q: float, start: int, split: int, end: int) -> float:
     if key not in job.pvalues:
         if (start, end) not in job.spreads:
             job.spreads[(start, end)] = segment_spread(
-                _local_diffs(stats, start, end), _noise_batch(stats)
+                _segment_diffs(job, start, end), _noise_batch(stats)
             )
         noise = cycle_noise(
             local_noise(job.spreads[(start, end)], job.noise), end - start, job.min_size,
@@ -237,17 +237,27 @@ def _noise_batch(stats: BlockStats) -> int:
     return local_batch(stats.n, stats.block_size)
 
 
-def _local_diffs(stats: BlockStats, start: int, end: int) -> np.ndarray:
-    """Consecutive differences of the batch sums (feature units) of the batches of
-    :func:`_noise_batch` samples that lie inside ``[start, end)``."""
+def _batch_diffs(stats: BlockStats) -> np.ndarray:
+    """Consecutive differences (second differences of the sums) of the sums over
+    batches of :func:`_noise_batch` samples of the whole series' full blocks,
+    in feature units: ``(p, k - 1)`` for ``k`` batches."""
     ell = _noise_batch(stats)
     steps = ell // stats.block_size
-    j0 = -(-start // ell) * steps
-    j1 = (end // ell) * steps
-    if j1 - j0 < 3 * steps:
-        return np.zeros((stats.n_features, 0))
-    cols = stats.prefix[:, j0 : j1 + 1 : steps].astype(np.float64)
+    full = (stats.n // stats.block_size) // steps  # whole batches
+    cols = stats.prefix[:, 0 : full * steps + 1 : steps].astype(np.float64)
     return np.diff(cols, n=2, axis=1) * math.ldexp(1.0, -stats.quantum_exponent)
+
+
+def _segment_diffs(job: Job, start: int, end: int) -> np.ndarray:
+    """:func:`_batch_diffs` of the batches that lie inside ``[start, end)``
+    (computed once per job: a segment's are a slice of the series')."""
+    if job.diffs is None:
+        job.diffs = _batch_diffs(job.stats)
+    ell = _noise_batch(job.stats)
+    first, last = -(-start // ell), end // ell  # batch boundaries inside
+    if last - first < 3:
+        return np.zeros((job.stats.n_features, 0))
+    return job.diffs[:, first : last - 1]
 
 
 def local_pvalues(job: Job, changepoints: np.ndarray) -> np.ndarray:
@@ -267,8 +277,8 @@ def local_pvalues(job: Job, changepoints: np.ndarray) -> np.ndarray:
 def short_range(stats: BlockStats) -> tuple[int, np.ndarray] | None:
     """``(ell, C)``: the whole series' short-range covariance ``C`` at batches of
     ``ell`` samples (:func:`_noise_batch`), or None with too few batches."""
-    whole = _local_diffs(stats, 0, stats.block_size * (stats.n // stats.block_size))
-    if whole.shape[1] == 0:
+    whole = _batch_diffs(stats)
+    if whole.shape[1] < 2:  # fewer than 3 batches
         return None
     ell = _noise_batch(stats)
     return ell, robust_cov(whole, ell)

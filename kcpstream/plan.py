@@ -134,6 +134,7 @@ class Job:
     min_size: int = 2
     noise: LongRunNoise | None = None  # the features' long-run covariance
     spreads: dict = field(default_factory=dict)  # each tested segment's own short-range spread
+    diffs: Any = None  # consecutive differences of the series' batch sums (choose)
     pvalues: dict = field(default_factory=dict)  # (start, split, end, gain, noise) -> p-value
     gains: dict = field(default_factory=dict)  # (start, split, end) -> gain, quantized units
     log: SearchLog = field(default_factory=SearchLog)

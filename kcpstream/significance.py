@@ -124,16 +124,21 @@ def _chi2_ratio(dof: float, q: float) -> float:
     return quantile(z) / quantile(0.0)
 
 
-def _kept(diffs: np.ndarray, ss: np.ndarray, rounds: int) -> np.ndarray:
+def _kept(
+    diffs: np.ndarray, ss: np.ndarray, rounds: int, cov: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Mask of the batch differences ``diffs`` (p, k), with squared norms ``ss``,
     that are not implausibly large under the spread of the others: beyond the
     :data:`OUTLIER_QUANTILE` of their null law (a chi2 with the covariance's
     effective degrees of freedom, scaled to the median) a difference is a
     change, not noise.  Each round takes the degrees of freedom from the
-    differences the previous one kept."""
+    differences the previous one kept.  Returns the mask and, with ``cov``,
+    ``D D^T`` over the differences it keeps (unnormalised); each product is
+    computed once for a mask (most rounds keep every difference)."""
     keep = np.ones(ss.shape[0], dtype=bool)
+    sigma, of = None, None  # sigma = D D^T over the differences ``of``
     for _ in range(rounds):
-        sigma = diffs[:, keep] @ diffs[:, keep].T
+        sigma, of = _gram(diffs, keep, sigma, of), keep
         tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
         if not tr > 0:  # no variation between batches but at the outliers: noise-free
             break
@@ -143,7 +148,15 @@ def _kept(diffs: np.ndarray, ss: np.ndarray, rounds: int) -> np.ndarray:
         middle = float(np.median(ss)) or float(np.mean(ss))
         cut = middle * _chi2_ratio(max(tr * tr / tr2, 1.0), OUTLIER_QUANTILE)
         keep = ss <= cut
-    return keep
+    return keep, _gram(diffs, keep, sigma, of) if cov else None
+
+
+def _gram(diffs: np.ndarray, keep: np.ndarray, sigma, of) -> np.ndarray:
+    """``D D^T`` over the differences ``keep`` (``sigma`` when it is that product's
+    for the same mask ``of``)."""
+    if of is not None and np.array_equal(of, keep):
+        return sigma
+    return diffs[:, keep] @ diffs[:, keep].T
 
 
 def _batch_differences(prefix: np.ndarray, per_batch: int) -> tuple[int, np.ndarray]:
@@ -175,11 +188,11 @@ def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int, exclude: np.nd
         diffs = diffs[:, _clear_of(exclude, per_batch, k)]
         if diffs.shape[1] < MIN_BATCHES // 2:
             return None
-    keep = _kept(diffs, (diffs**2).sum(axis=0), rounds=2)
+    keep, sigma = _kept(diffs, (diffs**2).sum(axis=0), rounds=2)
     used = int(keep.sum())
     if used < MIN_BATCHES // 2:
         return None
-    return diffs[:, keep] @ diffs[:, keep].T / (2.0 * ell * used), used
+    return sigma / (2.0 * ell * used), used
 
 
 #: Standard errors by which a longer batches' estimate must exceed the shorter's
@@ -223,7 +236,7 @@ def _ar1_factor(prefix: np.ndarray, per_batch: int, exclude: np.ndarray) -> floa
     ``rho`` is kept in ``[0, MAX_BATCH_CORRELATION]``.
     """
     k, diffs = _batch_differences(prefix, per_batch)
-    keep = _kept(diffs, (diffs**2).sum(axis=0), rounds=2)
+    keep, _ = _kept(diffs, (diffs**2).sum(axis=0), rounds=2, cov=False)
     if exclude.size:
         keep &= _clear_of(exclude, per_batch, k)
     pairs = keep[1:] & keep[:-1]
@@ -419,8 +432,8 @@ def local_batch(n: int, block_size: int) -> int:
 def robust_cov(diffs: np.ndarray, batch: int) -> np.ndarray:
     """``sum D D^T / (2 batch k)`` over the ``k`` batch differences ``D`` (p, k)
     that :func:`_kept` keeps (one round)."""
-    keep = _kept(diffs, (diffs**2).sum(axis=0), rounds=1)
-    return diffs[:, keep] @ diffs[:, keep].T / (2.0 * batch * max(int(keep.sum()), 1))
+    keep, sigma = _kept(diffs, (diffs**2).sum(axis=0), rounds=1)
+    return sigma / (2.0 * batch * max(int(keep.sum()), 1))
 
 
 def segment_spread(diffs: np.ndarray, batch: int) -> tuple[float, float] | None:
