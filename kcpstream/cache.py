@@ -48,7 +48,10 @@ class SampleCache:
     again decodes all of it (a compressed codec has no partial reads), for
     each round of refinement that needs a piece of it, and decoding it once
     already needed that much memory: the bound is the budget plus the
-    largest chunk.
+    largest chunk.  One such chunk is kept per process, whatever the number
+    of caches (a batch of a thousand series, each with a thousandth of the
+    budget, would otherwise keep a thousand chunks beyond it): a cache that
+    keeps one takes the place of the chunk another kept.
 
     Tasks reach the cache through its :attr:`handle`, resolved in the process
     that runs them: there this very object; in a distributed worker, that
@@ -95,29 +98,35 @@ class SampleCache:
                 self._scores[start] = score
                 heapq.heappush(self._lowest, (score, start))
                 return True
-            if self.oversized(x.nbytes):
-                self._keep_oversized(start, x.copy() if copy else x)
-                return True
-            while self.chunk_bytes + x.nbytes > self.chunk_budget:
-                while self._lowest[0][0] != self._scores.get(self._lowest[0][1]):
-                    heapq.heappop(self._lowest)  # an entry for an old score
-                lowest_score, lowest = self._lowest[0]
-                if lowest_score >= score:
-                    return False
-                heapq.heappop(self._lowest)
-                dropped = self._chunks.pop(lowest)
-                del self._scores[lowest]
-                del self._chunk_starts[bisect.bisect_left(self._chunk_starts, lowest)]
-                self.chunk_bytes -= dropped.nbytes
-                self.nbytes -= dropped.nbytes
-            self._chunks[start] = x.copy() if copy else x
-            self._scores[start] = score
-            heapq.heappush(self._lowest, (score, start))
-            bisect.insort(self._chunk_starts, start)
-            self.chunk_bytes += x.nbytes
-            self.nbytes += x.nbytes
-            self._evict_pieces()
-            return True
+            if not self.oversized(x.nbytes):
+                return self._keep_chunk(start, x, score, copy)
+            self._keep_oversized(start, x.copy() if copy else x)
+        _claim_oversized(self)  # outside this cache's lock: it drops another cache's chunk
+        return True
+
+    def _keep_chunk(self, start: int, x: np.ndarray, score: float, copy: bool) -> bool:
+        """Keep a chunk within the chunks' budget, dropping lower-scored ones, if
+        its score beats theirs (the cache's lock held)."""
+        while self.chunk_bytes + x.nbytes > self.chunk_budget:
+            while self._lowest[0][0] != self._scores.get(self._lowest[0][1]):
+                heapq.heappop(self._lowest)  # an entry for an old score
+            lowest_score, lowest = self._lowest[0]
+            if lowest_score >= score:
+                return False
+            heapq.heappop(self._lowest)
+            dropped = self._chunks.pop(lowest)
+            del self._scores[lowest]
+            del self._chunk_starts[bisect.bisect_left(self._chunk_starts, lowest)]
+            self.chunk_bytes -= dropped.nbytes
+            self.nbytes -= dropped.nbytes
+        self._chunks[start] = x.copy() if copy else x
+        self._scores[start] = score
+        heapq.heappush(self._lowest, (score, start))
+        bisect.insort(self._chunk_starts, start)
+        self.chunk_bytes += x.nbytes
+        self.nbytes += x.nbytes
+        self._evict_pieces()
+        return True
 
     def oversized(self, nbytes: int) -> bool:
         """Whether a chunk of ``nbytes`` is larger than the chunks' budget."""
@@ -129,12 +138,17 @@ class SampleCache:
         return 0 if self._oversized is None else self._chunks[self._oversized].nbytes
 
     def _keep_oversized(self, start: int, x: np.ndarray) -> None:
-        if self._oversized is not None:  # one at a time: the last offered
-            del self._chunks[self._oversized]
-            del self._chunk_starts[bisect.bisect_left(self._chunk_starts, self._oversized)]
+        self._drop_oversized()  # one at a time: the last offered
         self._chunks[start] = x
         self._oversized = start
         bisect.insort(self._chunk_starts, start)
+
+    def _drop_oversized(self) -> None:
+        with self._lock:
+            if self._oversized is not None:
+                del self._chunks[self._oversized]
+                del self._chunk_starts[bisect.bisect_left(self._chunk_starts, self._oversized)]
+                self._oversized = None
 
     def chunk(self, start: int) -> np.ndarray | None:
         """The cached chunk starting at ``start``, if any."""
@@ -198,6 +212,23 @@ class SampleCache:
                     self.hits += 1
                     return self._pieces[key][start - a : end - a]
             return None
+
+
+#: The cache holding this process's one chunk beyond a budget (weak: its job owns it).
+_OVERSIZED: list[weakref.ref] = []
+
+_OVERSIZED_LOCK = threading.Lock()
+
+
+def _claim_oversized(cache: SampleCache) -> None:
+    """Make ``cache`` the one that keeps a chunk beyond its budget in this
+    process: the chunk another cache kept so is dropped.  Never called with a
+    cache's lock held (the previous holder's is taken to drop it)."""
+    with _OVERSIZED_LOCK:
+        previous = _OVERSIZED[0]() if _OVERSIZED else None
+        _OVERSIZED[:] = [weakref.ref(cache)]
+    if previous is not None and previous is not cache:
+        previous._drop_oversized()
 
 
 #: Caches made by a job in this process, by token (weak: the job owns them).

@@ -312,6 +312,25 @@ def test_sample_cache_keeps_what_the_reference_policy_keeps(offers):
         np.testing.assert_array_equal(cache.get(a, a + lengths[a]), cache.chunk(a))
 
 
+def test_one_chunk_beyond_the_budget_per_process_whatever_the_number_of_caches():
+    from kcpstream.cache import SampleCache
+
+    # the caches of a batch: each a share of the budget, smaller than a chunk
+    caches = [SampleCache(block_size=10, max_bytes=4 * 320) for _ in range(6)]
+    for i, cache in enumerate(caches):
+        assert cache.add_chunk(0, np.full((200, 1), float(i)))  # 1600 bytes > 960
+        beyond = [c for c in caches if c.oversized_bytes]
+        assert beyond == [cache]  # the last one offered, and only it
+        assert cache.get(0, 200)[0, 0] == i
+    assert all(c.chunk(0) is None for c in caches[:-1])
+    # a chunk within the budget stays where it is
+    caches[0].add_chunk(1000, np.zeros((50, 1)))
+    caches[1].add_chunk(0, np.ones((200, 1)))
+    assert caches[0].chunk(1000) is not None and caches[-1].chunk(0) is None
+    del caches  # the holder's chunk goes with its cache: a new one takes the slot freely
+    SampleCache(block_size=10, max_bytes=4 * 320).add_chunk(0, np.zeros((200, 1)))
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.integers(1, 5_000), min_size=1, max_size=80),
