@@ -129,16 +129,19 @@ def _select_by_test(job: Job, order, partitions, alpha: float, d_max: int) -> Se
         )
     accepted: list[int] = []
     short = short_range(job.stats)  # it does not depend on the change-points left out
-    for _ in range(MAX_NOISE_ROUNDS):
-        found = _significant(job, order, partitions, alpha)
-        if found == accepted:
-            break
-        noise = noise_of(
-            job.stats, short, np.asarray(found, dtype=np.int64), pointwise=job.window == 1
-        )
-        if noise is None:
-            break
-        accepted, job.noise = found, noise
+    try:
+        for _ in range(MAX_NOISE_ROUNDS):
+            found = _significant(job, order, partitions, alpha)
+            if found == accepted:
+                break
+            noise = noise_of(
+                job.stats, short, np.asarray(found, dtype=np.int64), pointwise=job.window == 1
+            )
+            if noise is None:
+                break
+            accepted, job.noise = found, noise
+    finally:  # a batch's series are chosen one after the other: one holds them at a time
+        job.diffs = None
     return Selection(
         "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=job.noise.to_dict()
     )
