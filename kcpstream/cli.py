@@ -372,7 +372,7 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
     from .warmup import warm_up
 
     # compiled apart, so that the time printed is the segmentation's, not numba's
-    # first compile of the kernels (about 20 s once per environment)
+    # first compile of the kernels (once per environment; benchmarks/results/first.md)
     kernels = warm_up()
     sig = datasets.changing_distribution(n, n_bkps, seed=seed)
     with tempfile.TemporaryDirectory(prefix="kcpstream-demo-") as tmp:

@@ -139,3 +139,36 @@ def test_dask_internals_are_used_in_one_module_at_the_declared_floor():
 
     project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
     assert f"dask[array]>={MIN_DASK}" in project["dependencies"]
+
+
+#: Most lines of a function's code (its docstring aside), compiled kernels excepted.
+MAX_FUNCTION_LINES = 80
+
+
+def _compiled(node: ast.AST) -> bool:
+    """Decorated with numba's ``njit`` / ``jit`` (a kernel: one loop, kept whole)."""
+    for dec in getattr(node, "decorator_list", []):
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in ("njit", "jit"):
+            return True
+    return False
+
+
+def test_no_function_is_longer_than_eighty_lines_but_compiled_kernels():
+    long = []
+    for path in _modules().values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or _compiled(node):
+                continue
+            lines = node.end_lineno - node.lineno + 1
+            doc = node.body[0]
+            if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
+                lines -= doc.end_lineno - doc.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                long.append(f"{path.name}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
+
+
+def test_the_entry_point_module_stays_short():
+    assert len((PACKAGE / "api.py").read_text().splitlines()) <= 200
