@@ -21,7 +21,7 @@ from .progress import lines_on_stderr
 from .scheduling import scheduler_context
 from .significance import DEFAULT_ALPHA
 
-__all__ = ["main", "scheduler_context", "open_store"]
+__all__ = ["main", "scheduler_context"]
 
 #: Errors that are the user's input or parameters, reported in one line (not
 #: TypeError: the CLI hands typed values on, so one is a bug and keeps its traceback).
@@ -71,69 +71,6 @@ def _duration(text: str | None):
         return float(text)
     except ValueError:
         return text
-
-
-def open_store(
-    path: str,
-    variable: str | None,
-    dim: str | None,
-    storage_options: dict | None = None,
-    batch: bool = False,
-):
-    """What to segment in a zarr store, as ``(data, variable)``.
-
-    One array whose values are stored as they are is segmented by path: its
-    time coordinate is then read only at the change-points.  Several
-    variables, batch dimensions, or CF-encoded values (scale factors, fill
-    values to mask) go through xarray, opened without loading the time
-    index where xarray allows it; a store not written with dimension names
-    is segmented by path as plain zarr arrays."""
-    import zarr
-
-    from .provenance import stored_as_values
-
-    if "://" not in path and not os.path.exists(path):
-        raise FileNotFoundError(f"no zarr store at {path!r}: check the path")
-    with warnings.catch_warnings():  # zarr's notes on consolidated metadata
-        warnings.simplefilter("ignore")
-        try:
-            node = zarr.open(path, mode="r", storage_options=storage_options)
-        except Exception:  # let segment() say what is wrong with the store
-            return path, variable
-    if isinstance(node, zarr.Array) or not list(node.array_keys()):
-        return path, variable
-    time_dim = dim or "time"
-    arrays = {name: node[name] for name in node.array_keys()}
-
-    def dims(a) -> tuple:
-        names = getattr(a.metadata, "dimension_names", None) or a.attrs.get("_ARRAY_DIMENSIONS")
-        return tuple(names or ())
-
-    if variable is None:
-        coords = {n for n, a in arrays.items() if dims(a) == (n,)}
-        names = [n for n, a in arrays.items() if n not in coords and time_dim in dims(a)]
-        if not names:
-            return path, variable
-    else:
-        if variable not in arrays:
-            raise KeyError(
-                f"the store {path!r} has no variable {variable!r}; its arrays are "
-                f"{', '.join(sorted(arrays)) or 'none'}"
-            )
-        names = [variable]
-    if len(names) == 1 and not batch and not dims(arrays[names[0]]):
-        return path, names[0]  # no dimension names: xarray cannot open it, zarr can
-    if (
-        len(names) == 1
-        and not batch
-        and dims(arrays[names[0]])[:1] == (time_dim,)
-        and stored_as_values(arrays[names[0]])
-    ):
-        return path, names[0]
-    from .labeled import open_zarr_lazily
-
-    ds = open_zarr_lazily(path, storage_options)
-    return (ds[names[0]] if len(names) == 1 else ds[names]), None
 
 
 def _summary(res) -> dict:
@@ -276,6 +213,8 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
     if checkpoint:
         check_writable(checkpoint, folder=True)
     options = parse_storage_options(storage_option)
+    from .stores import open_store
+
     try:
         data, var = open_store(store, variable, dim, options, batch=bool(batch_dims))
         if isinstance(data, str) and options:

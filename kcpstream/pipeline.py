@@ -174,26 +174,15 @@ def _lock(folder: str):
 
 
 def _open_input(job: dict[str, Any]):
-    from .labeled import open_zarr_lazily
+    from .errors import InputError
+    from .stores import open_dataset
 
     inp = job["input"]
-    store = inp["store"]
-    if "://" not in store and not os.path.exists(store):
-        raise JobError(f"[input] store {store!r} does not exist")
-    try:
-        ds = open_zarr_lazily(store, inp.get("storage_options"))
-    except Exception as exc:
-        raise JobError(f"[input] cannot open {store!r} as an xarray zarr store: {exc}") from None
     names = inp.get("variables") or ([inp["variable"]] if "variable" in inp else None)
-    if names:
-        missing = [v for v in names if v not in ds.data_vars]
-        if missing:
-            raise JobError(
-                f"[input] the store has no variable {missing[0]!r}; "
-                f"its variables are {', '.join(map(str, ds.data_vars))}"
-            )
-        ds = ds[names]
-    return ds
+    try:
+        return open_dataset(inp["store"], names, inp.get("storage_options"))
+    except InputError as exc:
+        raise JobError(f"[input] {exc}") from None
 
 
 def run_job(

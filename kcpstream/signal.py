@@ -23,6 +23,7 @@ from ._checks import check_dtype, default_chunk
 from ._dask import List, TaskRef, array_source, getter
 from ._graph import in_process_scheduler
 from .errors import InputError
+from .stores import open_decoded, open_zarr
 
 __all__ = [
     "Signal",
@@ -362,77 +363,6 @@ def check_finite_index(first_bad: int | None, description: str) -> None:
         )
 
 
-def _open_zarr(
-    path: str | os.PathLike, variable: str | None, storage_options: dict | None = None
-) -> tuple[Any, str, Any]:
-    """The zarr array at ``path`` (``variable`` in a group), its description and
-    the group it is in (None for a store that is one array)."""
-    import zarr
-
-    path_str = os.fspath(path)
-    remote = "://" in path_str and not path_str.startswith("file://")
-    if not remote and storage_options:
-        raise InputError(
-            f"storage_options apply to URLs of object stores (s3://, gs://, ...), not to the "
-            f"local path {path_str!r}; omit storage_options"
-        )
-    if "://" not in path_str and not os.path.exists(path_str):
-        raise InputError(f"no zarr store at {path_str!r}: check the path")
-    try:
-        kwargs = {"storage_options": storage_options} if remote and storage_options else {}
-        node = zarr.open(path_str, mode="r", **kwargs)
-    except Exception as exc:  # zarr raises several types for unreadable stores
-        raise InputError(f"cannot open {path_str!r} as a zarr store: {_first_line(exc)}") from exc
-    if isinstance(node, zarr.Array):
-        if variable is not None:
-            raise InputError(
-                f"{path_str!r} is a single zarr array, so variable={variable!r} does not apply; "
-                "omit variable"
-            )
-        return node, path_str, None
-    names = sorted(node.array_keys())
-    if variable is None:
-        if len(names) == 1:
-            variable = names[0]
-        else:
-            raise InputError(
-                f"the zarr group {path_str!r} holds {len(names)} arrays "
-                f"({', '.join(names) or 'none'}); "
-                "choose one with variable=<name>"
-            )
-    try:
-        arr = node[variable]
-    except KeyError:
-        raise InputError(
-            f"the zarr group {path_str!r} has no array {variable!r}; "
-            f"available arrays: {', '.join(names) or 'none'}"
-        ) from None
-    if not isinstance(arr, zarr.Array):
-        raise InputError(f"{variable!r} in {path_str!r} is a group, not an array")
-    return arr, f"{path_str}/{variable}", node
-
-
-def _open_decoded(path: str, name: str, storage_options: dict | None) -> Any:
-    """Variable ``name`` of a store through xarray's CF decoding, without loading
-    the time index where xarray allows it."""
-    from .labeled import open_zarr_lazily
-
-    try:
-        return open_zarr_lazily(path, storage_options)[name]
-    except Exception as exc:
-        raise InputError(
-            f"cannot decode {path!r}/{name} (CF attributes) with xarray: {_first_line(exc)}"
-        ) from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    """An exception in one line: its type when the text says nothing useful
-    (a missing bucket is a bare ``FileNotFoundError('bucket/x.zarr')``)."""
-    text = (str(exc).strip().splitlines() or [""])[0]
-    name = type(exc).__name__
-    return f"{name}: {text}" if text else name
-
-
 def as_signal(
     data: Any,
     *,
@@ -554,11 +484,11 @@ class _Input:
 def _read_input(data, variable, variables, dim, chunks, storage_options) -> _Input:
     """Any supported input as a dask array and what it is read from."""
     if isinstance(data, str | os.PathLike):
-        opened = _open_zarr(data, variable, storage_options)
+        opened = open_zarr(data, variable, storage_options)
         if opened[2] is None or pv.stored_as_values(opened[0]):
             return _from_path(data, variable, dim, *opened)
         # CF-encoded values (a scale, a fill value to mask): xarray decodes them
-        data = _open_decoded(os.fspath(data), opened[0].basename, storage_options)
+        data = open_decoded(os.fspath(data), opened[0].basename, storage_options)
     if _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
