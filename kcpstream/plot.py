@@ -1,8 +1,8 @@
 """Plots of a segmentation (matplotlib, the ``plot`` extra).
 
-The signal is drawn as a min/max envelope over at most ``max_points`` bins,
-computed in one dask pass (each run of chunks gives the minima and maxima of
-the bins it overlaps), so a signal of 10^8 samples plots in seconds.
+What they draw is computed by :mod:`kcpstream.plotdata`: the signal as a
+min/max envelope over at most ``max_points`` bins (one dask pass), and the
+gain of splitting a segment at each position.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._graph import TaskBatch
-from .passes import pass_runs
+from .plotdata import envelope, segment_gains
 
 if TYPE_CHECKING:  # pragma: no cover
     from .result import Segmentation
 
-__all__ = ["envelope", "plot_segmentation", "plot_path", "plot_gain"]
+__all__ = ["plot_segmentation", "plot_path", "plot_gain"]
 
 
 def _pyplot():
@@ -28,45 +27,6 @@ def _pyplot():
             "plotting needs matplotlib: pip install 'kcpstream[plot]' (or pip install matplotlib)"
         ) from None
     return plt
-
-
-def _chunk_envelope(x: np.ndarray, start: int, edges: np.ndarray):
-    """Min and max of each bin (edges in signal positions) that chunk ``x`` overlaps."""
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim == 1:
-        x = x[:, None]
-    end = start + len(x)
-    first = int(np.searchsorted(edges, start, side="right")) - 1
-    last = int(np.searchsorted(edges, end - 1, side="right")) - 1
-    cuts = np.clip(edges[first : last + 2], start, end) - start
-    lo = np.minimum.reduceat(x, cuts[:-1], axis=0)
-    hi = np.maximum.reduceat(x, cuts[:-1], axis=0)
-    return first, lo, hi
-
-
-def _run_envelope(source, edges: np.ndarray):
-    """:func:`_chunk_envelope` of a run of chunks, read inside the task."""
-    return _chunk_envelope(source.read(), source.start, edges)
-
-
-def envelope(data: Any, max_points: int = 4000, **signal_kwargs: Any):
-    """``(bin_starts, lo, hi)``: min and max of each channel over at most ``max_points`` bins."""
-    from .signal import as_signal
-
-    signal = as_signal(data, **signal_kwargs)
-    n = signal.n
-    bins = max(1, min(n, max_points))
-    edges = np.unique(np.linspace(0, n, bins + 1).round().astype(np.int64))
-    batch = TaskBatch("envelope")  # one task per run of chunks, as in the data pass
-    for first, last in pass_runs(signal.chunk_starts, signal.row_bytes):
-        signal.reader.add_task(batch, _run_envelope, first, last, edges)
-    lo = np.full((len(edges) - 1, signal.d), np.inf)
-    hi = np.full((len(edges) - 1, signal.d), -np.inf)
-    for first, clo, chi in batch.compute():
-        k = len(clo)
-        lo[first : first + k] = np.minimum(lo[first : first + k], clo)
-        hi[first : first + k] = np.maximum(hi[first : first + k], chi)
-    return edges[:-1], lo, hi, signal
 
 
 def _positions_to_axis(res: Segmentation, positions: np.ndarray, signal=None):
@@ -149,29 +109,9 @@ def plot_gain(
     The segment's samples are featurized once; gains are exact (from integer
     prefix sums), evaluated at an even subset of the positions.
     """
-    from ._kernels.blockstats import split_gain
-    from .signal import as_signal
-
     plt = _pyplot()
-    signal = as_signal(data, **signal_kwargs)
+    positions, gains, signal = segment_gains(res, data, segment, max_points, **signal_kwargs)
     a, e = res.segments[segment]
-    w = res.features.window_samples  # window maps: one feature vector per w samples
-    q_exp = res.features.quantum_exponent_
-    x = np.asarray(signal.data[a:e].compute())
-    if w > 1:
-        x = x[: len(x) // w * w].reshape(-1, w * x.shape[1])
-    z = res.features.transform(x).astype(np.float64) * 2.0**q_exp
-    cums = np.concatenate(
-        [np.zeros((1, z.shape[1]), np.int64), np.cumsum(z.astype(np.int64), axis=0)]
-    )
-    n_seg = len(z)
-    positions = np.unique(
-        np.linspace(1, n_seg - 1, min(max_points, n_seg - 1)).round().astype(np.int64)
-    )
-    total = cums[-1]
-    unit = 2.0 ** (-2 * q_exp)
-    gains = np.array([split_gain(int(c), int(n_seg - c), cums[c], total) * unit for c in positions])
-    positions = positions * w
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3))
     xs = _positions_to_axis(res, positions + a, signal)

@@ -11,7 +11,7 @@ import xarray as xr
 
 import kcpstream
 from kcpstream import datasets
-from kcpstream.plot import envelope
+from kcpstream.plotdata import envelope
 
 matplotlib.use("Agg")
 

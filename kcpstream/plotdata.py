@@ -1,0 +1,89 @@
+"""What the plots of a segmentation draw (:mod:`kcpstream.plot`), computed
+without matplotlib: the signal's min/max envelope over bins, in one dask pass
+(each run of chunks gives the minima and maxima of the bins it overlaps, so a
+signal of 10^8 samples is summarised in seconds), and the exact gain of
+splitting one segment at each of its positions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._graph import TaskBatch
+from ._kernels.blockstats import split_gain
+from .passes import pass_runs
+from .signal import as_signal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .result import Segmentation
+
+__all__ = ["envelope", "segment_gains"]
+
+
+def _chunk_envelope(x: np.ndarray, start: int, edges: np.ndarray):
+    """Min and max of each bin (edges in signal positions) that chunk ``x`` overlaps."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    end = start + len(x)
+    first = int(np.searchsorted(edges, start, side="right")) - 1
+    last = int(np.searchsorted(edges, end - 1, side="right")) - 1
+    cuts = np.clip(edges[first : last + 2], start, end) - start
+    lo = np.minimum.reduceat(x, cuts[:-1], axis=0)
+    hi = np.maximum.reduceat(x, cuts[:-1], axis=0)
+    return first, lo, hi
+
+
+def _run_envelope(source, edges: np.ndarray):
+    """:func:`_chunk_envelope` of a run of chunks, read inside the task."""
+    return _chunk_envelope(source.read(), source.start, edges)
+
+
+def envelope(data: Any, max_points: int = 4000, **signal_kwargs: Any):
+    """``(bin_starts, lo, hi, signal)``: min and max of each channel over at most
+    ``max_points`` bins, and the signal they were read from."""
+    signal = as_signal(data, **signal_kwargs)
+    n = signal.n
+    bins = max(1, min(n, max_points))
+    edges = np.unique(np.linspace(0, n, bins + 1).round().astype(np.int64))
+    batch = TaskBatch("envelope")  # one task per run of chunks, as in the data pass
+    for first, last in pass_runs(signal.chunk_starts, signal.row_bytes):
+        signal.reader.add_task(batch, _run_envelope, first, last, edges)
+    lo = np.full((len(edges) - 1, signal.d), np.inf)
+    hi = np.full((len(edges) - 1, signal.d), -np.inf)
+    for first, clo, chi in batch.compute():
+        k = len(clo)
+        lo[first : first + k] = np.minimum(lo[first : first + k], clo)
+        hi[first : first + k] = np.maximum(hi[first : first + k], chi)
+    return edges[:-1], lo, hi, signal
+
+
+def segment_gains(
+    res: Segmentation, data: Any, segment: int, max_points: int, **signal_kwargs: Any
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """``(positions, gains, signal)``: the gain of splitting segment ``segment`` of
+    ``res`` at up to ``max_points`` of its positions (offsets from its start, in
+    samples).  The segment's samples are featurized once; gains are exact (from
+    integer prefix sums)."""
+    signal = as_signal(data, **signal_kwargs)
+    a, e = res.segments[segment]
+    w = res.features.window_samples  # window maps: one feature vector per w samples
+    q_exp = res.features.quantum_exponent_
+    x = np.asarray(signal.data[a:e].compute())
+    if w > 1:
+        x = x[: len(x) // w * w].reshape(-1, w * x.shape[1])
+    z = res.features.transform(x).astype(np.float64) * 2.0**q_exp
+    cums = np.concatenate(
+        [np.zeros((1, z.shape[1]), np.int64), np.cumsum(z.astype(np.int64), axis=0)]
+    )
+    n_seg = len(z)
+    positions = np.unique(
+        np.linspace(1, n_seg - 1, min(max_points, n_seg - 1)).round().astype(np.int64)
+    )
+    total = cums[-1]
+    unit = 2.0 ** (-2 * q_exp)
+    gains = np.array([split_gain(int(c), int(n_seg - c), cums[c], total) * unit for c in positions])
+    positions = positions * w
+    return positions, gains, signal
