@@ -36,8 +36,7 @@ def open_zarr(
             f"storage_options apply to URLs of object stores (s3://, gs://, ...), not to the "
             f"local path {path_str!r}; omit storage_options"
         )
-    if "://" not in path_str and not os.path.exists(path_str):
-        raise InputError(f"no zarr store at {path_str!r}: check the path")
+    _check_exists(path_str)
     try:
         kwargs = {"storage_options": storage_options} if remote and storage_options else {}
         node = zarr.open(path_str, mode="r", **kwargs)
@@ -108,8 +107,7 @@ def open_store(
     is segmented by path as plain zarr arrays."""
     import zarr
 
-    if "://" not in path and not os.path.exists(path):
-        raise InputError(f"no zarr store at {path!r}: check the path")
+    _check_exists(path)
     with warnings.catch_warnings():  # zarr's notes on consolidated metadata
         warnings.simplefilter("ignore")
         try:
@@ -148,6 +146,12 @@ def open_store(
         return path, names[0]
     ds = open_zarr_lazily(path, storage_options)
     return (ds[names[0]] if len(names) == 1 else ds[names]), None
+
+
+def _check_exists(path: str) -> None:
+    """A local path that names nothing is refused before zarr makes a guess of it."""
+    if "://" not in path and not os.path.exists(path):
+        raise InputError(f"no zarr store at {path!r}: check the path")
 
 
 def open_dataset(store: str, variables: list[str] | None, storage_options: dict | None = None):
