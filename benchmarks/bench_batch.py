@@ -63,11 +63,17 @@ def write_store(path: str, sensors: int, n: int) -> None:
     ds.chunk({"time": n, "sensor": 1}).to_zarr(path, mode="w")
 
 
-def run(sensors: int, n: int, root: str) -> dict:
+def store(sensors: int, n: int, root: str) -> str:
+    """The store of ``sensors`` series of ``n`` samples in ``root``, written if absent."""
     path = os.path.join(root, f"s{sensors}-n{n}.zarr")
     if not os.path.exists(path):
         os.makedirs(root, exist_ok=True)
         write_store(path, sensors, n)
+    return path
+
+
+def run(sensors: int, n: int, root: str) -> dict:
+    path = store(sensors, n, root)
     out = {}
     for mode in ("batch", "loop"):
         res = subprocess.run([sys.executable, "-c", CHILD, mode, path],

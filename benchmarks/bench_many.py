@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 
 import numpy as np
 from _report import PEAK_RSS_CODE, machine, report
+from bench_batch import store
 
 CHILD = (
     PEAK_RSS_CODE
@@ -49,24 +49,8 @@ def truth(sensors: int, n: int) -> list[list[int]]:
             for s in range(sensors)]  # fmt: skip
 
 
-def write_store(path: str, sensors: int, n: int) -> None:
-    import xarray as xr
-
-    from kcpstream import datasets
-
-    x = np.empty((n, sensors), np.float32)
-    for s in range(sensors):
-        x[:, s] = datasets.changing_distribution(n, 3, seed=100 + s).x
-    names = [f"S{i:04d}" for i in range(sensors)]
-    ds = xr.Dataset({"v": (("time", "sensor"), x)}, coords={"sensor": names})
-    ds.chunk({"time": n, "sensor": 1}).to_zarr(path, mode="w")
-
-
 def run(sensors: int, n: int, root: str) -> dict:
-    path = os.path.join(root, f"s{sensors}-n{n}.zarr")
-    if not os.path.exists(path):
-        os.makedirs(root, exist_ok=True)
-        write_store(path, sensors, n)
+    path = store(sensors, n, root)  # bench_batch's store: 3 changes per series
     res = subprocess.run([sys.executable, "-c", CHILD, path],
                          capture_output=True, text=True, check=True)  # fmt: skip
     out = json.loads(res.stdout.splitlines()[-1])
