@@ -10,7 +10,9 @@ Three parts, every call with kcpstream's defaults (``segment(x)``) unless said:
 * ``null``: stationary series without change -- iid normal, AR(1) with
   phi = 0.5, 0.9, 0.95, ARMA(2, 1), Student t with 3 degrees of freedom, and a
   fixed seasonal cycle (20 periods, random phase) plus noise -- at
-  n = 10^2 ... 10^6: the share of series given any change-point (target 5 %).
+  n = 10^2 ... 10^6: the share of series given any change-point (target 5 %);
+  and, apart, drifting series without a change (a linear trend, the cycle on
+  a trend, a random walk), which should get none either.
 * ``scenarios``: the thesis's scenarios 1 and 2 (n = 1000, 10 changes, 40
   draws): F1 with a margin of 1 % of n and how often the count is right; and
   scenario 1 at n = 10^4, how often exactly the true count is found.
@@ -105,10 +107,19 @@ NULLS = {
 }
 
 
+#: Series without a change that are not stationary: a steady drift is no
+#: change-point either (reported apart from the 5 % target).
+DRIFTS = {
+    "linear trend": lambda n, rng: 3.0 * np.arange(n) / n + rng.standard_normal(n),
+    "seasonal + trend": lambda n, rng: NULLS["seasonal"](n, rng) + 2.0 * np.arange(n) / n,
+    "random walk": lambda n, rng: np.cumsum(rng.standard_normal(n)),
+}
+
+
 def run_null(reps: int, max_n: int) -> dict:
     sizes = [n for n in (100, 1_000, 10_000, 100_000, 1_000_000) if n <= max_n]
     out = {}
-    for family, draw in NULLS.items():
+    for family, draw in {**NULLS, **DRIFTS}.items():
         for n in sizes:
             r = reps if n <= 10_000 else max(5, reps // 4) if n <= 100_000 else max(5, reps // 8)
             counts = [
@@ -185,13 +196,12 @@ def markdown(result: dict) -> str:
         lines.append("| family | " + " | ".join(f"n = {n}" for n in sizes) + " |")
         lines.append("|---|" + "---|" * len(sizes))
         for family in NULLS:
-            cells = [
-                f"{r['any']:.2f} ({r['draws']})"
-                for n in sizes
-                for r in rows
-                if r["family"] == family and r["n"] == n
-            ]
-            lines.append(f"| {family} | " + " | ".join(cells) + " |")
+            lines.append(_null_row(family, rows, sizes))
+        lines += ["", "## Drifting series without a change (no target): share given any", ""]
+        lines.append("| family | " + " | ".join(f"n = {n}" for n in sizes) + " |")
+        lines.append("|---|" + "---|" * len(sizes))
+        for family in DRIFTS:
+            lines.append(_null_row(family, rows, sizes))
         lines.append("")
     if "scenarios" in result:
         lines += ["## Thesis scenarios, automatic count", "", "| scenario, n | F1 (1 % margin) "
@@ -200,6 +210,16 @@ def markdown(result: dict) -> str:
             lines.append(f"| {k} | {v['f1']:.3f} | {v['exact_count']:.2f} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _null_row(family: str, rows, sizes) -> str:
+    cells = [
+        f"{r['any']:.2f} ({r['draws']})"
+        for n in sizes
+        for r in rows
+        if r["family"] == family and r["n"] == n
+    ]
+    return f"| {family} | " + " | ".join(cells) + " |"
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ from .significance import (
     split_pvalue,
 )
 from .stats import BlockStats
+from .trend import GridMoments, line_gain
 
 #: Rounds of noise estimation without the changes accepted so far (``pen="auto"``).
 MAX_NOISE_ROUNDS = 8
@@ -141,7 +142,7 @@ def _select_by_test(job: Job, order, partitions, alpha: float, d_max: int) -> Se
                 break
             accepted, job.noise = found, noise
     finally:  # a batch's series are chosen one after the other: one holds them at a time
-        job.diffs = None
+        job.diffs = job.moments = None
     return Selection(
         "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=job.noise.to_dict()
     )
@@ -182,7 +183,7 @@ def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
         # the segmentations of the path share most of their (start, split, end):
         # each is tested once, and a segmentation only until one fails
         if all(
-            _local_pvalue(job, a, c, e) <= level
+            _local_pvalue(job, a, c, e) <= level and _is_step(job, a, c, e)
             for a, c, e, level in zip(bounds[:-2], bounds[1:-1], bounds[2:], levels, strict=True)
         ):
             return [int(c) for c in chosen]
@@ -195,6 +196,20 @@ def _local_pvalue(job: Job, start: int, split: int, end: int) -> float:
     if key not in job.gains:
         job.gains[key] = local_gains(job.stats, [split], start, end)[0] / job.stats.unit
     return _pvalue(job, job.gains[key], start, split, end)
+
+
+def _is_step(job: Job, start: int, split: int, end: int) -> bool:
+    """Whether the change-point ``split`` explains ``[start, end)`` better than a
+    straight line in time does (:mod:`kcpstream.trend`): a trend is no change.
+
+    The two models add as many parameters, so the larger gain wins; on a
+    trend, the segmentations with fewer change-points (tried next) have
+    longer neighbourhoods, where the line wins clearly."""
+    if (start, end) not in job.lines:
+        if job.moments is None:
+            job.moments = GridMoments.of(job.stats)
+        job.lines[(start, end)] = line_gain(job.stats, job.moments, start, end)
+    return job.gains[(start, split, end)] > job.lines[(start, end)]
 
 
 def _pvalue(job: Job, gain_q: float, start: int, split: int, end: int) -> float:

@@ -56,8 +56,9 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
     ----------
     stretches : list of numpy.ndarray
         Stretches of consecutive samples (1-D), e.g. evenly spaced over a long
-        series.  Each is centred on its own mean (a level that differs from one
-        stretch to the next is not a cycle); the median of their
+        series.  Each is taken about its own least-squares line (a level that
+        differs from one stretch to the next is not a cycle, nor is a drift
+        within one, which would hide the cycle); the median of their
         autocorrelations is used.  Lags up to a quarter of the shortest
         stretch are searched.
     level : float
@@ -79,7 +80,7 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
         return None
     acfs = []
     for p in pieces:
-        c = p - p.mean()
+        c = _detrended(p)
         spec = np.fft.rfft(c, 2 * c.size)
         acov = np.fft.irfft(spec * np.conj(spec), 2 * c.size)[: max_lag + 1]
         if acov[0] > 0:
@@ -133,6 +134,15 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
     if echo is None or not echo > bound:
         return None
     return period
+
+
+def _detrended(p: np.ndarray) -> np.ndarray:
+    """``p`` less its least-squares line in time: a trend keeps the
+    autocorrelation positive at every lag the stretch holds, and a cycle on it
+    would never show its dips."""
+    t = np.arange(p.size, dtype=np.float64) - (p.size - 1) / 2.0
+    c = p - p.mean()
+    return c - (float(t @ c) / float(t @ t)) * t
 
 
 def _shortest_divisor(highest: int, lags: np.ndarray) -> int:

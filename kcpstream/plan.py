@@ -135,6 +135,8 @@ class Job:
     noise: LongRunNoise | None = None  # the features' long-run covariance
     spreads: dict = field(default_factory=dict)  # each tested segment's own short-range spread
     diffs: Any = None  # consecutive differences of the series' batch sums (choose)
+    moments: Any = None  # kcpstream.trend.GridMoments of the series (choose)
+    lines: dict = field(default_factory=dict)  # (start, end) -> a line's gain, quantized units
     pvalues: dict = field(default_factory=dict)  # (start, split, end, gain, noise) -> p-value
     gains: dict = field(default_factory=dict)  # (start, split, end) -> gain, quantized units
     log: SearchLog = field(default_factory=SearchLog)

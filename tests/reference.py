@@ -189,3 +189,23 @@ def dp_reference(values, d_max):
             best[d, j] = top
             arg[d, j] = where
     return best, arg
+
+
+def line_gain_reference(q: np.ndarray, block_size: int, start: int, end: int) -> float:
+    """Weighted least squares of a straight line in time through the mean
+    features of the pieces of ``[start, end)`` cut at the grid points
+    ``0, B, 2B, ...`` (each piece at its centre, weighted by its samples):
+    its regression sum of squares, from the samples' features ``q`` (n, p)."""
+    cuts = [start, *range(-(-(start + 1) // block_size) * block_size, end, block_size), end]
+    cuts = sorted(set(c for c in cuts if start <= c <= end))
+    if len(cuts) < 3:
+        return 0.0
+    counts = np.diff(cuts).astype(np.float64)
+    centres = np.array([(a + b - 1) / 2 for a, b in itertools.pairwise(cuts)])
+    means = np.array([q[a:b].sum(axis=0) for a, b in itertools.pairwise(cuts)]) / counts[:, None]
+    w = np.sqrt(counts)[:, None]
+    design = np.column_stack([np.ones_like(centres), centres - centres.mean()])
+    coef, *_ = np.linalg.lstsq(design * w, means * w, rcond=None)
+    fitted = design @ coef
+    overall = (counts[:, None] * means).sum(axis=0) / counts.sum()
+    return float((counts[:, None] * (fitted - overall) ** 2).sum())

@@ -43,6 +43,17 @@ def test_the_period_of_a_noisy_cycle_is_found(period):
     assert abs(dominant_period(_stretches(x)) - period) <= max(1, period // 100)
 
 
+@pytest.mark.parametrize(("n", "period"), [(1_000, 50), (10_000, 500), (200_000, 600)])
+def test_the_period_of_a_cycle_on_a_trend_is_found(n, period):
+    # a drift keeps the autocorrelation of a stretch about its mean positive at
+    # every lag: each stretch is taken about its own line
+    found = [
+        dominant_period(_stretches(_sine(n, period, seed=s) + 2.0 * np.arange(n) / n))
+        for s in range(10)
+    ]
+    assert all(f is not None and abs(f - period) <= max(1, period // 50) for f in found)
+
+
 def test_a_cycle_of_spikes_has_its_own_period_not_a_harmonic():
     x = np.zeros(50_000)
     x[::50] = 5.0  # a heartbeat-like train: every harmonic of 1/50 is as strong

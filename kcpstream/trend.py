@@ -1,0 +1,119 @@
+"""A step or a trend: whether a change-point explains its neighbourhood better
+than a straight line does.
+
+A steady drift -- a trend -- moves the mean of the features as surely as a
+step does, and binary segmentation approximates it by a staircase whose every
+step is significant against stationary noise.  A trend is not what a
+change-point means, so a change-point ``c`` between its neighbours ``a`` and
+``e`` is kept only when the step at ``c`` fits the samples of ``[a, e)`` better
+than a straight line in time does (Bai & Perron's break and a linear trend
+are the two models): both add one vector of ``p`` parameters to the segment's
+mean, so the one with the larger gain -- the larger drop of the kernel cost --
+is the better model, with no penalty between them.  A step between two flat
+segments keeps most of its gain against the line (the line explains
+``3 u (1 - u)`` of it, at most three quarters, for a step at the fraction
+``u`` of the segment); a trend gives the line a third more gain than the best
+step (the step explains at most three quarters of a line).
+
+The line is fitted to the grid's pieces (the blocks, and the parts of a block
+cut off by ``a`` and ``e``), each at its centre: exact with one block per
+sample (short series, windows), and on the block grid a line through the
+block means, which the within-block positions change by one block's width.
+Both models are fitted to the same exact integer sums, so the decision is
+the same whatever the chunking and however the pass was scheduled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .stats import BlockStats
+
+__all__ = ["GridMoments", "line_gain"]
+
+
+@dataclass(frozen=True)
+class GridMoments:
+    """The second prefix sums of a grid's feature sums, that a line fit needs.
+
+    Attributes
+    ----------
+    positions : ndarray
+        The grid points ``0, B, 2B, ..., n`` (int64, ``m + 1``).
+    twice : ndarray
+        ``Q_i = sum_{l <= i} P_l`` (float64, ``(p, m + 1)``), ``P_l`` the exact
+        prefix sum of the features at grid point ``l`` (quantized units).
+    """
+
+    positions: np.ndarray
+    twice: np.ndarray
+
+    @classmethod
+    def of(cls, stats: BlockStats) -> GridMoments:
+        """The moments of ``stats``'s grid (one pass over its prefix sums)."""
+        cols = stats.prefix.shape[1]
+        positions = np.minimum(np.arange(cols, dtype=np.int64) * stats.block_size, stats.n)
+        return cls(positions, np.cumsum(stats.prefix, axis=1, dtype=np.float64))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.positions.nbytes + self.twice.nbytes)
+
+
+def line_gain(stats: BlockStats, moments: GridMoments, start: int, end: int) -> float:
+    """Cost decrease (quantized units) of a straight line in time over the mean
+    of ``[start, end)``, fitted by least squares to its pieces on the grid.
+
+    ``start`` and ``end`` are grid points or refined splits of ``stats``.  A
+    range inside one piece has no line: 0.
+
+    Every sum is taken about the range's mean time (``(start + end - 1) / 2``,
+    which is also the pieces' mean centre): the moments of positions near
+    ``10^10`` would otherwise cancel to nothing in float64.
+    """
+    pos = moments.positions
+    first = int(np.searchsorted(pos, start, side="left"))  # first grid point >= start
+    last = int(np.searchsorted(pos, end, side="right")) - 1  # last grid point <= end
+    if first > last:
+        return 0.0
+    mean = (start + end - 1) / 2.0
+    pieces = [(start, int(pos[first])), (int(pos[last]), end)]  # parts of a block
+    counts = [b - a for a, b in pieces if b > a]
+    moment = np.zeros(stats.n_features, dtype=np.float64)
+    for a, b in pieces:
+        if b > a:
+            s = stats.prefix_at(b)[0] - stats.prefix_at(a)[0]
+            moment += ((a + b - 1) / 2.0 - mean) * s.astype(np.float64)
+    if last > first:
+        moment += _whole_pieces(stats, moments, first, last, mean)
+        counts.extend(np.diff(pos[first : last + 1]).tolist())
+    N = float(end - start)
+    n_j = np.asarray(counts, dtype=np.float64)
+    # sum over the pieces of n_j (tau_j - mean)^2: the samples' spread about
+    # their mean less each piece's own
+    spread = (N * N - 1.0) * N / 12.0 - float(((n_j * n_j - 1.0) * n_j).sum()) / 12.0
+    if not spread > 0:
+        return 0.0
+    return float(moment @ moment) / spread
+
+
+def _whole_pieces(stats, moments, i: int, k: int, mean: float) -> np.ndarray:
+    """``sum_{j = i}^{k - 1} (tau_j - mean) S_j`` over the grid's pieces
+    ``[g_j, g_j+1)``, by summation by parts: ``(tau_{k-1} - mean) P_k -
+    (tau_i - mean) P_i - sum_{m = i+1}^{k-1} (tau_m - tau_{m-1}) P_m``."""
+    pos, B = moments.positions, stats.block_size
+    tau_i = (pos[i] + pos[i + 1] - 1) / 2.0
+    tau_k = (pos[k - 1] + pos[k] - 1) / 2.0
+    P = stats.prefix
+    out = (tau_k - mean) * P[:, k].astype(np.float64) - (tau_i - mean) * P[:, i].astype(np.float64)
+    if k - 1 > i:
+        # consecutive centres are B apart but for the last, shorter block
+        inner = B * (moments.twice[:, k - 1] - moments.twice[:, i])
+        m = len(pos) - 2  # the last piece's index
+        if i < m <= k - 1:
+            step = (pos[m + 1] - pos[m - 1]) / 2.0
+            inner += (step - B) * P[:, m].astype(np.float64)
+        out -= inner
+    return out
