@@ -23,6 +23,7 @@ from ._kernels.blockstats import (
     first_nonfinite_row,
     largest_boundary_gain,
     merge_pieces_into_blocks,
+    snapshot_every,
 )
 from ._kernels.dense import sample_prefix_sums
 from .cache import CacheHandle, SampleCache, caches_reachable, chunks_holding, home_of
@@ -77,7 +78,8 @@ def chunk_block_stats(
     norm_bound = float(fmap.quantized_norm_bound_)
     fast = fmap.accumulate_tile_stats
     tile_len = (tile // B) * B if B <= tile else tile
-    work_S, snaps = accumulate_work(max(tile_len, tile), B, p)
+    every = snapshot_every(fmap.window_samples)
+    work_S, snaps = accumulate_work(max(tile_len, tile), B, p, every)
     buf = scratch_features(fmap, tile_len, "tile")
     pos = start
     while pos < end:
@@ -95,7 +97,9 @@ def chunk_block_stats(
         else:
             z = buf if t_end - pos == tile_len else scratch_features(fmap, t_end - pos, "tile")
             fmap.featurize_tile(xt, z)
-            accumulate_tile(z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound, work_S, snaps)
+            accumulate_tile(
+                z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound, work_S, snaps, every
+            )
         pos = t_end
     return {
         "first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R,

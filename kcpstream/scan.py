@@ -15,7 +15,7 @@ import numpy as np
 
 from . import ranges
 from ._graph import TaskBatch
-from ._kernels.blockstats import piece_stats
+from ._kernels.blockstats import piece_stats, snapshot_every
 from ._kernels.blockstats import scan_piece as _scan_piece_kernel
 from ._kernels.blockstats import scan_pieces as _scan_pieces_kernel
 from .cache import CacheHandle, SampleCache, caches_reachable, chunks_holding, home_of
@@ -27,13 +27,16 @@ from .stats import PieceStats
 __all__ = ["ScanRequest", "ScanResult", "scan_piece", "scan_batch", "scan_run", "scan_many"]
 
 
-def _split_pieces(z: np.ndarray, scale: float, cut: int) -> tuple[PieceStats, PieceStats]:
-    """Statistics of the features ``z`` (k, L, m) before and after ``cut``."""
+def _split_pieces(
+    z: np.ndarray, scale: float, cut: int, every: int
+) -> tuple[PieceStats, PieceStats]:
+    """Statistics of the features ``z`` (k, L, m) before and after ``cut``
+    (bridge evaluated every ``every`` samples)."""
     p = z.shape[0] * z.shape[2]
     S = np.empty((2, p), np.int64)
     Q, M2, R = np.empty(2), np.empty(2), np.empty(2)
     cnt = np.empty(2, np.int64)
-    piece_stats(z, scale, np.array([0, cut, z.shape[1]], np.int64), S, Q, M2, R, cnt)
+    piece_stats(z, scale, np.array([0, cut, z.shape[1]], np.int64), S, Q, M2, R, cnt, -1.0, every)
     left, right = (
         PieceStats(count=int(cnt[i]), S=S[i], Q=float(Q[i]), M2=float(M2[i]), R=float(R[i]))
         for i in (0, 1)
@@ -81,7 +84,8 @@ def scan_piece(
     )
     left = right = None
     if pos >= 0:
-        left, right = _split_pieces(z, scale, pos - req.piece_start)
+        every = snapshot_every(fmap.window_samples)
+        left, right = _split_pieces(z, scale, pos - req.piece_start, every)
     return ScanResult(req, float(gain), int(pos), left, right)
 
 
@@ -126,7 +130,8 @@ def _scan_group(xs, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, ti
             best[r.segment] = i
     split = np.zeros(len(reqs), bool)
     split[list(best.values())] = True
-    halves = _split_halves(z, scale, offsets, positions - meta[:, 0], split)
+    every = snapshot_every(fmap.window_samples)
+    halves = _split_halves(z, scale, offsets, positions - meta[:, 0], split, every)
     return [
         ScanResult(r, float(gain), int(pos), *halves.get(i, (None, None)))
         for i, (r, gain, pos) in enumerate(zip(reqs, gains, positions, strict=True))
@@ -134,7 +139,12 @@ def _scan_group(xs, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, ti
 
 
 def _split_halves(
-    z: np.ndarray, scale: float, offsets: np.ndarray, cuts: np.ndarray, split: np.ndarray
+    z: np.ndarray,
+    scale: float,
+    offsets: np.ndarray,
+    cuts: np.ndarray,
+    split: np.ndarray,
+    every: int,
 ) -> dict[int, tuple[PieceStats, PieceStats]]:
     """Statistics of both halves of every split piece (piece ``i`` is
     ``z[:, offsets[i]:offsets[i + 1]]``, cut ``cuts[i]`` samples in), from one
@@ -149,7 +159,7 @@ def _split_halves(
     S = np.empty((n, z.shape[0] * z.shape[2]), np.int64)
     Q, M2, R = np.empty(n), np.empty(n), np.empty(n)
     cnt = np.empty(n, np.int64)
-    piece_stats(z, scale, edges, S, Q, M2, R, cnt)
+    piece_stats(z, scale, edges, S, Q, M2, R, cnt, -1.0, every)
 
     def stats(edge: int) -> PieceStats:
         j = int(np.searchsorted(edges, edge))

@@ -67,8 +67,14 @@ def _bridge(q: np.ndarray) -> float:
     return float(np.sqrt((r**2).sum(axis=1)).max()) if length > 1 else 0.0
 
 
-@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(1, 2), st.integers(1, 4))
-def test_piece_stats_match_numpy(seed, n, k, m):
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 60),
+    st.integers(1, 2),
+    st.integers(1, 4),
+    st.sampled_from([1, SNAPSHOT]),
+)
+def test_piece_stats_match_numpy(seed, n, k, m, every):
     rng = np.random.default_rng(seed)
     z = rng.normal(size=(k, n, m)).astype(np.float32)
     p = k * m
@@ -80,7 +86,7 @@ def test_piece_stats_match_numpy(seed, n, k, m):
     Q, M2, R = np.empty(pieces), np.empty(pieces), np.empty(pieces)
     cnt = np.empty(pieces, np.int64)
     scale = 2.0**20
-    piece_stats(z, scale, cuts, S, Q, M2, R, cnt)
+    piece_stats(z, scale, cuts, S, Q, M2, R, cnt, -1.0, every)
     q = np.rint(z.astype(np.float64) * scale).transpose(1, 0, 2).reshape(n, p)  # (n, p) rows
     for i in range(pieces):
         part = q[cuts[i] : cuts[i + 1]]
@@ -94,7 +100,9 @@ def test_piece_stats_match_numpy(seed, n, k, m):
         assert M2[i] == pytest.approx(expected_m2, rel=1e-9)
         # R bounds the bridge excursion from above, within the snapshot slack
         step = np.sqrt(M2[i]) + np.linalg.norm(part.sum(axis=0)) / len(part)
-        assert _bridge(part) * (1 - 1e-12) <= R[i] <= _bridge(part) + SNAPSHOT * step + 1e-6
+        assert _bridge(part) * (1 - 1e-12) <= R[i] <= _bridge(part) + every * step + 1e-6
+        if every == 1:  # evaluated at every position: the excursion itself
+            assert R[i] == pytest.approx(_bridge(part), rel=1e-8, abs=1e-6)
 
 
 @given(st.integers(0, 2**32 - 1), st.integers(2, 50), st.integers(1, 4))

@@ -73,18 +73,28 @@ def split_gain(n_left, n_right, sum_left, sum_total):
 SNAPSHOT = 8
 
 
+def snapshot_every(window_samples: int) -> int:
+    """Samples between the bridge excursion's evaluations for a map whose
+    feature vectors each hold ``window_samples`` samples: every one for
+    windows (a window's features cost far more than the ``p`` operations of
+    an evaluation, and windows vary far less than the a-priori step between
+    snapshots allows, which left the search's bounds loose enough to scan most
+    blocks again), :data:`SNAPSHOT` for pointwise maps."""
+    return 1 if window_samples > 1 else SNAPSHOT
+
+
 @njit(nogil=True, cache=True)
-def piece_stats(Z, scale, bounds, S, Q, M2, R, counts, norm_bound=-1.0):
+def piece_stats(Z, scale, bounds, S, Q, M2, R, counts, norm_bound=-1.0, every=SNAPSHOT):
     """Statistics of consecutive pieces of a feature tile (see :func:`piece_stats_into`)."""
     longest = 0
     for i in range(bounds.shape[0] - 1):
         longest = max(longest, bounds[i + 1] - bounds[i])
-    snaps = np.empty((longest // SNAPSHOT + 1, Z.shape[0] * Z.shape[2]))
-    piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps)
+    snaps = np.empty((longest // every + 1, Z.shape[0] * Z.shape[2]))
+    piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps, every)
 
 
 @njit(nogil=True, cache=True, fastmath={"reassoc", "nsz"})
-def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps):
+def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps, every):
     """Statistics of consecutive pieces of a feature tile.
 
     Parameters
@@ -96,8 +106,11 @@ def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps):
     norm_bound : float
         A bound on every sample's quantized norm known in advance (the
         feature map's), or a negative number to bound it from the data.
-    snaps : float64 work array, at least ``(longest piece // SNAPSHOT + 1, p)``
+    snaps : float64 work array, at least ``(longest piece // every + 1, p)``
         (passed in so that a caller reuses it: no allocation per tile).
+    every : int
+        Samples between evaluations of the bridge excursion
+        (:func:`snapshot_every`); 1 evaluates it at every sample.
 
     Every per-sample operation is elementwise across features (sum, sum of
     squares, maximum magnitude), so it vectorizes.  The quantized features
@@ -113,6 +126,8 @@ def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps):
       ``w`` samples after a snapshot ``||r_m|| <= ||r_k|| + w A`` (and
       likewise back from the next one), ``A`` bounding the norm of one sample
       minus the piece mean; hence ``(||r_k|| + ||r_k+1|| + w A) / 2``.
+      With ``every = 1`` every position is evaluated and ``R`` is the
+      excursion itself.
     """
     k, _, m = Z.shape
     p = k * m
@@ -137,7 +152,7 @@ def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps):
                     j = g * m + jj
                     s[j] += q
                     sq[j] += q * q
-            if (t - lo + 1) % SNAPSHOT == 0 and t + 1 < hi:
+            if (t - lo + 1) % every == 0 and t + 1 < hi:
                 snaps[n_snaps, :] = s
                 n_snaps += 1
         if norm_bound < 0.0:  # no bound known in advance: |q_j| <= max_t |z_tj| * scale + 1/2
@@ -166,15 +181,19 @@ def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps):
         prev = 0.0
         rmax = 0.0
         for kk in range(n_snaps):
-            frac = float((kk + 1) * SNAPSHOT) * inv_len
+            frac = float((kk + 1) * every) * inv_len
             acc = 0.0
             for j in range(p):
                 r = snaps[kk, j] - frac * s[j]
                 acc += r * r
             cur = math.sqrt(acc)
-            rmax = max(rmax, 0.5 * (prev + cur + SNAPSHOT * step))
+            if every == 1:  # nothing lies between two positions
+                rmax = max(rmax, cur)
+            else:
+                rmax = max(rmax, 0.5 * (prev + cur + every * step))
             prev = cur
-        rmax = max(rmax, 0.5 * (prev + (length - n_snaps * SNAPSHOT) * step))
+        if every > 1:
+            rmax = max(rmax, 0.5 * (prev + (length - n_snaps * every) * step))
         R[i] = 0.0 if length < 2 else rmax * (1.0 + 1e-9)
 
 
@@ -236,8 +255,9 @@ def tile_piece_bounds(tile_start, length, block_size):
 
 @njit(nogil=True, cache=True)
 def accumulate_tile(
-    Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2, R, norm_bound, work_S, snaps
-):
+    Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2, R, norm_bound, work_S, snaps,
+    every,
+):  # fmt: skip
     """Add a featurized tile (samples ``tile_start ..``) to block statistics.
 
     The tile is cut at block boundaries; each piece's statistics are merged
@@ -256,15 +276,17 @@ def accumulate_tile(
     p_M2 = np.empty(n_pieces)
     p_R = np.empty(n_pieces)
     p_cnt = np.empty(n_pieces, np.int64)
-    piece_stats_into(Z, scale, bounds, p_S, p_Q, p_M2, p_R, p_cnt, norm_bound, snaps)
+    piece_stats_into(Z, scale, bounds, p_S, p_Q, p_M2, p_R, p_cnt, norm_bound, snaps, every)
     block_ids = (tile_start + bounds[:-1]) // block_size - first_block
     merge_pieces_into_blocks(block_ids, p_cnt, p_S, p_Q, p_M2, p_R, cnt, S, Q, M2, R)
 
 
-def accumulate_work(tile_len: int, block_size: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+def accumulate_work(
+    tile_len: int, block_size: int, p: int, every: int = SNAPSHOT
+) -> tuple[np.ndarray, np.ndarray]:
     """The work arrays :func:`accumulate_tile` needs for tiles of ``tile_len`` samples."""
     pieces = tile_len // block_size + 2
-    return np.empty((pieces, p), np.int64), np.empty((tile_len // SNAPSHOT + 1, p))
+    return np.empty((pieces, p), np.int64), np.empty((tile_len // every + 1, p))
 
 
 @njit(nogil=True, cache=True)
