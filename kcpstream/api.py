@@ -93,7 +93,7 @@ def segment(
         ``n // min_size``; with ``n_bkps``, ``2 * n_bkps + 1`` within that).
     min_size : int, optional
         Fewest samples per segment (whole windows for a window map); default
-        ``max(2, n // 10_000)``.
+        ``n // 10_000``, at least 10 samples (or 2 windows; see the guide).
     min_duration : str, timedelta or number, optional
         The shortest segment as a duration of the time coordinate (``"10min"``),
         turned into samples at the mean sampling interval; instead of ``min_size``.

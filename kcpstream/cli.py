@@ -152,7 +152,10 @@ def main() -> None:
     "--features", default="auto", show_default=True, help="Feature map, e.g. rff:64 or brownian:32."
 )
 @click.option(
-    "--min-size", type=int, default=None, help="Shortest segment (default: n / 10^4, at least 2)."
+    "--min-size",
+    type=int,
+    default=None,
+    help="Shortest segment (default: n / 10^4, at least 10 samples or 2 windows).",
 )
 @click.option(
     "--min-duration",

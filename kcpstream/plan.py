@@ -38,6 +38,12 @@ TARGET_BATCH_BLOCKS = 2**20
 #: its gain is dominated by the few samples' own noise, not by a change.
 MIN_SEGMENT_SHARE = 1e-4
 
+#: ... and, segmented sample by sample, at least this many samples (a tenth of a
+#: shorter series): a segment's law is told from its neighbour's by its mean
+#: features, and the test's Gaussian tail for the maximum over positions does
+#: not hold for sums of a few samples of skewed or discrete features.
+MIN_SEGMENT_SAMPLES = 10
+
 #: Default largest number of segments on the path (pen="auto"; bounds the n_bkps default).
 DEFAULT_D_MAX = 100
 
@@ -96,10 +102,13 @@ def planned_length(n: int) -> int:
     return n if n <= EPOCH_MIN else 2 * epoch_length(n)
 
 
-def default_min_size(n: int) -> int:
-    """``min_size`` when none is given: :data:`MIN_SEGMENT_SHARE` of the series
-    (of its :func:`planned_length`), at least 2 samples (or windows)."""
-    return max(2, int(planned_length(n) * MIN_SEGMENT_SHARE))
+def default_min_size(n: int, window: int = 1) -> int:
+    """``min_size`` when none is given, for ``n`` feature vectors of ``window``
+    samples each: :data:`MIN_SEGMENT_SHARE` of the series (of its
+    :func:`planned_length`), at least 2 windows, or, samples segmented one by
+    one, at least :data:`MIN_SEGMENT_SAMPLES` (a tenth of a shorter series)."""
+    floor = 2 if window > 1 else max(2, min(MIN_SEGMENT_SAMPLES, n // 10))
+    return max(floor, int(planned_length(n) * MIN_SEGMENT_SHARE))
 
 
 @dataclass(frozen=True)
@@ -167,7 +176,7 @@ def min_size_of(st: Settings, signal: Signal, n: int, window: int) -> int:
     keeps the whole windows that hold them), else :func:`default_min_size`."""
     if st.min_duration is not None:
         return samples_of(st.min_duration, signal, window)
-    return default_min_size(n) if st.min_size is None else -(-st.min_size // window)
+    return default_min_size(n, window) if st.min_size is None else -(-st.min_size // window)
 
 
 def d_max_of(st: Settings, n: int, min_size: int) -> int:

@@ -161,8 +161,8 @@ def _signal(n, seed=0):
 @pytest.mark.parametrize("n", [40, 1000, 5000])
 def test_segment_in_memory_equals_the_block_grid(n, kw):
     x = _signal(n)
-    mem = kcpstream.segment(x, **kw)
-    grid = kcpstream.segment(x, block_size=16, **kw)
+    mem = kcpstream.segment(x, min_size=2, **kw)  # 8 change-points fit in 40 samples
+    grid = kcpstream.segment(x, min_size=2, block_size=16, **kw)
     assert mem.diagnostics.in_memory and not grid.diagnostics.in_memory
     assert mem.changepoints.tolist() == grid.changepoints.tolist()
     assert mem.order.tolist() == grid.order.tolist()

@@ -43,7 +43,7 @@ def test_linear_equals_ruptures_l2_binseg_with_penalty(seed):
     x = _piecewise(seed, 300, 2, n_cps=4)
     algo = rpt.Binseg(model="l2", jump=1, min_size=2).fit(x)
     for pen in (5.0, 20.0, 80.0):
-        res = kcpstream.segment(x, features=Linear(), pen=pen, block_size=11)
+        res = kcpstream.segment(x, features=Linear(), pen=pen, block_size=11, min_size=2)
         assert res.breakpoints == algo.predict(pen=pen)
 
 
@@ -79,7 +79,7 @@ def test_full_rank_nystrom_equals_exact_kernel_binseg(seed):
         rpt.Binseg(custom_cost=ExactRbf(gamma=gamma), jump=1, min_size=2).fit(x).predict(n_bkps=3)
     )
     fmap = Nystrom(n_features=len(x), bandwidth=sigma, rcond=1e-9)
-    res = kcpstream.segment(x, features=fmap, n_bkps=3, block_size=5, d_max=4)  # greedy
+    res = kcpstream.segment(x, features=fmap, n_bkps=3, block_size=5, d_max=4, min_size=2)
     # every sample a landmark, no rank lost above rounding: phi reproduces the exact Gram matrix
     exact = np.exp(-gamma * squareform(pdist(x[:, None], metric="sqeuclidean")))
     assert np.abs(res.features.gram(x) - exact).max() < 1e-4

@@ -268,10 +268,18 @@ def test_counts_and_flags_are_segmented_without_a_bandwidth():
 
 
 def test_default_min_size_is_a_share_of_the_series():
-    x = np.random.default_rng(0).standard_normal(50_000)
-    assert kcpstream.segment(x, n_bkps=1).min_size == 5
-    assert kcpstream.segment(x[:1000], n_bkps=1).min_size == 2
+    x = np.random.default_rng(0).standard_normal(300_000)
+    assert kcpstream.segment(x, n_bkps=1).min_size == 30
+    # at least 10 samples, a tenth of a series shorter than 100
+    assert kcpstream.segment(x[:50_000], n_bkps=1).min_size == 10
+    assert kcpstream.segment(x[:1000], n_bkps=1).min_size == 10
+    assert kcpstream.segment(x[:40], n_bkps=1).min_size == 4
+    assert kcpstream.segment(x[:12], n_bkps=1).min_size == 2
     assert kcpstream.segment(x, n_bkps=1, min_size=30).min_size == 30
+    # windows of a cycle: at least 2 windows
+    cycle = np.sin(2 * np.pi * np.arange(20_000) / 50) + 0.3 * x[:20_000]
+    res = kcpstream.segment(cycle, n_bkps=1)
+    assert res.params["window"] == 50 and res.min_size == 100
 
 
 def test_a_window_hint_sees_a_change_of_frequency():
