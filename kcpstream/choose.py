@@ -164,22 +164,30 @@ def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
       changes that cancel: a larger D is taken when every change-point of its
       segmentation has a local p-value at most ``alpha (min_size / m)^2``,
       for ``m`` samples between its neighbours: a Bonferroni correction for
-      where both neighbours could lie (which the segmentation chose).
+      where both neighbours could lie (which the segmentation chose).  Up to
+      D, a change-point the splits did not show (the best segmentation may
+      take later candidates) is tested at that corrected level too.
     """
     splits = [
         (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.split, seg.end))
         for seg in order
     ]
-    top_down = len(significant_splits(splits, job.stats.n, alpha)) + 1
+    found = significant_splits(splits, job.stats.n, alpha)
+    top_down = len(found) + 1
     for d in range(len(partitions), 1, -1):
         chosen = partitions[d - 1]
         if chosen is None:
             continue
         bounds = [0, *map(int, chosen), job.stats.n]
-        levels = np.full(len(chosen), alpha)
+        m = np.subtract(bounds[2:], bounds[:-2])
+        corrected = alpha * (job.min_size / m) ** 2
         if d > top_down:  # beyond what the splits showed: corrected for the neighbours
-            m = np.subtract(bounds[2:], bounds[:-2])
-            levels = alpha * (job.min_size / m) ** 2
+            levels = corrected
+        else:
+            # a change-point the splits did not show (the DP placed it, with its
+            # neighbours, among later candidates) was searched for with both of
+            # its neighbours: a short segment inside a long one
+            levels = np.where(np.isin(chosen, found), alpha, corrected)
         # the segmentations of the path share most of their (start, split, end):
         # each is tested once, and a segmentation only until one fails
         if all(

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scipy.signal import lfilter
 
 import kcpstream
+from kcpstream import datasets
 from kcpstream.significance import (
     LongRunNoise,
     cycle_noise,
@@ -265,6 +266,18 @@ def test_counts_and_flags_are_segmented_without_a_bandwidth():
         assert res.n_changepoints == 1 and abs(int(res.changepoints[0]) - 5000) < 100
     codes = rng.integers(0, 5, 10_000).astype(float)  # no change
     assert kcpstream.segment(codes).n_changepoints == 0
+
+
+def test_a_pair_the_splits_did_not_show_is_tested_for_both_ends():
+    # iid Gamma(0.5) samples: binary segmentation's first two splits pass at
+    # alpha by chance (p = 0.0065 and 0.0078), and the best segmentation into
+    # three segments is then another one, a 60-sample segment [1637, 1697)
+    # whose ends the DP chose together; tested at alpha like the splits it
+    # passed (p = 2e-6), corrected for where both ends could lie it does not
+    laws = dict(datasets.SCENARIO1_LAWS)
+    x = np.asarray(laws["Gamma(0.5, scale 5)"](np.random.default_rng(7056), 2000), float)
+    res = kcpstream.segment(x)
+    assert res.changepoints.tolist() == [628]  # the first split's own false alarm
 
 
 def test_default_min_size_is_a_share_of_the_series():
