@@ -299,6 +299,71 @@ def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool, quiet: bo
 
 
 @main.command()
+@click.argument("job", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--every", default="1h", show_default=True, help="Interval between runs: 30s, 5min, 1h, ..."
+)
+@click.option("--runs", type=click.IntRange(min=1), default=None, help="Stop after this many runs.")
+@click.option("--scheduler", default=None, help="Override the job's cluster (as for run).")
+@click.option("--json", "as_json", is_flag=True, help="A JSON line per run on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+def watch(job: str, every: str, runs: int | None, scheduler: str | None, as_json: bool,
+          quiet: bool) -> None:  # fmt: skip
+    """Run a pipeline JOB again every --every until stopped (Ctrl-C, SIGTERM).
+
+    Each run is `kcpstream run JOB`: unchanged series are skipped, series of a
+    grown or rewritten input are updated from the job's checkpoint. A line per
+    run says what it did; a run's error is reported and the next run tried
+    (the first run's error ends the command). Exit code 1 when a run failed."""
+    import signal
+
+    from .pipeline import JobError, run_job
+    from .watch import parse_every
+    from .watch import watch as watch_job
+
+    def stamp() -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+    def on_report(i: int, report: dict) -> None:
+        if as_json:
+            click.echo(json.dumps({"run": i, "time": stamp(), **report}))
+        else:
+            click.echo(
+                f"{stamp()} run {i}: {report['done']} series segmented, "
+                f"{report['skipped']} unchanged"
+            )
+        for name, msg in report["failed"].items():
+            click.echo(f"failed: {name}: {msg}", err=True)
+
+    def on_error(i: int, exc: BaseException) -> None:
+        click.echo(f"{stamp()} run {i} failed: {one_line(exc)}", err=True)
+
+    def stop(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        seconds = parse_every(every)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    previous = signal.signal(signal.SIGTERM, stop)
+    failed = 0
+    try:
+        with lines_on_stderr(not quiet):
+            failed = watch_job(
+                lambda: run_job(job, scheduler=scheduler), seconds, runs,
+                on_report=on_report, on_error=on_error, errors=(JobError, *USER_ERRORS),
+            )  # fmt: skip
+    except (JobError, *USER_ERRORS) as exc:
+        raise click.ClickException(one_line(exc)) from None
+    except KeyboardInterrupt:
+        click.echo(f"{stamp()} watch stopped", err=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if failed:
+        sys.exit(1)
+
+
+@main.command()
 @click.option(
     "--n", "n", default=10_000_000, show_default=True, help="Samples in the synthetic signal."
 )
