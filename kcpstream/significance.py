@@ -280,7 +280,11 @@ def long_run_noise(
     estimate is then multiplied by ``(1 + rho) / (1 - rho)``, the long-run to
     short-run ratio of an AR(1) sequence of batch sums, with ``rho`` from the
     lag-one correlation of the longest batches' differences
-    (:func:`_ar1_factor`; a change of level moves one difference only).
+    (:func:`_ar1_factor`; a change of level moves one difference only).  At a
+    plateau too, with ``rho`` of the kept batches: on a short series the
+    growth stops being significant for want of batches (an AR(1) with
+    phi = 0.5 over 100 samples kept batches of 1 or 2 samples), and past a
+    true plateau ``rho`` is about 0.
 
     Parameters
     ----------
@@ -353,6 +357,13 @@ def long_run_noise(
         # outlasts them, and the estimate falls short; the batch sums' own lag-one
         # correlation extrapolates it as an AR(1) of batches would
         sigma = sigma * _ar1_factor(prefix, per_batch // 2, steps)
+        tr = float(np.trace(sigma))
+    elif extrapolate and plateau:
+        # a plateau is where the growth is no longer significant, which on a
+        # short series is also where there are too few batches to see it: the
+        # kept batches' own lag-one correlation (about 0 past a true plateau)
+        # corrects what is left
+        sigma = sigma * _ar1_factor(prefix, ell // block_size, steps)
         tr = float(np.trace(sigma))
     tr2 = float((sigma * sigma).sum())
     cycle_terms = {}
