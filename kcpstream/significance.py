@@ -352,18 +352,15 @@ def long_run_noise(
     if best is None:
         return None
     tr, sigma, ell, used = best
-    if extrapolate and not plateau and previous is not None:
+    if extrapolate and previous is not None:
         # still growing at the longest batches the series holds: the dependence
         # outlasts them, and the estimate falls short; the batch sums' own lag-one
-        # correlation extrapolates it as an AR(1) of batches would
-        sigma = sigma * _ar1_factor(prefix, per_batch // 2, steps)
-        tr = float(np.trace(sigma))
-    elif extrapolate and plateau:
-        # a plateau is where the growth is no longer significant, which on a
-        # short series is also where there are too few batches to see it: the
-        # kept batches' own lag-one correlation (about 0 past a true plateau)
-        # corrects what is left
-        sigma = sigma * _ar1_factor(prefix, ell // block_size, steps)
+        # correlation extrapolates it as an AR(1) of batches would.  At a plateau
+        # too (where the growth stopped being significant, which on a short
+        # series is also where there are too few batches to see it), with the
+        # kept batches' correlation: about 0 past a true plateau
+        batches = ell // block_size if plateau else per_batch // 2
+        sigma = sigma * _ar1_factor(prefix, batches, steps)
         tr = float(np.trace(sigma))
     tr2 = float((sigma * sigma).sum())
     cycle_terms = {}
