@@ -40,26 +40,26 @@ class GridMoments:
 
     Attributes
     ----------
-    positions : ndarray
-        The grid points ``0, B, 2B, ..., n`` (int64, ``m + 1``).
     twice : ndarray
         ``Q_i = sum_{l <= i} P_l`` (float64, ``(p, m + 1)``), ``P_l`` the exact
         prefix sum of the features at grid point ``l`` (quantized units).
     """
 
-    positions: np.ndarray
     twice: np.ndarray
 
     @classmethod
     def of(cls, stats: BlockStats) -> GridMoments:
         """The moments of ``stats``'s grid (one pass over its prefix sums)."""
-        cols = stats.prefix.shape[1]
-        positions = np.minimum(np.arange(cols, dtype=np.int64) * stats.block_size, stats.n)
-        return cls(positions, np.cumsum(stats.prefix, axis=1, dtype=np.float64))
+        return cls(np.cumsum(stats.prefix, axis=1, dtype=np.float64))
 
     @property
     def nbytes(self) -> int:
-        return int(self.positions.nbytes + self.twice.nbytes)
+        return int(self.twice.nbytes)
+
+
+def _point(stats: BlockStats, j: int) -> int:
+    """Grid point ``j``: ``j B``, and ``n`` for the last (a shorter block)."""
+    return min(j * stats.block_size, stats.n)
 
 
 def line_gain(stats: BlockStats, moments: GridMoments, start: int, end: int) -> float:
@@ -73,13 +73,12 @@ def line_gain(stats: BlockStats, moments: GridMoments, start: int, end: int) -> 
     which is also the pieces' mean centre): the moments of positions near
     ``10^10`` would otherwise cancel to nothing in float64.
     """
-    pos = moments.positions
-    first = int(np.searchsorted(pos, start, side="left"))  # first grid point >= start
-    last = int(np.searchsorted(pos, end, side="right")) - 1  # last grid point <= end
+    first = min(-(-start // stats.block_size), stats.n_blocks)  # first grid point >= start
+    last = stats.grid_index(end)  # last grid point <= end
     if first > last:
         return 0.0
     mean = (start + end - 1) / 2.0
-    pieces = [(start, int(pos[first])), (int(pos[last]), end)]  # parts of a block
+    pieces = [(start, _point(stats, first)), (_point(stats, last), end)]  # parts of a block
     counts = [b - a for a, b in pieces if b > a]
     moment = np.zeros(stats.n_features, dtype=np.float64)
     for a, b in pieces:
@@ -88,7 +87,7 @@ def line_gain(stats: BlockStats, moments: GridMoments, start: int, end: int) -> 
             moment += ((a + b - 1) / 2.0 - mean) * s.astype(np.float64)
     if last > first:
         moment += _whole_pieces(stats, moments, first, last, mean)
-        counts.extend(np.diff(pos[first : last + 1]).tolist())
+        counts.extend(_point(stats, j + 1) - _point(stats, j) for j in range(first, last))
     N = float(end - start)
     n_j = np.asarray(counts, dtype=np.float64)
     # sum over the pieces of n_j (tau_j - mean)^2: the samples' spread about
@@ -103,17 +102,19 @@ def _whole_pieces(stats, moments, i: int, k: int, mean: float) -> np.ndarray:
     """``sum_{j = i}^{k - 1} (tau_j - mean) S_j`` over the grid's pieces
     ``[g_j, g_j+1)``, by summation by parts: ``(tau_{k-1} - mean) P_k -
     (tau_i - mean) P_i - sum_{m = i+1}^{k-1} (tau_m - tau_{m-1}) P_m``."""
-    pos, B = moments.positions, stats.block_size
-    tau_i = (pos[i] + pos[i + 1] - 1) / 2.0
-    tau_k = (pos[k - 1] + pos[k] - 1) / 2.0
+    B = stats.block_size
+
+    def centre(j: int) -> float:
+        return (_point(stats, j) + _point(stats, j + 1) - 1) / 2.0
+
+    tau_i, tau_k = centre(i), centre(k - 1)
     P = stats.prefix
     out = (tau_k - mean) * P[:, k].astype(np.float64) - (tau_i - mean) * P[:, i].astype(np.float64)
     if k - 1 > i:
         # consecutive centres are B apart but for the last, shorter block
         inner = B * (moments.twice[:, k - 1] - moments.twice[:, i])
-        m = len(pos) - 2  # the last piece's index
+        m = stats.n_blocks - 1  # the last piece's index
         if i < m <= k - 1:
-            step = (pos[m + 1] - pos[m - 1]) / 2.0
-            inner += (step - B) * P[:, m].astype(np.float64)
+            inner += (centre(m) - centre(m - 1) - B) * P[:, m].astype(np.float64)
         out -= inner
     return out
