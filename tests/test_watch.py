@@ -147,3 +147,33 @@ def test_watch_updates_a_growing_archive_until_stopped(tmp_path):
     )  # fmt: skip
     assert saved.n_samples == 22_000
     np.testing.assert_array_equal(saved.changepoints, fresh.changepoints)
+
+
+def test_a_watch_stopped_during_a_run_leaves_a_folder_the_next_run_finishes(tmp_path):
+    _archive(tmp_path / "archive.zarr")
+    job = _job(tmp_path)
+    exe = Path(sys.executable).parent / "kcpstream"
+    proc = subprocess.Popen(
+        [str(exe), "watch", str(job), "--every", "1h"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        proc.stderr.readline()  # the run's first progress line: it has started
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "watch stopped" in err and "Traceback" not in err
+    res = _kcpstream("run", job, "--json", "--quiet")  # not locked, nothing half-written
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["done"] + report["skipped"] == 4 and not report["failed"]
+    for sensor in "abcd":
+        path = tmp_path / "out" / "series" / f"sensor={sensor}.json"
+        saved = kcpstream.Segmentation.from_json(path.read_text())
+        fresh = kcpstream.segment(
+            xr.open_zarr(tmp_path / "archive.zarr")["v"].sel(sensor=sensor),
+            features=kcpstream.RFF(n_features=32), n_bkps=3,
+        )  # fmt: skip
+        np.testing.assert_array_equal(saved.changepoints, fresh.changepoints)
