@@ -168,11 +168,13 @@ def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
       D, a change-point the splits did not show (the best segmentation may
       take later candidates) is tested at that corrected level too.
     """
-    splits = [
-        (seg.start, seg.end, seg.split, _pvalue(job, seg.gain, seg.start, seg.split, seg.end))
-        for seg in order
-    ]
-    found = significant_splits(splits, job.stats.n, alpha)
+
+    def p_value(i: int) -> float:
+        seg = order[i]
+        return _pvalue(job, seg.gain, seg.start, seg.split, seg.end)
+
+    splits = [(seg.start, seg.end, seg.split) for seg in order]
+    found = significant_splits(splits, job.stats.n, alpha, p_value)
     top_down = len(found) + 1
     for d in range(len(partitions), 1, -1):
         chosen = partitions[d - 1]

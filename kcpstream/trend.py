@@ -79,7 +79,7 @@ def line_gain(stats: BlockStats, moments: GridMoments, start: int, end: int) -> 
         return 0.0
     mean = (start + end - 1) / 2.0
     pieces = [(start, _point(stats, first)), (_point(stats, last), end)]  # parts of a block
-    counts = [b - a for a, b in pieces if b > a]
+    counts = [(b - a, 1) for a, b in pieces if b > a]  # (samples, pieces of that many)
     moment = np.zeros(stats.n_features, dtype=np.float64)
     for a, b in pieces:
         if b > a:
@@ -87,15 +87,24 @@ def line_gain(stats: BlockStats, moments: GridMoments, start: int, end: int) -> 
             moment += ((a + b - 1) / 2.0 - mean) * s.astype(np.float64)
     if last > first:
         moment += _whole_pieces(stats, moments, first, last, mean)
-        counts.extend(_point(stats, j + 1) - _point(stats, j) for j in range(first, last))
+        counts += _whole_counts(stats, first, last)
     N = float(end - start)
-    n_j = np.asarray(counts, dtype=np.float64)
     # sum over the pieces of n_j (tau_j - mean)^2: the samples' spread about
-    # their mean less each piece's own
-    spread = (N * N - 1.0) * N / 12.0 - float(((n_j * n_j - 1.0) * n_j).sum()) / 12.0
+    # their mean less each piece's own (sum n_j^3 - n_j, in exact integers)
+    own = sum(k * (c * c - 1) * c for c, k in counts)
+    spread = (N * N - 1.0) * N / 12.0 - float(own) / 12.0
     if not spread > 0:
         return 0.0
     return float(moment @ moment) / spread
+
+
+def _whole_counts(stats: BlockStats, i: int, k: int) -> list[tuple[int, int]]:
+    """The grid's pieces ``[g_j, g_j+1)`` for ``j = i .. k - 1`` as ``(samples,
+    pieces of that many)``: blocks of ``B`` samples, but for the last, shorter one."""
+    B, m = stats.block_size, stats.n_blocks - 1  # the last piece's index
+    if i <= m < k:
+        return [(B, k - i - 1), (_point(stats, m + 1) - _point(stats, m), 1)]
+    return [(B, k - i)]
 
 
 def _whole_pieces(stats, moments, i: int, k: int, mean: float) -> np.ndarray:

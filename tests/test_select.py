@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream import datasets
-from kcpstream.select import Selection, log_binomial_shape, select_by_penalty, slope_heuristic
+from kcpstream.select import (
+    Selection,
+    log_binomial_shape,
+    select_by_penalty,
+    significant_splits,
+    slope_heuristic,
+)
 from kcpstream.significance import DEFAULT_ALPHA
 
 
@@ -147,3 +153,51 @@ def test_every_change_point_chosen_is_significant_between_its_neighbours(seed, k
     sig = datasets.piecewise_constant(2_000, k, jump=jump, seed=seed)
     res = kcpstream.segment(sig.x)
     assert np.all(res.pvalues <= DEFAULT_ALPHA)
+
+
+def _binseg_tree(rng: np.random.Generator, n: int, splits: int) -> list[tuple[int, int, int]]:
+    """``(start, end, split)`` of a random binary segmentation of ``[0, n)``, parents first."""
+    leaves, out = [(0, n)], []
+    while len(out) < splits:
+        wide = [seg for seg in leaves if seg[1] - seg[0] >= 2]
+        if not wide:
+            break
+        a, e = wide[rng.integers(len(wide))]
+        c = int(rng.integers(a + 1, e))
+        leaves.remove((a, e))
+        leaves += [(a, c), (c, e)]
+        out.append((a, e, c))
+    return out
+
+
+def _significant_reference(splits, p_values, n: int, alpha: float) -> list[int]:
+    """Every p-value known first, the tree walked from the root."""
+    accepted, open_segments = [], {(0, n)}
+    for (a, e, c), p in zip(splits, p_values, strict=True):
+        if (a, e) in open_segments and p <= alpha:
+            accepted.append(c)
+            open_segments |= {(a, c), (c, e)}
+    return accepted
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1), splits=st.integers(0, 40), alpha=st.sampled_from([0.01, 0.3])
+)
+def test_significant_splits_asks_only_for_the_p_values_that_can_count(seed, splits, alpha):
+    rng = np.random.default_rng(seed)
+    n = 1000
+    tree = _binseg_tree(rng, n, splits)
+    p_values = rng.uniform(0, 1, len(tree)) ** 3  # some below alpha, some above
+    asked = []
+
+    def p_value(i: int) -> float:
+        asked.append(i)
+        return float(p_values[i])
+
+    found = significant_splits(tree, n, alpha, p_value)
+    assert found == _significant_reference(tree, p_values, n, alpha)
+    # asked once each, and only for splits of the root or of a segment a counted split made
+    assert len(asked) == len(set(asked))
+    made = {(0, n)} | {seg for a, e, c in tree if c in found for seg in ((a, c), (c, e))}
+    assert asked == [i for i, (a, e, _) in enumerate(tree) if (a, e) in made]
