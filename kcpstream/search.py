@@ -143,10 +143,15 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
     if chosen.size:
         positions = np.concatenate(([start], np.arange(j0, j1 + 1, dtype=np.int64) * B, [end]))
         total = pe - pa
-        for i in chosen:
-            ps, pend = int(positions[i]), int(positions[i + 1])
-            left = np.zeros(p, np.int64) if ps == start else stats.prefix_at(ps)[0] - pa
-            seg.pending.append(ScanRequest((start, end), ps, pend, left, total))
+        # the sums before each piece: a piece but the first starts at grid point
+        # j0 + i - 1 (one gather, not a prefix lookup per piece)
+        lefts = np.zeros((chosen.size, p), np.int64)
+        inner = chosen > 0
+        lefts[inner] = stats.prefix[:, j0 + chosen[inner] - 1].T - pa
+        for i, left in zip(chosen.tolist(), lefts, strict=True):
+            seg.pending.append(
+                ScanRequest((start, end), int(positions[i]), int(positions[i + 1]), left, total)
+            )
     return seg
 
 
