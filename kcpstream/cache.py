@@ -38,10 +38,12 @@ class SampleCache:
     A split found inside a piece makes its two halves the end pieces of two
     new segments, which later rounds often scan again.
 
-    Chunks take at most three quarters of the budget.  When they do not all
-    fit, the chunks kept are those most likely to be read again: each comes
-    with a score (the largest split gain inside the chunk, from its own block
-    statistics), and a chunk with a change in it outscores a chunk without.
+    Chunks take at most three quarters of the budget (or, alone, a chunk
+    that fits in all of it: the pieces of a chunk kept are never needed).
+    When they do not all fit, the chunks kept are those most likely to be
+    read again: each comes with a score (the largest split gain inside the
+    chunk, from its own block statistics), and a chunk with a change in it
+    outscores a chunk without.
 
     A chunk larger than that share cannot be kept among the others; the last
     one offered is kept apart, beyond the budget.  Reading any part of it
@@ -107,7 +109,7 @@ class SampleCache:
     def _keep_chunk(self, start: int, x: np.ndarray, score: float, copy: bool) -> bool:
         """Keep a chunk within the chunks' budget, dropping lower-scored ones, if
         its score beats theirs (the cache's lock held)."""
-        while self.chunk_bytes + x.nbytes > self.chunk_budget:
+        while self.chunk_bytes and self.chunk_bytes + x.nbytes > self.chunk_budget:
             while self._lowest[0][0] != self._scores.get(self._lowest[0][1]):
                 heapq.heappop(self._lowest)  # an entry for an old score
             lowest_score, lowest = self._lowest[0]
@@ -129,7 +131,12 @@ class SampleCache:
         return True
 
     def oversized(self, nbytes: int) -> bool:
-        """Whether a chunk of ``nbytes`` is larger than the chunks' budget."""
+        """Whether a chunk of ``nbytes`` is larger than the chunks' budget (but for
+        a first chunk that fits in the whole budget, which is kept among them: a
+        series of a batch whose samples fit its share of the budget keeps them,
+        even when the quarter of it left for pieces would not leave room)."""
+        if nbytes <= self.max_bytes and self.chunk_bytes == 0:
+            return False
         return nbytes > self.chunk_budget
 
     @property

@@ -254,9 +254,11 @@ def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
     assert cache.nbytes <= cache.max_bytes
 
 
-def _kept_by_reference(budget: int, offers) -> dict[int, float]:
+def _kept_by_reference(budget: int, whole: int, offers) -> dict[int, float]:
     """The chunks a cache keeps, the obvious way: drop the lowest score (then the
-    lowest start) while the new chunk does not fit and outscores it."""
+    lowest start) while the new chunk does not fit and outscores it; a chunk
+    over the chunks' ``budget`` but within the ``whole`` budget is kept among
+    them when it comes alone."""
     kept: dict[int, tuple[float, int]] = {}
     oversized = None
     for start, nbytes, score in offers:
@@ -265,11 +267,11 @@ def _kept_by_reference(budget: int, offers) -> dict[int, float]:
         if start in kept:
             kept[start] = (score, kept[start][1])
             continue
-        if nbytes > budget:  # kept apart, beyond the budget: the last one offered
-            oversized = start
+        if nbytes > budget and (kept or nbytes > whole):
+            oversized = start  # kept apart, beyond the budget: the last one offered
             continue
         accepted = True
-        while sum(nb for _, nb in kept.values()) + nbytes > budget:
+        while kept and sum(nb for _, nb in kept.values()) + nbytes > budget:
             lowest = min(kept, key=lambda a: (kept[a][0], a))
             if kept[lowest][0] >= score:
                 accepted = False
@@ -285,7 +287,7 @@ def _kept_by_reference(budget: int, offers) -> dict[int, float]:
     st.lists(
         st.tuples(
             st.integers(0, 12),  # which chunk (start = 1000 * it)
-            st.integers(1, 15),  # its length in rows of 8 bytes x 10 (over 12: oversized)
+            st.integers(1, 17),  # rows of 8 bytes x 10 (13-16: alone; over 16: oversized)
             st.sampled_from([-np.inf, 0.0, 1.0, 2.0, 2.5, 3.0, 7.0]),
         ),
         max_size=60,
@@ -302,10 +304,12 @@ def test_sample_cache_keeps_what_the_reference_policy_keeps(offers):
         rows = lengths.setdefault(start, 10 * rows)  # a chunk keeps its length
         cache.add_chunk(start, np.full((rows, 1), float(which)), score=score)
         made.append((start, rows * 8, score))
-    expected, oversized = _kept_by_reference(cache.chunk_budget, made)
+    expected, oversized = _kept_by_reference(cache.chunk_budget, cache.max_bytes, made)
     held = {a for a in range(0, 13000, 1000) if cache.chunk(a) is not None}
     assert held == set(expected) | ({oversized} - {None})
-    assert cache.chunk_bytes == sum(lengths[a] * 8 for a in expected) <= cache.chunk_budget
+    assert cache.chunk_bytes == sum(lengths[a] * 8 for a in expected)
+    # within the chunks' budget, or one chunk alone within the whole budget
+    assert cache.chunk_bytes <= (cache.chunk_budget if len(expected) > 1 else cache.max_bytes)
     assert cache.oversized_bytes == (0 if oversized is None else lengths[oversized] * 8)
     assert cache.nbytes == cache.chunk_bytes  # the oversized chunk is not in the budget
     for a in held:  # the sorted starts the joins use

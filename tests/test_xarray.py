@@ -392,3 +392,21 @@ def test_the_series_of_a_batch_share_one_cache_budget():
     for series in (1, 4, 256):
         job = prepare(as_signal(x), features, dataclasses.replace(st, n_series=series))
         assert job.cache.max_bytes == 2**24 // series
+
+
+def test_a_batch_keeps_each_series_chunk_that_fits_its_share(tmp_path):
+    # each series' share of cache_bytes is above its one chunk but below 4/3 of
+    # it (the chunks' three quarters of a budget): the chunk is kept all the
+    # same (the pieces of a kept chunk take no room), and no round reads again
+    n, k = 20_000, 4
+    x = np.stack([datasets.changing_distribution(n, 3, seed=s).x for s in range(k)], axis=1)
+    da = xr.DataArray(x.astype(np.float32), dims=("time", "sensor"))
+    da.to_dataset(name="v").chunk({"time": n, "sensor": 1}).to_zarr(tmp_path / "s.zarr")
+    lazy = xr.open_zarr(tmp_path / "s.zarr", chunks=None)["v"]
+    share = int(4 * n * 1.1)  # float32 bytes per series, and a tenth more
+    kw = {"block_size": 64, "n_bkps": 3}
+    batch = kcpstream.segment(lazy, dim="time", batch_dims="sensor", cache_bytes=k * share, **kw)
+    for i, (_, res) in enumerate(batch):
+        assert res.diagnostics.samples_read_again == 0 < res.diagnostics.samples_scanned
+        single = kcpstream.segment(lazy.isel(sensor=i), dim="time", **kw)
+        np.testing.assert_array_equal(res.changepoints, single.changepoints)
