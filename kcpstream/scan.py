@@ -8,10 +8,12 @@ returns each piece's best split (:class:`ScanResult`).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import dask
 import numpy as np
+from dask.system import CPU_COUNT
 
 from . import ranges
 from ._graph import TaskBatch
@@ -224,6 +226,55 @@ def _chunk_groups(
     return groups
 
 
+#: Fewest samples of held pieces worth a thread of their own (below, a thread
+#: costs more than the scan).
+MIN_THREAD_SAMPLES = 2**14
+
+
+def _scan_here(batches, here, min_size: int, tile: int):
+    """Scan the pieces this process holds (``here``: per signal ``b``, the indices
+    of its held requests and their samples), yielding ``(b, indices, results)``.
+
+    In threads, a few signals' pieces each (the kernels release the GIL): a
+    batch of short series holds every series' samples, and a single series
+    in a round may hold hundreds of pieces.  The results do not depend on
+    how the pieces are grouped (each piece's best split is its own; the
+    halves of a segment's winning piece are computed in whichever group
+    holds it)."""
+    work = []
+    for b, held, samples in here:
+        fmap, requests = batches[b][1], batches[b][2]
+        for lo, hi in _even_parts([len(x) for x in samples], _threads()):
+            work.append((b, held[lo:hi], samples[lo:hi], fmap, [requests[i] for i in held[lo:hi]]))
+    total = sum(len(x) for _, _, xs, _, _ in work for x in xs)
+    workers = min(len(work), _threads(), max(1, total // MIN_THREAD_SAMPLES))
+    if workers <= 1:
+        for b, held, xs, fmap, reqs in work:
+            yield b, held, scan_batch(xs, fmap, reqs, min_size, tile)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="kcpstream-scan") as pool:
+        scans = [pool.submit(scan_batch, xs, fmap, reqs, min_size, tile)
+                 for _, _, xs, fmap, reqs in work]  # fmt: skip
+        for (b, held, _, _, _), scan in zip(work, scans, strict=True):
+            yield b, held, scan.result()
+
+
+def _threads() -> int:
+    """Threads for scans in this process: dask's ``num_workers`` if set, else its CPU count."""
+    return max(1, int(dask.config.get("num_workers", None) or CPU_COUNT))
+
+
+def _even_parts(lengths: list[int], parts: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` index ranges splitting ``lengths`` into at most ``parts``
+    consecutive runs of about equal sums."""
+    total = sum(lengths)
+    if parts <= 1 or len(lengths) <= 1 or total < 2 * MIN_THREAD_SAMPLES:
+        return [(0, len(lengths))]
+    edges = np.searchsorted(np.cumsum(lengths), np.arange(1, parts) * total / parts, side="right")
+    bounds = [0, *sorted(set(int(e) for e in edges) - {0, len(lengths)}), len(lengths)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
 def scan_many(
     batches: list[tuple[Signal, FeatureMap, list[ScanRequest], SampleCache | None]],
     min_size: int,
@@ -248,6 +299,7 @@ def scan_many(
             return scan_many(batches, min_size, tile)
     out: list[dict[int, ScanResult]] = []
     batch, owners = TaskBatch("scan", merge_per_thread=True), []
+    here: list[tuple[int, list[int], list[np.ndarray]]] = []  # pieces this process holds
     for b, (signal, fmap, requests, cache) in enumerate(batches):
         results: dict[int, ScanResult] = {}
         out.append(results)
@@ -259,9 +311,8 @@ def scan_many(
             else:
                 held.append(i)
                 samples.append(x)
-        if held:  # the pieces this process holds: scanned here, together
-            found = scan_batch(samples, fmap, [requests[i] for i in held], min_size, tile)
-            results.update(zip(held, found, strict=True))
+        if held:
+            here.append((b, held, samples))
         if not to_read:
             continue
         reader = signal.reader
@@ -271,6 +322,8 @@ def scan_many(
             reader.add_task(batch, scan_run, c0, c1, fmap, members, min_size, tile, handle,
                             home=home)  # fmt: skip
             owners.append((b, int(reader.starts[c1 + 1] - reader.starts[c0])))
+    for b, held, found in _scan_here(batches, here, min_size, tile):
+        out[b].update(zip(held, found, strict=True))
     for (b, length), (group, read) in zip(owners, batch.compute(), strict=True):
         _, _, requests, cache = batches[b]
         index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}

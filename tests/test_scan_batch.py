@@ -91,3 +91,56 @@ def test_featurize_range_into_the_thread_scratch_equals_one_tile(
         fmap.featurize_tile(x, whole)
         got = ranges.featurize_range(fmap, x, tile, ranges.scratch_features(fmap, length))
         np.testing.assert_array_equal(got, whole)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    signals=st.lists(st.lists(st.integers(1, 60), min_size=1, max_size=12), min_size=1, max_size=4),
+    threads=st.integers(1, 4),
+)
+def test_held_pieces_scanned_in_threads_equal_one_scan_batch_per_signal(seed, signals, threads):
+    import dask
+
+    from kcpstream import scan
+
+    rng = np.random.default_rng(seed)
+    batches, here, expected = [], [], []
+    for b, lengths in enumerate(signals):
+        n = sum(lengths) + 20
+        x = rng.standard_normal((n, 1))
+        fmap = RFF(8, bandwidth=1.0, seed=seed + b).fit(x)
+        q = quantized(fmap.transform(x), fmap.quantum_exponent_)
+        cum = np.zeros((n + 1, q.shape[1]), np.int64)
+        np.cumsum(q, axis=0, out=cum[1:])
+        reqs, xs, start = [], [], 10
+        for length in lengths:  # the pieces of two segments
+            a, e = (0, n) if rng.random() < 0.5 else (5, n - 5)
+            reqs.append(
+                ScanRequest((a, e), start, start + length, cum[start] - cum[a], cum[e] - cum[a])
+            )
+            xs.append(x[start : start + length])
+            start += length
+        batches.append((None, fmap, reqs, None))
+        here.append((b, list(range(len(reqs))), xs))
+        expected.append(scan_batch(xs, fmap, reqs, 2, 4096))
+    old = scan.MIN_THREAD_SAMPLES
+    scan.MIN_THREAD_SAMPLES = 1  # threads whatever the pieces' length
+    try:
+        with dask.config.set(num_workers=threads):
+            got = {b: {} for b in range(len(signals))}
+            for b, held, found in scan._scan_here(batches, here, 2, 4096):
+                got[b].update(zip(held, found, strict=True))
+    finally:
+        scan.MIN_THREAD_SAMPLES = old
+    for b, want in enumerate(expected):
+        assert sorted(got[b]) == list(range(len(want)))
+        winners = {}
+        for i, w in enumerate(want):
+            assert (got[b][i].gain, got[b][i].pos) == (w.gain, w.pos)
+            j = winners.get(w.request.segment)
+            if w.pos >= 0 and (j is None or (w.gain, -w.pos) > (want[j].gain, -want[j].pos)):
+                winners[w.request.segment] = i
+        for i in winners.values():  # the halves a search keeps, exact
+            assert np.array_equal(got[b][i].left.S, want[i].left.S)
+            assert got[b][i].left.count == want[i].left.count
