@@ -161,10 +161,15 @@ class SampleCache:
         """The cached chunk starting at ``start``, if any."""
         return self._chunks.get(start)
 
+    def _blocks_of(self, start: int, end: int) -> range:
+        """The blocks a piece (or a run of pieces) ``[start, end)`` touches."""
+        return range(start // self.block_size, (end - 1) // self.block_size + 1)
+
     def _evict_pieces(self) -> None:
         while self.nbytes > self.max_bytes and self._pieces:
             (a, b), old = self._pieces.popitem(last=False)
-            self._by_block[a // self.block_size].remove((a, b))
+            for j in self._blocks_of(a, b):
+                self._by_block[j].remove((a, b))
             self.nbytes -= old.nbytes
 
     def add_piece(self, start: int, end: int, x: np.ndarray) -> None:
@@ -181,7 +186,8 @@ class SampleCache:
                 # piece of a block) while the budget counts the piece: a copy
                 x = x.copy()
             self._pieces[key] = x
-            self._by_block.setdefault(start // self.block_size, []).append(key)
+            for j in self._blocks_of(start, end):  # a run: found from any of its blocks
+                self._by_block.setdefault(j, []).append(key)
             self.nbytes += x.nbytes
             self._evict_pieces()
 

@@ -226,8 +226,7 @@ def refine_steps(
                 a, e = res.request.segment
                 if res.pos < 0 or res.pos == cps[k] or not res.gain > gain_at(cps[k], a, e):
                     continue
-                req = res.request
-                stats.add_split(res.pos, req.piece_start, req.piece_end, res.left, res.right)
+                stats.add_split(res.pos, *res.piece, res.left, res.right)
                 cps[k] = res.pos
                 moved = True
         if not moved:

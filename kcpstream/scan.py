@@ -55,6 +55,16 @@ class ScanRequest:
     piece_end: int
     left_at_piece: np.ndarray  # exact sum of the segment's samples before piece_start
     total: np.ndarray  # exact sum of the segment
+    #: 0: one piece; else a run of consecutive pieces of a block grid of this
+    #: size, scanned strictly inside each piece (one request, not one per piece)
+    grid: int = 0
+
+    @property
+    def pieces(self) -> int:
+        """How many pieces the request scans."""
+        if not self.grid:
+            return 1
+        return (self.piece_end - 1) // self.grid - self.piece_start // self.grid + 1
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,19 @@ class ScanResult:
     left: PieceStats | None
     right: PieceStats | None
 
+    @property
+    def piece(self) -> tuple[int, int]:
+        """The piece holding ``pos`` (of a run, the one of its grid), whose halves
+        ``left`` and ``right`` are."""
+        return _piece_of(self.request, self.pos)
+
+
+def _piece_of(req: ScanRequest, pos: int) -> tuple[int, int]:
+    if not req.grid or pos < 0:
+        return req.piece_start, req.piece_end
+    block = pos - pos % req.grid
+    return max(req.piece_start, block), min(req.piece_end, block + req.grid)
+
 
 def scan_piece(
     x: np.ndarray, fmap: FeatureMap, req: ScanRequest, min_size: int, tile: int
@@ -82,12 +105,13 @@ def scan_piece(
     scale = float(2.0**fmap.quantum_exponent_)
     a, e = req.segment
     gain, pos = _scan_piece_kernel(
-        z, scale, req.piece_start, a, e, req.left_at_piece, req.total, min_size
+        z, scale, req.piece_start, a, e, req.left_at_piece, req.total, min_size, req.grid
     )
     left = right = None
     if pos >= 0:
         every = snapshot_every(fmap.window_samples)
-        left, right = _split_pieces(z, scale, pos - req.piece_start, every)
+        lo, hi = (b - req.piece_start for b in _piece_of(req, pos))
+        left, right = _split_pieces(z[:, lo:hi], scale, pos - req.piece_start - lo, every)
     return ScanResult(req, float(gain), int(pos), left, right)
 
 
@@ -118,10 +142,11 @@ def _scan_group(xs, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, ti
     x = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=0)
     z = featurize_range(fmap, x, tile, scratch_features(fmap, len(x)))
     scale = float(2.0**fmap.quantum_exponent_)
-    meta = np.array([(r.piece_start, *r.segment) for r in reqs], np.int64)
+    meta = np.array([(r.piece_start, *r.segment, r.grid) for r in reqs], np.int64)
     gains, positions = _scan_pieces_kernel(
         z, scale, offsets, meta[:, 0], meta[:, 1], meta[:, 2],
         np.stack([r.left_at_piece for r in reqs]), np.stack([r.total for r in reqs]), min_size,
+        meta[:, 3],
     )  # fmt: skip
     best: dict[tuple[int, int], int] = {}  # per segment, the piece whose split wins here
     for i, r in enumerate(reqs):
@@ -133,7 +158,10 @@ def _scan_group(xs, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, ti
     split = np.zeros(len(reqs), bool)
     split[list(best.values())] = True
     every = snapshot_every(fmap.window_samples)
-    halves = _split_halves(z, scale, offsets, positions - meta[:, 0], split, every)
+    # each winner's piece, in z's samples: the request, or the piece of its run holding the split
+    pieces = np.array([_piece_of(r, int(p)) for r, p in zip(reqs, positions, strict=True)])
+    edges = offsets[:-1, None] + pieces - meta[:, :1]
+    halves = _split_halves(z, scale, edges, positions - meta[:, 0] + offsets[:-1], split, every)
     return [
         ScanResult(r, float(gain), int(pos), *halves.get(i, (None, None)))
         for i, (r, gain, pos) in enumerate(zip(reqs, gains, positions, strict=True))
@@ -143,20 +171,20 @@ def _scan_group(xs, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, ti
 def _split_halves(
     z: np.ndarray,
     scale: float,
-    offsets: np.ndarray,
+    pieces: np.ndarray,
     cuts: np.ndarray,
     split: np.ndarray,
     every: int,
 ) -> dict[int, tuple[PieceStats, PieceStats]]:
     """Statistics of both halves of every split piece (piece ``i`` is
-    ``z[:, offsets[i]:offsets[i + 1]]``, cut ``cuts[i]`` samples in), from one
+    ``z[:, pieces[i, 0]:pieces[i, 1]]``, cut at ``cuts[i]``), from one
     :func:`piece_stats` call over all their edges."""
     found = np.flatnonzero(split)
     if not found.size:
         return {}
-    starts = offsets[found]
-    middles = starts + cuts[found]
-    edges = np.unique(np.concatenate([starts, middles, offsets[found + 1]]))
+    starts = pieces[found, 0]
+    middles = cuts[found]
+    edges = np.unique(np.concatenate([starts, middles, pieces[found, 1]]))
     n = len(edges) - 1
     S = np.empty((n, z.shape[0] * z.shape[2]), np.int64)
     Q, M2, R = np.empty(n), np.empty(n), np.empty(n)

@@ -9,7 +9,8 @@ The best split of a segment is found exactly:
    ``u`` the centred cumulative sum at the piece's ends and ``R`` its bridge
    excursion;
 3. only pieces whose bound reaches the best boundary gain are read again and
-   scanned sample by sample — all of a round's reads in one graph.
+   scanned sample by sample — all of a round's reads in one graph, pieces
+   next to each other as one run (one request, its grid points skipped).
 
 Because statistics are exact integers and one function computes every gain,
 the result equals a brute-force scan of every split position, ties going to
@@ -143,16 +144,36 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
     if chosen.size:
         positions = np.concatenate(([start], np.arange(j0, j1 + 1, dtype=np.int64) * B, [end]))
         total = pe - pa
-        # the sums before each piece: a piece but the first starts at grid point
-        # j0 + i - 1 (one gather, not a prefix lookup per piece)
-        lefts = np.zeros((chosen.size, p), np.int64)
-        inner = chosen > 0
-        lefts[inner] = stats.prefix[:, j0 + chosen[inner] - 1].T - pa
-        for i, left in zip(chosen.tolist(), lefts, strict=True):
-            seg.pending.append(
-                ScanRequest((start, end), int(positions[i]), int(positions[i + 1]), left, total)
-            )
+        first, last = _runs(chosen, max(1, MAX_RUN_SAMPLES // B))
+        # the sums before each run: a piece but the first starts at grid point
+        # j0 + i - 1 (one gather, not a prefix lookup per run)
+        lefts = np.zeros((first.size, p), np.int64)
+        inner = first > 0
+        lefts[inner] = stats.prefix[:, j0 + first[inner] - 1].T - pa
+        for i, k, left in zip(first.tolist(), last.tolist(), lefts, strict=True):
+            a, e = int(positions[i]), int(positions[k + 1])
+            seg.pending.append(ScanRequest((start, end), a, e, left, total, B if k > i else 0))
     return seg
+
+
+#: Most samples of consecutive pending pieces one scan request covers: pieces
+#: next to each other are scanned as one run (the Python work per request,
+#: not the samples, is what a search of short blocks spends its time on); a
+#: run's features stay within a thread's scratch buffer at 64 features.
+MAX_RUN_SAMPLES = 2**15
+
+
+def _runs(chosen: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """First and last index of each run of consecutive values of the sorted
+    ``chosen``, a run at most ``most`` long."""
+    breaks = np.flatnonzero(np.diff(chosen) != 1) + 1
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [chosen.size]))  # exclusive
+    if most > 1 and (ends - starts <= most).all():
+        return chosen[starts], chosen[ends - 1]
+    first = np.concatenate([np.arange(a, b, most) for a, b in zip(starts, ends, strict=True)])
+    last = np.minimum(first + most, np.repeat(ends, -(-(ends - starts) // most))) - 1
+    return chosen[first], chosen[last]
 
 
 def _apply_scans(segments: list[SegmentSplit], results) -> None:
@@ -164,7 +185,7 @@ def _apply_scans(segments: list[SegmentSplit], results) -> None:
         better = result.gain > seg.gain or (result.gain == seg.gain and result.pos < seg.split)
         if seg.split < 0 or better:
             seg.gain, seg.split = result.gain, result.pos
-            seg.piece = (result.request.piece_start, result.request.piece_end)
+            seg.piece = result.piece
             seg.left, seg.right = result.left, result.right
     for seg in segments:
         seg.pending = []
@@ -189,7 +210,7 @@ def _contenders(
 
 def count_round(log: SearchLog, requests: list[ScanRequest]) -> None:
     log.rounds += 1
-    log.pieces_scanned += len(requests)
+    log.pieces_scanned += sum(r.pieces for r in requests)
     log.samples_scanned += sum(r.piece_end - r.piece_start for r in requests)
 
 
@@ -321,6 +342,9 @@ def scans_from_prefix(steps: Steps, stats: BlockStats, min_size: int) -> Steps:
             results = []
             for req in requests:
                 a, e = req.segment
+                if req.grid:  # a run of pieces of one sample: nothing strictly inside
+                    results.append(ScanResult(req, -1.0, -1, None, None))
+                    continue
                 lo = max(req.piece_start + 1, a + min_size)
                 hi = min(req.piece_end - 1, e - min_size)
                 gain, pos = best_split_between(stats.prefix, a, e, lo, hi)

@@ -144,3 +144,64 @@ def test_held_pieces_scanned_in_threads_equal_one_scan_batch_per_signal(seed, si
         for i in winners.values():  # the halves a search keeps, exact
             assert np.array_equal(got[b][i].left.S, want[i].left.S)
             assert got[b][i].left.count == want[i].left.count
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    grid=st.integers(2, 12),
+    head=st.integers(0, 11),
+    blocks=st.integers(1, 6),
+    tail=st.integers(0, 11),
+    min_size=st.integers(1, 6),
+    constant=st.booleans(),
+)
+def test_a_run_of_pieces_scans_what_its_pieces_scan_one_by_one(
+    seed, grid, head, blocks, tail, min_size, constant
+):
+    # a segment's pending pieces next to each other are one request: the same best
+    # split (positions strictly inside each piece; ties to the first), and the
+    # halves of the piece of the grid that holds it
+    rng = np.random.default_rng(seed)
+    n = 4 * grid + (blocks + 2) * grid
+    x = np.full((n, 1), 0.5) if constant else rng.standard_normal((n, 1))
+    fmap = RFF(8, bandwidth=1.0, seed=seed).fit(x)
+    q = quantized(fmap.transform(x), fmap.quantum_exponent_)
+    cum = np.zeros((n + 1, q.shape[1]), np.int64)
+    np.cumsum(q, axis=0, out=cum[1:])
+    a = 2 * grid - min(head, grid - 1)  # the segment starts inside a block (or on one)
+    e = (2 + blocks) * grid + min(tail, grid - 1)
+    edges = sorted({a, e, *range(-(-a // grid) * grid, e, grid)})
+    pieces = list(zip(edges[:-1], edges[1:], strict=True))
+    one = [ScanRequest((a, e), s, t, cum[s] - cum[a], cum[e] - cum[a]) for s, t in pieces]
+    single = [
+        scan_piece(x[s:t], fmap, r, min_size, 4096) for (s, t), r in zip(pieces, one, strict=True)
+    ]
+    run = ScanRequest((a, e), a, e, cum[a] - cum[a], cum[e] - cum[a], grid)
+    assert run.pieces == len(pieces)
+    for got in (scan_piece(x[a:e], fmap, run, min_size, 4096),
+                scan_batch([x[a:e]], fmap, [run], min_size, 4096)[0]):  # fmt: skip
+        found = [s for s in single if s.pos >= 0]
+        if not found:
+            assert got.pos == -1
+            continue
+        best = max(found, key=lambda s: (s.gain, -s.pos))
+        assert (got.gain, got.pos) == (best.gain, best.pos)
+        assert got.piece == (best.request.piece_start, best.request.piece_end)
+        for mine, theirs in ((got.left, best.left), (got.right, best.right)):
+            assert mine.count == theirs.count and np.array_equal(mine.S, theirs.S)
+            np.testing.assert_allclose([mine.Q, mine.R], [theirs.Q, theirs.R], rtol=1e-12)
+
+
+@given(chosen=st.sets(st.integers(0, 60), min_size=1), most=st.integers(1, 7))
+def test_runs_cover_the_chosen_pieces_in_consecutive_runs_of_at_most_most(chosen, most):
+    from kcpstream.search import _runs
+
+    values = np.array(sorted(chosen))
+    first, last = _runs(values, most)
+    covered = [v for f, k in zip(first, last, strict=True) for v in range(f, k + 1)]
+    assert covered == values.tolist()  # each once, in order, nothing else
+    assert ((last - first + 1) <= most).all()
+    # runs end only where the next value is not adjacent or the run is full
+    for f, k, f_next in zip(first[:-1], last[:-1], first[1:], strict=True):
+        assert f_next > k + 1 or k - f + 1 == most

@@ -506,12 +506,15 @@ def segment_boundary_scan(
 
 
 @njit(nogil=True, cache=True)
-def scan_piece(Z, scale, piece_start, seg_start, seg_end, left_at_piece, total, min_size):
+def scan_piece(Z, scale, piece_start, seg_start, seg_end, left_at_piece, total, min_size, grid=0):
     """Exact scan of every split position strictly inside a piece.
 
     ``Z`` (k, L, m) holds the raw features of samples ``piece_start ..
     piece_start + L - 1``; ``left_at_piece`` is the exact integer sum of the
     segment's samples before ``piece_start``; ``total`` the segment's sum.
+    With ``grid > 0`` the range is a run of consecutive pieces of a block
+    grid of that size: its grid points (multiples of ``grid``) are skipped,
+    so the positions scanned are those strictly inside each piece.
 
     Returns ``(best_gain, best_pos)`` (first position on ties; ``-1.0, -1``
     when no admissible position lies inside the piece).
@@ -531,6 +534,8 @@ def scan_piece(Z, scale, piece_start, seg_start, seg_end, left_at_piece, total, 
             continue
         if pos > hi_ok:
             break
+        if grid > 0 and pos % grid == 0:
+            continue
         gain = split_gain(pos - seg_start, seg_end - pos, left, total)
         if gain > best_gain:
             best_gain = gain
@@ -539,13 +544,15 @@ def scan_piece(Z, scale, piece_start, seg_start, seg_end, left_at_piece, total, 
 
 
 @njit(nogil=True, cache=True)
-def scan_pieces(Z, scale, offsets, piece_starts, seg_starts, seg_ends, lefts, totals, min_size):
+def scan_pieces(
+    Z, scale, offsets, piece_starts, seg_starts, seg_ends, lefts, totals, min_size, grids
+):
     """:func:`scan_piece` of several pieces whose features are consecutive in ``Z``.
 
     Piece ``i`` is ``Z[:, offsets[i]:offsets[i + 1]]``, starting at sample
     ``piece_starts[i]`` of segment ``[seg_starts[i], seg_ends[i])``, with
-    ``lefts[i]`` and ``totals[i]`` as in :func:`scan_piece`.  Returns the best
-    gain and position of every piece.
+    ``lefts[i]``, ``totals[i]`` and ``grids[i]`` as in :func:`scan_piece`.
+    Returns the best gain and position of every piece.
     """
     n_pieces = offsets.shape[0] - 1
     gains = np.empty(n_pieces)
@@ -553,7 +560,7 @@ def scan_pieces(Z, scale, offsets, piece_starts, seg_starts, seg_ends, lefts, to
     for i in range(n_pieces):
         gains[i], positions[i] = scan_piece(
             Z[:, offsets[i] : offsets[i + 1], :], scale, piece_starts[i], seg_starts[i],
-            seg_ends[i], lefts[i], totals[i], min_size,
+            seg_ends[i], lefts[i], totals[i], min_size, grids[i],
         )  # fmt: skip
     return gains, positions
 
