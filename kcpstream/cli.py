@@ -7,6 +7,7 @@ saying why, no traceback); 2 wrong usage (unknown option, missing argument).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -356,6 +357,10 @@ def watch(job: str, every: str, runs: int | None, scheduler: str | None, as_json
     except (JobError, *USER_ERRORS) as exc:
         raise click.ClickException(one_line(exc)) from None
     except KeyboardInterrupt:
+        # the run stopped may leave reads pending on zarr's I/O loop: at exit
+        # asyncio would print each dropped task ("Task was destroyed but it is
+        # pending!") with the traceback of its exception
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         click.echo(f"{stamp()} watch stopped", err=True)
     finally:
         signal.signal(signal.SIGTERM, previous)
