@@ -329,6 +329,8 @@ def statistics(jobs: list[Job], st: Settings) -> None:
         found = in_memory_passes([(j.signal, j.fmap, j.cache) for j in small], st.tile, st.progress)
         for job, stats in zip(small, found, strict=True):
             job.stats = stats
+    for job in todo:
+        job.pass_series = len(todo)
     for job, stats in zip(
         todo,
         data_passes(
@@ -512,7 +514,10 @@ def _build_result(
         pass_tasks=0
         if job.loaded or job.in_memory
         else pass_task_count(
-            signal, job.params["block_size"], None if job.reuse is None else job.reuse.chunks
+            signal,
+            job.params["block_size"],
+            None if job.reuse is None else job.reuse.chunks,
+            job.pass_series,
         ),
         in_memory=job.in_memory,
     )

@@ -129,7 +129,8 @@ def chunk_score(counts: np.ndarray, S: np.ndarray) -> float:
 #: A data-pass task covers consecutive chunks until it holds about this many
 #: bytes of samples: a task per chunk of a few kB would be all overhead.
 TASK_BYTES = 4 * 2**20
-#: ... unless that leaves fewer tasks than this (chunks are never split).
+#: ... unless that leaves fewer tasks than this for the whole call (chunks are
+#: never split): a batch of many series has tasks enough in their chunks.
 MIN_PASS_TASKS = 64
 
 
@@ -137,17 +138,21 @@ MIN_PASS_TASKS = 64
 SPLIT_CHUNK_TASKS = 8
 
 
-def pass_target(n: int, row_bytes: int) -> int:
-    """Samples a data-pass task aims at: :data:`TASK_BYTES` of samples, or
-    1 / :data:`MIN_PASS_TASKS` of the signal if that is less."""
-    return max(1, min(TASK_BYTES // max(1, row_bytes), -(-n // MIN_PASS_TASKS)))
+def pass_target(n: int, row_bytes: int, series: int = 1) -> int:
+    """Samples a data-pass task aims at: :data:`TASK_BYTES` of samples, or less,
+    so that the pass of the ``series`` signals of one call (of about ``n``
+    samples each) has :data:`MIN_PASS_TASKS` tasks.  A batch of 256 series of
+    2e5 samples was cut into 66 tasks per series (17 000 tasks of 3125
+    samples, most of the pass's time their overhead)."""
+    tasks = max(1, MIN_PASS_TASKS // max(1, series))
+    return max(1, min(TASK_BYTES // max(1, row_bytes), -(-n // tasks)))
 
 
-def pass_runs(starts: np.ndarray, row_bytes: int) -> list[tuple[int, int]]:
+def pass_runs(starts: np.ndarray, row_bytes: int, series: int = 1) -> list[tuple[int, int]]:
     """Consecutive chunks (``starts``: chunk starts and ``n``) grouped into the
     data pass's tasks, ``(first, last)`` inclusive: chunks are added to a run
     while it is shorter than :func:`pass_target`'s samples."""
-    target = pass_target(int(starts[-1]), row_bytes)
+    target = pass_target(int(starts[-1]), row_bytes, series)
     runs: list[tuple[int, int]] = []
     first = 0
     for i in range(len(starts) - 1):
@@ -176,18 +181,19 @@ def slice_cuts(start: int, end: int, target: int, block_size: int) -> np.ndarray
 
 
 def pass_plan(
-    signal: Signal, block_size: int, only: np.ndarray | None = None
+    signal: Signal, block_size: int, only: np.ndarray | None = None, series: int = 1
 ) -> list[tuple[int, int, np.ndarray | None]]:
     """The data pass's tasks: runs of chunks ``(first, last, cuts)``
     (:func:`pass_runs`), ``cuts`` the slices of a large chunk
     (:func:`slice_cuts`) or None.  Slices share their chunk where tasks share
     memory (threads) or a worker keeps it (distributed); a pool of processes
     would copy it to each, so there every chunk is one task.  ``only``: the
-    indices of the chunks to read (the runs cut to them), all when None."""
+    indices of the chunks to read (the runs cut to them), all when None;
+    ``series``: the signals the call's pass reads together."""
     starts = signal.chunk_starts
-    target = pass_target(signal.n, signal.row_bytes)
+    target = pass_target(signal.n, signal.row_bytes, series)
     sliced = caches_reachable()
-    runs = pass_runs(starts, signal.row_bytes)
+    runs = pass_runs(starts, signal.row_bytes, series)
     if only is not None:
         runs = _restrict_runs(runs, only)
     return [
@@ -212,9 +218,11 @@ def _restrict_runs(runs: list[tuple[int, int]], only: np.ndarray) -> list[tuple[
     return out
 
 
-def pass_task_count(signal: Signal, block_size: int, only: np.ndarray | None = None) -> int:
+def pass_task_count(
+    signal: Signal, block_size: int, only: np.ndarray | None = None, series: int = 1
+) -> int:
     """Tasks of the data pass (a sliced chunk: its read, its slices, their merge)."""
-    plan = pass_plan(signal, block_size, only)
+    plan = pass_plan(signal, block_size, only, series)
     return sum(1 if cuts is None else len(cuts) + 1 for _, _, cuts in plan)
 
 
@@ -314,12 +322,12 @@ def _run_chunks(
 
 def _pass_tasks(
     batch: TaskBatch, signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache,
-    only: np.ndarray | None = None,
+    only: np.ndarray | None = None, series: int = 1,
 ) -> None:  # fmt: skip
     reader = signal.reader
     handle = cache.handle if cache is not None and caches_reachable() else None
     here = handle is not None and in_process_scheduler()
-    for first, last, cuts in pass_plan(signal, block_size, only):
+    for first, last, cuts in pass_plan(signal, block_size, only, series):
         held, home = None, None
         if here and cuts is None:  # chunks the fit sample read in this process: the task holds them
             found = {i - first: cache.chunk(int(reader.starts[i])) for i in range(first, last + 1)}
@@ -471,7 +479,8 @@ def data_passes(
     sizes = []
     for (sig, fmap, b, cache), reuse in zip(jobs, reuses, strict=True):
         before = len(batch)
-        _pass_tasks(batch, sig, fmap, b, tile, cache, None if reuse is None else reuse.chunks)
+        only = None if reuse is None else reuse.chunks
+        _pass_tasks(batch, sig, fmap, b, tile, cache, only, len(jobs))
         sizes.append(len(batch) - before)
     flat = batch.compute(progress)
     out, i = [], 0

@@ -160,6 +160,7 @@ class Job:
     in_memory: bool = False  # one block per sample, searched without reading data again
     auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
     samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
+    pass_series: int = 1  # the series read by the same data pass (its tasks' size)
     reuse: Any = None  # kcpstream.reuse.Reuse: an earlier version's statistics to keep
     base_key: str | None = None  # the checkpoint group ``reuse`` came from
     base_known: dict = field(default_factory=dict)  # that group's exact segments

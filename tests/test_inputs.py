@@ -339,14 +339,17 @@ def test_one_chunk_beyond_the_budget_per_process_whatever_the_number_of_caches()
 @given(
     st.lists(st.integers(1, 5_000), min_size=1, max_size=80),
     st.sampled_from([4, 8, 32, 4096]),
+    st.sampled_from([1, 3, 64, 256]),
 )
-def test_pass_runs_group_consecutive_chunks_up_to_the_target(sizes, row_bytes):
+def test_pass_runs_group_consecutive_chunks_up_to_the_target(sizes, row_bytes, series):
     from kcpstream.passes import MIN_PASS_TASKS, TASK_BYTES, pass_runs
 
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n = int(starts[-1])
-    target = max(1, min(TASK_BYTES // row_bytes, -(-n // MIN_PASS_TASKS)))
-    runs = pass_runs(starts, row_bytes)
+    # MIN_PASS_TASKS tasks for the whole call: a series of a batch needs fewer
+    tasks = max(1, MIN_PASS_TASKS // series)
+    target = max(1, min(TASK_BYTES // row_bytes, -(-n // tasks)))
+    runs = pass_runs(starts, row_bytes, series)
     assert [i for a, b in runs for i in range(a, b + 1)] == list(range(len(sizes)))
     for k, (a, b) in enumerate(runs):
         assert starts[b] - starts[a] < target  # without its last chunk it was too short

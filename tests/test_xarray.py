@@ -394,7 +394,7 @@ def test_the_series_of_a_batch_share_one_cache_budget():
         assert job.cache.max_bytes == 2**24 // series
 
 
-def test_a_batch_keeps_each_series_chunk_that_fits_its_share(tmp_path):
+def test_a_batch_keeps_each_series_chunk_and_cuts_it_in_fewer_tasks(tmp_path):
     # each series' share of cache_bytes is above its one chunk but below 4/3 of
     # it (the chunks' three quarters of a budget): the chunk is kept all the
     # same (the pieces of a kept chunk take no room), and no round reads again
@@ -410,3 +410,8 @@ def test_a_batch_keeps_each_series_chunk_that_fits_its_share(tmp_path):
         assert res.diagnostics.samples_read_again == 0 < res.diagnostics.samples_scanned
         single = kcpstream.segment(lazy.isel(sensor=i), dim="time", **kw)
         np.testing.assert_array_equal(res.changepoints, single.changepoints)
+        np.testing.assert_array_equal(res.gains, single.gains)
+        # the pass aims at 64 tasks for the call: a series alone has its chunk cut
+        # in 63 slices of 320 samples (5 blocks), one of a batch of 4 in 16 of
+        # 1280; and each chunk has its read and the merge of its slices
+        assert (res.diagnostics.pass_tasks, single.diagnostics.pass_tasks) == (18, 65)
