@@ -110,17 +110,9 @@ class SampleCache:
         """Keep a chunk within the chunks' budget, dropping lower-scored ones, if
         its score beats theirs (the cache's lock held)."""
         while self.chunk_bytes and self.chunk_bytes + x.nbytes > self.chunk_budget:
-            while self._lowest[0][0] != self._scores.get(self._lowest[0][1]):
-                heapq.heappop(self._lowest)  # an entry for an old score
-            lowest_score, lowest = self._lowest[0]
-            if lowest_score >= score:
+            if self._lowest_chunk()[0] >= score:
                 return False
-            heapq.heappop(self._lowest)
-            dropped = self._chunks.pop(lowest)
-            del self._scores[lowest]
-            del self._chunk_starts[bisect.bisect_left(self._chunk_starts, lowest)]
-            self.chunk_bytes -= dropped.nbytes
-            self.nbytes -= dropped.nbytes
+            self._drop_lowest_chunk()
         self._chunks[start] = x.copy() if copy else x
         self._scores[start] = score
         heapq.heappush(self._lowest, (score, start))
@@ -129,6 +121,39 @@ class SampleCache:
         self.nbytes += x.nbytes
         self._evict_pieces()
         return True
+
+    def _lowest_chunk(self) -> tuple[float, int]:
+        """(score, start) of the lowest-scored chunk kept within the budget."""
+        while self._lowest[0][0] != self._scores.get(self._lowest[0][1]):
+            heapq.heappop(self._lowest)  # an entry for an old score
+        return self._lowest[0]
+
+    def _drop_lowest_chunk(self) -> None:
+        _, lowest = self._lowest_chunk()
+        heapq.heappop(self._lowest)
+        dropped = self._chunks.pop(lowest)
+        del self._scores[lowest]
+        del self._chunk_starts[bisect.bisect_left(self._chunk_starts, lowest)]
+        self.chunk_bytes -= dropped.nbytes
+        self.nbytes -= dropped.nbytes
+
+    def resize(self, max_bytes: int) -> None:
+        """Give the cache a new budget: what no longer fits is dropped, the
+        lowest-scored chunks and the oldest pieces first (0: everything, the
+        chunk kept beyond the budget too).  A batch whose series do not all fit
+        in the budget together searches a group of them at a time
+        (:func:`kcpstream.engine.search_groups`), each with a larger share."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            self.chunk_budget = max_bytes - max_bytes // 4
+            if max_bytes == 0:
+                self._drop_oversized()
+            while self.chunk_bytes > self.chunk_budget:
+                kept = len(self._scores)
+                if kept == 1 and self.chunk_bytes <= max_bytes:
+                    break  # a chunk alone within the whole budget (:meth:`oversized`)
+                self._drop_lowest_chunk()
+            self._evict_pieces()
 
     def oversized(self, nbytes: int) -> bool:
         """Whether a chunk of ``nbytes`` is larger than the chunks' budget (but for
@@ -211,20 +236,34 @@ class SampleCache:
 
     def get(self, start: int, end: int) -> np.ndarray | None:
         """The samples ``[start, end)`` if every one of them is cached (a view of
-        one cached chunk, or a copy joining consecutive cached chunks)."""
+        one cached chunk or piece, or a copy joining consecutive ones)."""
         with self._lock:
             if self._chunks:
                 x = self._from_chunks(start, end)
                 if x is not None:
                     self.hits += 1
                     return x
-            for key in self._by_block.get(start // self.block_size, ()):
-                a, b = key
-                if a <= start and end <= b:
-                    self._pieces.move_to_end(key)
-                    self.hits += 1
-                    return self._pieces[key][start - a : end - a]
-            return None
+            x = self._from_pieces(start, end)
+            if x is not None:
+                self.hits += 1
+            return x
+
+    def _from_pieces(self, start: int, end: int) -> np.ndarray | None:
+        """``[start, end)`` from the pieces kept (a view of one, or a copy joining
+        consecutive ones: a run of pieces scanned as one request), or None."""
+        parts, pos = [], start
+        while pos < end:
+            key = next(
+                (k for k in self._by_block.get(pos // self.block_size, ()) if k[0] <= pos < k[1]),
+                None,
+            )
+            if key is None:
+                return None
+            self._pieces.move_to_end(key)
+            a, b = key
+            parts.append(self._pieces[key][pos - a : min(end, b) - a])
+            pos = min(end, b)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
 
 #: The cache holding this process's one chunk beyond a budget (weak: its job owns it).

@@ -86,6 +86,16 @@ class ScanResult:
         return _piece_of(self.request, self.pos)
 
 
+def _pieces_of(req: ScanRequest) -> list[tuple[int, int]]:
+    """The pieces a request scans: itself, or the pieces of its run."""
+    if not req.grid:
+        return [(req.piece_start, req.piece_end)]
+    g = req.grid
+    inner = range((req.piece_start // g + 1) * g, req.piece_end, g)
+    edges = [req.piece_start, *inner, req.piece_end]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
 def _piece_of(req: ScanRequest, pos: int) -> tuple[int, int]:
     if not req.grid or pos < 0:
         return req.piece_start, req.piece_end
@@ -234,7 +244,8 @@ def scan_run(
                     local.add_chunk(int(a), part, copy=several)
         if local is not None:
             for r, xr in zip(reqs, xs, strict=True):
-                local.add_piece(r.piece_start, r.piece_end, xr)
+                for a, b in _pieces_of(r):  # a run's pieces one by one, as if asked alone
+                    local.add_piece(a, b, xr[a - r.piece_start : b - r.piece_start])
     results = scan_batch(xs, fmap, reqs, min_size, tile)
     return results, read
 

@@ -254,6 +254,27 @@ def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
     assert cache.nbytes <= cache.max_bytes
 
 
+def test_a_run_of_pieces_is_served_from_the_pieces_kept():
+    from kcpstream.cache import SampleCache
+
+    # refinement keeps the pieces of a run scanned as one request one by one; a
+    # later run over some of them is joined from them, a gap is not served
+    cache = SampleCache(block_size=10, max_bytes=2**20)
+    x = np.arange(100, dtype=np.float32)[:, None]
+    for a, b in ((23, 30), (30, 40), (40, 50), (60, 70)):
+        cache.add_piece(a, b, x[a:b])
+    np.testing.assert_array_equal(cache.get(25, 47), x[25:47])
+    np.testing.assert_array_equal(cache.get(31, 39), x[31:39])
+    assert cache.get(45, 65) is None and cache.get(20, 30) is None
+    # a piece over several blocks is found from any of them
+    cache.add_piece(70, 95, x[70:95])
+    np.testing.assert_array_equal(cache.get(82, 90), x[82:90])
+    np.testing.assert_array_equal(cache.get(65, 80), x[65:80])
+    cache.max_bytes = 0
+    cache._evict_pieces()  # every piece dropped, from every block it was found from
+    assert cache.get(82, 90) is None and cache.nbytes == 0 and not any(cache._by_block.values())
+
+
 def _kept_by_reference(budget: int, whole: int, offers) -> dict[int, float]:
     """The chunks a cache keeps, the obvious way: drop the lowest score (then the
     lowest start) while the new chunk does not fit and outscores it; a chunk
@@ -427,3 +448,24 @@ def test_array_source_only_for_a_plain_from_array():
         da.zeros((500, 2), chunks=100),
     ):
         assert array_source(other) is None
+
+
+def test_resizing_a_cache_drops_what_no_longer_fits_lowest_score_first():
+    from kcpstream.cache import SampleCache
+
+    cache = SampleCache(block_size=10, max_bytes=4 * 800)  # chunks: 3 of 800 bytes
+    for i, score in enumerate([3.0, 1.0, 2.0]):
+        assert cache.add_chunk(100 * i, np.full((100, 1), float(i)), score=score)
+    cache.add_piece(300, 390, np.zeros((90, 1)))
+    cache.resize(4 * 400)  # chunks: 1200 bytes, one chunk of 800
+    assert [a for a in (0, 100, 200) if cache.chunk(a) is not None] == [0]
+    assert cache.nbytes <= cache.max_bytes and cache.chunk_bytes == 800
+    cache.resize(900)  # a chunk alone may take the whole budget
+    assert cache.chunk(0) is not None and cache.get(300, 390) is None
+    cache.resize(4 * 800)  # growing keeps what is there
+    assert cache.chunk(0) is not None
+    assert cache.add_chunk(1000, np.zeros((500, 1)))  # beyond the budget: kept apart
+    assert cache.oversized_bytes == 4000
+    cache.resize(0)
+    assert cache.nbytes == cache.chunk_bytes == cache.oversized_bytes == 0
+    assert cache.get(0, 10) is None and cache.get(1000, 1010) is None
