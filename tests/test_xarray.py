@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -415,3 +416,28 @@ def test_a_batch_keeps_each_series_chunk_and_cuts_it_in_fewer_tasks(tmp_path):
         # in 63 slices of 320 samples (5 blocks), one of a batch of 4 in 16 of
         # 1280; and each chunk has its read and the merge of its slices
         assert (res.diagnostics.pass_tasks, single.diagnostics.pass_tasks) == (18, 65)
+
+
+def test_a_batch_too_large_for_its_cache_is_searched_a_group_at_a_time(tmp_path, monkeypatch):
+    # 6 series of 80 kB in a budget of 200 kB: each series' share (33 kB) holds
+    # none of its chunk, so refinement would decode it again in every round; a
+    # group of two shares the budget instead, reads each chunk once and keeps it
+    from kcpstream import engine
+
+    n, k = 20_000, 6
+    x = np.stack([datasets.changing_distribution(n, 3, seed=s).x for s in range(k)], axis=1)
+    da = xr.DataArray(x.astype(np.float32), dims=("time", "sensor"))
+    da.to_dataset(name="v").chunk({"time": n, "sensor": 1}).to_zarr(tmp_path / "s.zarr")
+    lazy = xr.open_zarr(tmp_path / "s.zarr", chunks=None)["v"]
+    kw = {"block_size": 64, "n_bkps": 3, "cache_bytes": 200_000}
+    with dask.config.set(scheduler="threads"):
+        grouped = kcpstream.segment(lazy, dim="time", batch_dims="sensor", **kw)
+        monkeypatch.setattr(engine, "cache_groups", lambda jobs, st: None)
+        lockstep = kcpstream.segment(lazy, dim="time", batch_dims="sensor", **kw)
+    for i, ((_, g), (_, s)) in enumerate(zip(grouped, lockstep, strict=True)):
+        single = kcpstream.segment(lazy.isel(sensor=i), dim="time", **kw)
+        for res in (g, s):
+            np.testing.assert_array_equal(res.changepoints, single.changepoints)
+            np.testing.assert_array_equal(res.gains, single.gains)
+        # grouped: the pass reads again the chunk the fit read, refinement once more
+        assert g.diagnostics.samples_read_again <= 2 * n < s.diagnostics.samples_read_again
