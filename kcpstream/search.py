@@ -382,5 +382,5 @@ def drive_many(
         for i, results in zip(ids, scan_many(batches, min_size, tile), strict=True):
             advance(i, results)
         if on_round is not None:
-            on_round(sum(len(b[2]) for b in batches))
+            on_round(sum(r.pieces for b in batches for r in b[2]))
     return outcomes
