@@ -66,7 +66,6 @@ class SampleCache:
     ) -> None:
         self.block_size = block_size
         self.max_bytes = max_bytes
-        self.chunk_budget = max_bytes - max_bytes // 4
         self.nbytes = 0
         self.chunk_bytes = 0
         self.hits = 0
@@ -122,6 +121,11 @@ class SampleCache:
         self._evict_pieces()
         return True
 
+    @property
+    def chunk_budget(self) -> int:
+        """Bytes the chunks kept within the budget may take: three quarters of it."""
+        return self.max_bytes - self.max_bytes // 4
+
     def _lowest_chunk(self) -> tuple[float, int]:
         """(score, start) of the lowest-scored chunk kept within the budget."""
         while self._lowest[0][0] != self._scores.get(self._lowest[0][1]):
@@ -145,7 +149,6 @@ class SampleCache:
         (:func:`kcpstream.engine.search_groups`), each with a larger share."""
         with self._lock:
             self.max_bytes = max_bytes
-            self.chunk_budget = max_bytes - max_bytes // 4
             if max_bytes == 0:
                 self._drop_oversized()
             while self.chunk_bytes > self.chunk_budget:

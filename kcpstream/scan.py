@@ -62,9 +62,7 @@ class ScanRequest:
     @property
     def pieces(self) -> int:
         """How many pieces the request scans."""
-        if not self.grid:
-            return 1
-        return (self.piece_end - 1) // self.grid - self.piece_start // self.grid + 1
+        return len(_pieces_of(self))
 
 
 @dataclass(frozen=True)
