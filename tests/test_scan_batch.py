@@ -13,6 +13,14 @@ from kcpstream.scan import ScanRequest, scan_batch, scan_piece
 from .reference import quantized
 
 
+def _exact_prefix(fmap, x: np.ndarray) -> np.ndarray:
+    """Exact integer prefix sums of the quantized features of ``x``, ``(n + 1, p)``."""
+    q = quantized(fmap.transform(x), fmap.quantum_exponent_)
+    cum = np.zeros((len(x) + 1, q.shape[1]), np.int64)
+    np.cumsum(q, axis=0, out=cum[1:])
+    return cum
+
+
 @settings(
     max_examples=60,
     deadline=None,
@@ -38,9 +46,7 @@ def test_scan_batch_equals_scan_piece(
     if constant:  # gains are 0 up to rounding: ties between pieces
         x[:] = 0.5
     fmap = (BrownianThreshold(6) if threshold else RFF(8, bandwidth=1.0, seed=seed)).fit(x)
-    q = quantized(fmap.transform(x), fmap.quantum_exponent_)
-    cum = np.zeros((n + 1, q.shape[1]), np.int64)
-    np.cumsum(q, axis=0, out=cum[1:])
+    cum = _exact_prefix(fmap, x)
     reqs, xs, start = [], [], 10
     for length in lengths:  # consecutive pieces, of one segment or each of its own
         a, e = (0, n) if shared else (start - int(rng.integers(0, 5)), start + length + 3)
@@ -110,9 +116,7 @@ def test_held_pieces_scanned_in_threads_equal_one_scan_batch_per_signal(seed, si
         n = sum(lengths) + 20
         x = rng.standard_normal((n, 1))
         fmap = RFF(8, bandwidth=1.0, seed=seed + b).fit(x)
-        q = quantized(fmap.transform(x), fmap.quantum_exponent_)
-        cum = np.zeros((n + 1, q.shape[1]), np.int64)
-        np.cumsum(q, axis=0, out=cum[1:])
+        cum = _exact_prefix(fmap, x)
         reqs, xs, start = [], [], 10
         for length in lengths:  # the pieces of two segments
             a, e = (0, n) if rng.random() < 0.5 else (5, n - 5)
@@ -166,9 +170,7 @@ def test_a_run_of_pieces_scans_what_its_pieces_scan_one_by_one(
     n = 4 * grid + (blocks + 2) * grid
     x = np.full((n, 1), 0.5) if constant else rng.standard_normal((n, 1))
     fmap = RFF(8, bandwidth=1.0, seed=seed).fit(x)
-    q = quantized(fmap.transform(x), fmap.quantum_exponent_)
-    cum = np.zeros((n + 1, q.shape[1]), np.int64)
-    np.cumsum(q, axis=0, out=cum[1:])
+    cum = _exact_prefix(fmap, x)
     a = 2 * grid - min(head, grid - 1)  # the segment starts inside a block (or on one)
     e = (2 + blocks) * grid + min(tail, grid - 1)
     edges = sorted({a, e, *range(-(-a // grid) * grid, e, grid)})

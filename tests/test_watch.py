@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -103,6 +104,29 @@ def test_watch_errors_are_one_line(tmp_path):
     assert res.returncode == 2 and "--every must be a duration" in res.stderr
 
 
+@contextlib.contextmanager
+def _watching(job, *args: str):
+    """``kcpstream watch JOB ARGS`` running, killed on the way out if still alive."""
+    exe = Path(sys.executable).parent / "kcpstream"
+    proc = subprocess.Popen(
+        [str(exe), "watch", str(job), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _fresh(folder: Path, sensor: str) -> kcpstream.Segmentation:
+    """The job's segmentation of ``sensor``, from scratch on the archive as it is."""
+    return kcpstream.segment(
+        xr.open_zarr(folder / "archive.zarr")["v"].sel(sensor=sensor),
+        features=kcpstream.RFF(n_features=32), n_bkps=3,
+    )  # fmt: skip
+
+
 def _saved(folder: Path) -> kcpstream.Segmentation:
     path = folder / "out" / "series" / "sensor=a.json"
     return kcpstream.Segmentation.from_json(path.read_text())
@@ -111,12 +135,7 @@ def _saved(folder: Path) -> kcpstream.Segmentation:
 def test_watch_updates_a_growing_archive_until_stopped(tmp_path):
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path, extra='checkpoint = "ck"')
-    exe = Path(sys.executable).parent / "kcpstream"
-    proc = subprocess.Popen(
-        [str(exe), "watch", str(job), "--every", "1s", "--json", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
+    with _watching(job, "--every", "1s", "--json", "--quiet") as proc:
         first = json.loads(proc.stdout.readline())
         assert (first["run"], first["done"]) == (1, 4)
         more = xr.Dataset(
@@ -136,15 +155,9 @@ def test_watch_updates_a_growing_archive_until_stopped(tmp_path):
         assert grown
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0 and "watch stopped" in err and "Traceback" not in err
     saved = _saved(tmp_path)
-    fresh = kcpstream.segment(
-        xr.open_zarr(tmp_path / "archive.zarr")["v"].sel(sensor="a"),
-        features=kcpstream.RFF(n_features=32), n_bkps=3,
-    )  # fmt: skip
+    fresh = _fresh(tmp_path, "a")
     assert saved.n_samples == 22_000
     np.testing.assert_array_equal(saved.changepoints, fresh.changepoints)
 
@@ -152,18 +165,10 @@ def test_watch_updates_a_growing_archive_until_stopped(tmp_path):
 def test_a_watch_stopped_during_a_run_leaves_a_folder_the_next_run_finishes(tmp_path):
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path)
-    exe = Path(sys.executable).parent / "kcpstream"
-    proc = subprocess.Popen(
-        [str(exe), "watch", str(job), "--every", "1h"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
+    with _watching(job, "--every", "1h") as proc:
         proc.stderr.readline()  # the run's first progress line: it has started
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0 and "watch stopped" in err and "Traceback" not in err
     res = _kcpstream("run", job, "--json", "--quiet")  # not locked, nothing half-written
     assert res.returncode == 0, res.stderr
@@ -172,8 +177,4 @@ def test_a_watch_stopped_during_a_run_leaves_a_folder_the_next_run_finishes(tmp_
     for sensor in "abcd":
         path = tmp_path / "out" / "series" / f"sensor={sensor}.json"
         saved = kcpstream.Segmentation.from_json(path.read_text())
-        fresh = kcpstream.segment(
-            xr.open_zarr(tmp_path / "archive.zarr")["v"].sel(sensor=sensor),
-            features=kcpstream.RFF(n_features=32), n_bkps=3,
-        )  # fmt: skip
-        np.testing.assert_array_equal(saved.changepoints, fresh.changepoints)
+        np.testing.assert_array_equal(saved.changepoints, _fresh(tmp_path, sensor).changepoints)
