@@ -67,6 +67,37 @@ def _bridge(q: np.ndarray) -> float:
     return float(np.sqrt((r**2).sum(axis=1)).max()) if length > 1 else 0.0
 
 
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.sampled_from([16, 64]))
+def test_sums_across_features_round_in_feature_order(seed, k, m):
+    # sums of squares beyond 2**53 round: Q and M2 are summed over the features
+    # in their order, never reassociated, so they do not depend on how the
+    # kernel's work arrays happen to be aligned (checkpoints and fresh runs
+    # then agree to the bit)
+    rng = np.random.default_rng(seed)
+    n, p = 300, k * m
+    z = rng.normal(size=(k, n, m)).astype(np.float32)
+    scale = 2.0**26
+    cuts = np.array([0, 100, n], np.int64)
+    S = np.empty((2, p), np.int64)
+    Q, M2, R, cnt = np.empty(2), np.empty(2), np.empty(2), np.empty(2, np.int64)
+    piece_stats(z, scale, cuts, S, Q, M2, R, cnt, -1.0, SNAPSHOT)
+    q = np.rint(z.astype(np.float64) * scale).transpose(1, 0, 2).reshape(n, p)
+    zabs = np.abs(z.astype(np.float64)).transpose(1, 0, 2).reshape(n, p)
+    for i in range(2):
+        part = q[cuts[i] : cuts[i + 1]]
+        per_feature = np.zeros(p)
+        for row in part:  # each feature's sum, sample after sample
+            per_feature += row * row
+        total = 0.0
+        for v in per_feature:  # then across the features, in order
+            total += float(v)
+        assert Q[i] == total
+        bound = 0.0
+        for v in zabs[cuts[i] : cuts[i + 1]].max(axis=0) * scale + 0.5:
+            bound += float(v) * float(v)
+        assert M2[i] == bound * (1.0 + 1e-12)
+
+
 @given(
     st.integers(0, 2**32 - 1),
     st.integers(1, 60),

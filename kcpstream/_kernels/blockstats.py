@@ -93,7 +93,47 @@ def piece_stats(Z, scale, bounds, S, Q, M2, R, counts, norm_bound=-1.0, every=SN
     piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps, every)
 
 
-@njit(nogil=True, cache=True, fastmath={"reassoc", "nsz"})
+@njit(nogil=True, cache=True)
+def ordered_sum(acc, v):
+    """``acc + sum_j v[j]`` in index order: for sums that round (beyond
+    ``2**53``), whose bits must not depend on how the arrays happen to be
+    aligned in memory, as a vectorized reduction's order does (callers are
+    not compiled with ``fastmath``'s reassociation, which would undo it)."""
+    for j in range(v.shape[0]):
+        acc += v[j]
+    return acc
+
+
+@njit(nogil=True, cache=True)
+def ordered_sumsq(acc, v):
+    """``acc + sum_j v[j]**2`` in index order (see :func:`ordered_sum`)."""
+    for j in range(v.shape[0]):
+        acc += v[j] * v[j]
+    return acc
+
+
+@njit(nogil=True, cache=True)
+def lane_sumsq(v):
+    """``sum_j v[j]**2`` in eight lanes (``j % 8``), each in index order, added
+    pairwise at the end: a fixed order (the same bits wherever ``v`` lies in
+    memory) that still runs eight additions at a time."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    n8 = v.shape[0] // 8 * 8
+    for j in range(0, n8, 8):
+        a0 += v[j] * v[j]
+        a1 += v[j + 1] * v[j + 1]
+        a2 += v[j + 2] * v[j + 2]
+        a3 += v[j + 3] * v[j + 3]
+        a4 += v[j + 4] * v[j + 4]
+        a5 += v[j + 5] * v[j + 5]
+        a6 += v[j + 6] * v[j + 6]
+        a7 += v[j + 7] * v[j + 7]
+    for j in range(n8, v.shape[0]):
+        a0 += v[j] * v[j]
+    return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+
+
+@njit(nogil=True, cache=True, fastmath={"nsz"})
 def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps, every):
     """Statistics of consecutive pieces of a feature tile.
 
@@ -113,10 +153,14 @@ def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps, e
         (:func:`snapshot_every`); 1 evaluates it at every sample.
 
     Every per-sample operation is elementwise across features (sum, sum of
-    squares, maximum magnitude), so it vectorizes.  The quantized features
-    are integers held in float64: their sums are exact in any order while
-    they stay below ``2**53`` (the data pass checks ``L * max|q| < 2**52``),
-    which is why this kernel may reassociate (``fastmath``).  ``Q``, ``M2``
+    squares, maximum magnitude), so it vectorizes without reassociating.  The
+    quantized features are integers held in float64: their sums are exact
+    while they stay below ``2**53`` (the data pass checks ``L * max|q| <
+    2**52``).  Sums of squares go beyond it and round: each is summed in a
+    fixed order (samples in order, then features in order; the bridge's norms
+    in :func:`lane_sumsq`'s lanes), never one a compiler chose by how the
+    arrays happen to be aligned, so a block has the same bits in every run
+    (a checkpoint's and a fresh run's agree).  ``Q``, ``M2``
     and ``R`` only feed upper bounds:
 
     * ``M2 = sum_j (max_t |z_tj| scale + 1/2)^2`` bounds every sample's
@@ -164,13 +208,11 @@ def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps, e
                         mx[j] = max(mx[j], abs(np.float64(zrow[jj])))
             for j in range(p):
                 mx[j] = mx[j] * scale + 0.5
-        qsum = 0.0
-        m2 = 0.0
-        s2 = 0.0
+        # across the features in order: these sums exceed 2**53 and round
+        qsum = ordered_sum(0.0, sq)
+        m2 = ordered_sumsq(0.0, mx)
+        s2 = ordered_sumsq(0.0, s)
         for j in range(p):
-            qsum += sq[j]
-            m2 += mx[j] * mx[j]
-            s2 += s[j] * s[j]
             S[i, j] = np.int64(s[j])
         if norm_bound >= 0.0:
             m2 = norm_bound * norm_bound
@@ -182,11 +224,9 @@ def piece_stats_into(Z, scale, bounds, S, Q, M2, R, counts, norm_bound, snaps, e
         rmax = 0.0
         for kk in range(n_snaps):
             frac = float((kk + 1) * every) * inv_len
-            acc = 0.0
             for j in range(p):
-                r = snaps[kk, j] - frac * s[j]
-                acc += r * r
-            cur = math.sqrt(acc)
+                sq[j] = snaps[kk, j] - frac * s[j]  # sq: free once Q is summed
+            cur = math.sqrt(lane_sumsq(sq))
             if every == 1:  # nothing lies between two positions
                 rmax = max(rmax, cur)
             else:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .blockstats import ordered_sumsq
+
 __all__ = ["sample_prefix_sums", "best_split_between", "dense_binseg"]
 
 #: Positions scanned together: their accumulators stay in L1 while every
@@ -23,7 +25,7 @@ __all__ = ["sample_prefix_sums", "best_split_between", "dense_binseg"]
 SCAN_TILE = 256
 
 
-@njit(nogil=True, cache=True, fastmath={"reassoc", "nsz"})
+@njit(nogil=True, cache=True)
 def sample_prefix_sums(Z, scale, norm_bound):
     """Exact prefix sums of quantized features, and per-sample ``||q||^2`` and bound.
 
@@ -42,9 +44,10 @@ def sample_prefix_sums(Z, scale, norm_bound):
     M2 : float64 (L,), an upper bound on ``||q_t||^2`` (as the data pass computes it
         for a block of one sample).
 
-    The quantized values are integers held in float64, so the reassociated
-    sums of squares equal the data pass's wherever they stay below ``2**53``
-    (and within rounding above); the prefix sums are exact int64.
+    The quantized values are integers held in float64; each sample's sum of
+    squares is summed over the features in order, as the data pass sums a
+    block's (the same bits for a block of one sample); the prefix sums are
+    exact int64.
     """
     k, L, m = Z.shape
     p = k * m
@@ -54,6 +57,7 @@ def sample_prefix_sums(Z, scale, norm_bound):
     run = np.zeros(p, np.int64)
     rows = np.empty((64, p), np.int64)
     q = np.empty(m)
+    bounds = np.empty(m)
     for t0 in range(0, L, 64):
         width = min(64, L - t0)
         for r in range(width):
@@ -63,16 +67,15 @@ def sample_prefix_sums(Z, scale, norm_bound):
             for g in range(k):
                 for jj in range(m):
                     q[jj] = np.rint(np.float64(Z[g, t, jj]) * scale)
-                for jj in range(m):
-                    qsum += q[jj] * q[jj]
+                qsum = ordered_sumsq(qsum, q)  # the same bits wherever q lies
                 for jj in range(m):
                     j = g * m + jj
                     run[j] += np.int64(q[jj])
                     rows[r, j] = run[j]
                 if norm_bound < 0.0:  # |q_j| <= |z_j| * scale + 1/2
                     for jj in range(m):
-                        bound = abs(np.float64(Z[g, t, jj])) * scale + 0.5
-                        m2 += bound * bound
+                        bounds[jj] = abs(np.float64(Z[g, t, jj])) * scale + 0.5
+                    m2 = ordered_sumsq(m2, bounds)
             Q[t] = qsum
             if norm_bound >= 0.0:
                 m2 = norm_bound * norm_bound
