@@ -22,6 +22,7 @@ from .search import NotEnoughSplitsError, check_enough_splits
 from .select import Selection, select_by_penalty, significant_splits, slope_heuristic
 from .significance import (
     MIN_BATCHES,
+    BatchSums,
     LongRunNoise,
     cycle_noise,
     local_batch,
@@ -39,8 +40,13 @@ MAX_NOISE_ROUNDS = 8
 
 
 def choose(job: Job, order, st: Settings) -> dict:
-    """The path's costs, the chosen number of segments and its change-points."""
+    """The path's costs, the chosen number of segments and its change-points
+    (``job.noise``: the features' long-run covariance they were tested against)."""
     stats, n = job.stats, job.stats.n
+    # the estimates of the noise share their work (BatchSums); a batch's series
+    # are chosen one after the other, so one series' is held at a time
+    sums, short = batch_sums(stats), short_range(stats)
+    job.noise = noise_of(stats, short, pointwise=job.window == 1, sums=sums)
     path = [seg.split for seg in order]
     if st.method == "binseg" and st.rule == "pen":
         costs = _binseg_path_costs(stats, order)
@@ -66,7 +72,7 @@ def choose(job: Job, order, st: Settings) -> dict:
             check_enough_splits(len(path), st.n_bkps, job.min_size, allow_fewer=False)
         grid = np.array([0, *sorted(path), n])
         costs, partitions = optimal_partitions(stats, grid, job.d_max, job.min_size)
-        selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, partitions, st.alpha)
+        selection = _select(st, costs, n, job, order, partitions, (sums, short))
         changepoints = partitions[selection.n_segments - 1]
         rank = {c: i for i, c in enumerate(path)}
         return {
@@ -79,7 +85,7 @@ def choose(job: Job, order, st: Settings) -> dict:
     grid = dp_grid(stats, path)
     d_dp = st.n_bkps + 1 if st.rule == "n_bkps" else job.d_max  # the DP's largest D
     costs, partitions = optimal_partitions(stats, grid, d_dp, job.min_size)
-    selection = _select(st.rule, costs, n, st.n_bkps, st.pen, job, order, partitions, st.alpha)
+    selection = _select(st, costs, n, job, order, partitions, (sums, short))
     chosen = partitions[selection.n_segments - 1]
     if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
         raise NotEnoughSplitsError(
@@ -98,14 +104,15 @@ def _binseg_path_costs(stats, order) -> np.ndarray:
     return np.asarray(costs)
 
 
-def _select(rule, costs, n, n_bkps, pen, job, order, partitions, alpha) -> Selection:
+def _select(st: Settings, costs, n, job, order, partitions, noise_work) -> Selection:
+    rule = st.rule
     finite = costs[np.isfinite(costs)] if rule != "n_bkps" else costs
     if rule == "n_bkps":
-        return Selection("n_bkps", n_bkps + 1, len(costs))
+        return Selection("n_bkps", st.n_bkps + 1, len(costs))
     if rule == "pen":
-        return select_by_penalty(finite, pen)
+        return select_by_penalty(finite, st.pen)
     if rule == "auto":
-        return _select_by_test(job, order, partitions, alpha, len(costs))
+        return _select_by_test(job, order, partitions, st.alpha, len(costs), *noise_work)
     if len(finite) < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations, but only "
@@ -114,7 +121,15 @@ def _select(rule, costs, n, n_bkps, pen, job, order, partitions, alpha) -> Selec
     return slope_heuristic(finite, n)
 
 
-def _select_by_test(job: Job, order, partitions, alpha: float, d_max: int) -> Selection:
+def _select_by_test(
+    job: Job,
+    order,
+    partitions,
+    alpha: float,
+    d_max: int,
+    sums: BatchSums,
+    short: tuple[int, np.ndarray] | None,
+) -> Selection:
     """The number of change-points that are significant (:func:`_significant`).
 
     The noise is estimated again without the change-points chosen so far,
@@ -129,14 +144,13 @@ def _select_by_test(job: Job, order, partitions, alpha: float, d_max: int) -> Se
             f"needs {MIN_BATCHES} blocks of samples); give n_bkps or pen"
         )
     accepted: list[int] = []
-    short = short_range(job.stats)  # it does not depend on the change-points left out
     try:
         for _ in range(MAX_NOISE_ROUNDS):
             found = _significant(job, order, partitions, alpha)
             if found == accepted:
                 break
             noise = noise_of(
-                job.stats, short, np.asarray(found, dtype=np.int64), pointwise=job.window == 1
+                job.stats, short, np.asarray(found, dtype=np.int64), job.window == 1, sums
             )
             if noise is None:
                 break
@@ -317,6 +331,7 @@ def noise_of(
     short: tuple[int, np.ndarray] | None,
     exclude: np.ndarray | None = None,
     pointwise: bool = True,
+    sums: BatchSums | None = None,
 ) -> LongRunNoise | None:
     """The features' long-run covariance from the prefix sums at full blocks,
     without the batches around the change-points ``exclude``, with ``short``,
@@ -328,15 +343,23 @@ def noise_of(
     made windows of it): their dependence is extrapolated as an AR(1) of
     batches when the batch estimate has not levelled off.  Windows of one
     period hold the cycle's dependence within them and are not extrapolated
-    (see :func:`kcpstream.significance.long_run_noise`)."""
+    (see :func:`kcpstream.significance.long_run_noise`).  ``sums``:
+    :func:`batch_sums` of ``stats``, kept for the next estimate."""
+    sums = batch_sums(stats) if sums is None else sums
+    noise = long_run_noise(sums, stats.block_size, exclude, extrapolate=pointwise, short=short)
+    if noise is None or short is None:
+        return noise
+    return dataclasses.replace(noise, local=float(np.trace(short[1])))
+
+
+def batch_sums(stats: BlockStats) -> BatchSums:
+    """The batch sums :func:`noise_of` estimates the noise from: the prefix sums
+    at full blocks, in feature units."""
     full = stats.n // stats.block_size
     prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
         1.0, -stats.quantum_exponent
     )
-    noise = long_run_noise(prefix, stats.block_size, exclude, extrapolate=pointwise, short=short)
-    if noise is None or short is None:
-        return noise
-    return dataclasses.replace(noise, local=float(np.trace(short[1])))
+    return BatchSums(prefix)
 
 
 def local_gains(stats, changepoints, start: int = 0, end: int | None = None) -> np.ndarray:

@@ -47,6 +47,7 @@ from statistics import NormalDist
 import numpy as np
 
 __all__ = [
+    "BatchSums",
     "LongRunNoise",
     "long_run_noise",
     "cycle_noise",
@@ -125,46 +126,111 @@ def _chi2_ratio(dof: float, q: float) -> float:
 
 
 def _kept(
-    diffs: np.ndarray, ss: np.ndarray, rounds: int, cov: bool = True
+    gram, ss: np.ndarray, rounds: int, base: np.ndarray | None = None, cov: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Mask of the batch differences ``diffs`` (p, k), with squared norms ``ss``,
-    that are not implausibly large under the spread of the others: beyond the
+    """Mask of the batch differences, with squared norms ``ss``, that are not
+    implausibly large under the spread of the others: beyond the
     :data:`OUTLIER_QUANTILE` of their null law (a chi2 with the covariance's
     effective degrees of freedom, scaled to the median) a difference is a
-    change, not noise.  Each round takes the degrees of freedom from the
+    change, not noise.  Only the differences of ``base`` (a mask; all by
+    default) are looked at.  Each round takes the degrees of freedom from the
     differences the previous one kept.  Returns the mask and, with ``cov``,
-    ``D D^T`` over the differences it keeps (unnormalised); each product is
-    computed once for a mask (most rounds keep every difference)."""
-    keep = np.ones(ss.shape[0], dtype=bool)
+    ``D D^T`` over the differences it keeps (unnormalised; ``gram(mask)``
+    computes it, once for a mask: most rounds keep every difference)."""
+    base = np.ones(ss.shape[0], dtype=bool) if base is None else base
+    keep = base
+    # discrete data (sparse counts, flags) can have most differences exactly 0:
+    # their median says nothing of the spread, the mean (larger, so fewer
+    # differences are left out) does
+    looked = ss[base]
+    middle = float(np.median(looked)) or float(np.mean(looked)) if looked.size else 0.0
     sigma, of = None, None  # sigma = D D^T over the differences ``of``
     for _ in range(rounds):
-        sigma, of = _gram(diffs, keep, sigma, of), keep
+        sigma, of = _gram(gram, keep, sigma, of), keep
         tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
         if not tr > 0:  # no variation between batches but at the outliers: noise-free
             break
-        # discrete data (sparse counts, flags) can have most differences exactly 0:
-        # their median says nothing of the spread, the mean (larger, so fewer
-        # differences are left out) does
-        middle = float(np.median(ss)) or float(np.mean(ss))
         cut = middle * _chi2_ratio(max(tr * tr / tr2, 1.0), OUTLIER_QUANTILE)
-        keep = ss <= cut
-    return keep, _gram(diffs, keep, sigma, of) if cov else None
+        keep = base & (ss <= cut)
+    return keep, _gram(gram, keep, sigma, of) if cov else None
 
 
-def _gram(diffs: np.ndarray, keep: np.ndarray, sigma, of) -> np.ndarray:
-    """``D D^T`` over the differences ``keep`` (``sigma`` when it is that product's
-    for the same mask ``of``)."""
+def _gram(gram, keep: np.ndarray, sigma, of) -> np.ndarray:
+    """``gram(keep)`` (``sigma`` when it is that product's for the same mask ``of``)."""
     if of is not None and np.array_equal(of, keep):
         return sigma
-    return diffs[:, keep] @ diffs[:, keep].T
+    return gram(keep)
+
+
+def _dense_gram(diffs: np.ndarray):
+    """``D D^T`` over a mask of the columns of ``diffs``, as one product."""
+    return lambda keep: diffs[:, keep] @ diffs[:, keep].T
 
 
 def _batch_differences(prefix: np.ndarray, per_batch: int) -> tuple[int, np.ndarray]:
     """``(k, D)``: the number ``k`` of whole batches of ``per_batch`` grid steps
     and the consecutive differences ``D`` (p, k - 1) of their sums."""
     k = (prefix.shape[1] - 1) // per_batch
-    idx = np.arange(0, (k + 1) * per_batch, per_batch)
-    return k, np.diff(prefix[:, idx], n=2, axis=1)
+    return k, np.diff(prefix[:, : k * per_batch + 1 : per_batch], n=2, axis=1)
+
+
+#: Batch differences per tile of :meth:`BatchSums.gram` (a tile's product is
+#: computed once per mask of its columns).
+GRAM_TILE = 256
+
+
+class BatchSums:
+    """The consecutive differences of a series' batch sums at each batch length,
+    and their products ``D D^T`` over masks of them.
+
+    The estimate of the long-run covariance is made again with each set of
+    change-points left out, and each estimate leaves out outliers in two
+    rounds: the products over masks that differ in a few differences.  The
+    product is a sum over tiles of :data:`GRAM_TILE` differences, each
+    computed once per mask of its own differences, so a mask that changes
+    a few of them recomputes a few tiles.  Every product is summed over the
+    same tiles in the same order: the same mask gives the same bits,
+    whichever masks came before.
+
+    Parameters
+    ----------
+    prefix : numpy.ndarray, shape (p, m + 1)
+        As :func:`long_run_noise` takes it.
+    """
+
+    def __init__(self, prefix: np.ndarray) -> None:
+        self.prefix = np.asarray(prefix, dtype=np.float64)
+        self._levels: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+        self._columns: dict[int, list[np.ndarray]] = {}
+        self._products: dict[tuple[int, int, bytes], np.ndarray] = {}
+
+    def level(self, per_batch: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(k, D, ss)``: :func:`_batch_differences` and the squared norms of ``D``."""
+        got = self._levels.get(per_batch)
+        if got is None:
+            k, diffs = _batch_differences(self.prefix, per_batch)
+            got = self._levels[per_batch] = (k, diffs, (diffs**2).sum(axis=0))
+        return got
+
+    def gram(self, per_batch: int, keep: np.ndarray) -> np.ndarray:
+        """``D D^T`` over the differences ``keep`` at batches of ``per_batch`` steps."""
+        _, diffs, _ = self.level(per_batch)
+        tiles = self._columns.get(per_batch)
+        if tiles is None:  # contiguous tiles: a product over all of one reads it as it lies
+            tiles = self._columns[per_batch] = [
+                np.ascontiguousarray(diffs[:, t0 : t0 + GRAM_TILE])
+                for t0 in range(0, diffs.shape[1], GRAM_TILE)
+            ]
+        total = np.zeros((diffs.shape[0], diffs.shape[0]))
+        for i, cols in enumerate(tiles):
+            mask = keep[i * GRAM_TILE : (i + 1) * GRAM_TILE]
+            key = (per_batch, i, np.packbits(mask).tobytes())
+            product = self._products.get(key)
+            if product is None:
+                part = cols if mask.all() else cols[:, mask]
+                product = self._products[key] = part @ part.T
+            total += product
+        return total
 
 
 def _clear_of(exclude: np.ndarray, per_batch: int, k: int) -> np.ndarray:
@@ -177,18 +243,19 @@ def _clear_of(exclude: np.ndarray, per_batch: int, k: int) -> np.ndarray:
     return ~(hit[:-2] | hit[1:-1] | hit[2:])
 
 
-def _batch_estimate(prefix: np.ndarray, per_batch: int, ell: int, exclude: np.ndarray):
+def _batch_estimate(sums: BatchSums, per_batch: int, ell: int, exclude: np.ndarray):
     """Covariance estimate from batches of ``per_batch`` grid steps (``ell`` samples):
     ``(Sigma, used)``, or None with too few batches.  Differences of two
     batches that hold a position of ``exclude`` (in grid steps) are left out."""
-    k, diffs = _batch_differences(prefix, per_batch)
+    k, _, ss = sums.level(per_batch)
     if k < MIN_BATCHES:
         return None
+    base = None
     if exclude.size:
-        diffs = diffs[:, _clear_of(exclude, per_batch, k)]
-        if diffs.shape[1] < MIN_BATCHES // 2:
+        base = _clear_of(exclude, per_batch, k)
+        if int(base.sum()) < MIN_BATCHES // 2:
             return None
-    keep, sigma = _kept(diffs, (diffs**2).sum(axis=0), rounds=2)
+    keep, sigma = _kept(lambda m: sums.gram(per_batch, m), ss, rounds=2, base=base)
     used = int(keep.sum())
     if used < MIN_BATCHES // 2:
         return None
@@ -224,7 +291,7 @@ def _change(before: np.ndarray, sigma: np.ndarray, used: int) -> int:
 MAX_BATCH_CORRELATION = 0.9
 
 
-def _ar1_factor(prefix: np.ndarray, per_batch: int, exclude: np.ndarray) -> float:
+def _ar1_factor(sums: BatchSums, per_batch: int, exclude: np.ndarray) -> float:
     """``(1 + rho) / (1 - rho)``: the long-run variance of an AR(1) sequence of
     batch sums with lag-one correlation ``rho`` over their variance.
 
@@ -235,8 +302,8 @@ def _ar1_factor(prefix: np.ndarray, per_batch: int, exclude: np.ndarray) -> floa
     it would make every sum look correlated.  Pooled over the features;
     ``rho`` is kept in ``[0, MAX_BATCH_CORRELATION]``.
     """
-    k, diffs = _batch_differences(prefix, per_batch)
-    keep, _ = _kept(diffs, (diffs**2).sum(axis=0), rounds=2, cov=False)
+    k, diffs, ss = sums.level(per_batch)
+    keep, _ = _kept(lambda m: sums.gram(per_batch, m), ss, rounds=2, cov=False)
     if exclude.size:
         keep &= _clear_of(exclude, per_batch, k)
     pairs = keep[1:] & keep[:-1]
@@ -288,9 +355,10 @@ def long_run_noise(
 
     Parameters
     ----------
-    prefix : numpy.ndarray, shape (p, m + 1)
+    prefix : numpy.ndarray, shape (p, m + 1), or BatchSums
         Sums of the features (feature units) over ``[0, j * block_size)``
-        for ``j = 0 .. m`` (full blocks only).
+        for ``j = 0 .. m`` (full blocks only), or a :class:`BatchSums` of
+        them (which keeps its work for the next estimate of the same series).
     block_size : int
         Samples per grid step.
     exclude : numpy.ndarray, optional
@@ -313,7 +381,7 @@ def long_run_noise(
         None when there are fewer than :data:`MIN_BATCHES` batches; a
         ``trace`` of 0 when the batch sums do not vary (a noise-free signal).
     """
-    prefix = np.asarray(prefix, dtype=np.float64)
+    sums = prefix if isinstance(prefix, BatchSums) else BatchSums(prefix)
     steps = (
         np.zeros(0, np.int64) if exclude is None else np.asarray(exclude, np.int64) // block_size
     )
@@ -325,7 +393,7 @@ def long_run_noise(
     set_aside = 0  # how many of them an anti-correlation set aside
     while True:
         ell = per_batch * block_size
-        est = _batch_estimate(prefix, per_batch, ell, steps)
+        est = _batch_estimate(sums, per_batch, ell, steps)
         if est is None:
             break
         sigma, used = est
@@ -360,7 +428,7 @@ def long_run_noise(
         # series is also where there are too few batches to see it), with the
         # kept batches' correlation: about 0 past a true plateau
         batches = ell // block_size if plateau else per_batch // 2
-        sigma = sigma * _ar1_factor(prefix, batches, steps)
+        sigma = sigma * _ar1_factor(sums, batches, steps)
         tr = float(np.trace(sigma))
     tr2 = float((sigma * sigma).sum())
     cycle_terms = {}
@@ -440,7 +508,7 @@ def local_batch(n: int, block_size: int) -> int:
 def robust_cov(diffs: np.ndarray, batch: int) -> np.ndarray:
     """``sum D D^T / (2 batch k)`` over the ``k`` batch differences ``D`` (p, k)
     that :func:`_kept` keeps (one round)."""
-    keep, sigma = _kept(diffs, (diffs**2).sum(axis=0), rounds=1)
+    keep, sigma = _kept(_dense_gram(diffs), (diffs**2).sum(axis=0), rounds=1)
     return sigma / (2.0 * batch * max(int(keep.sum()), 1))
 
 
