@@ -192,6 +192,64 @@ def _apply_scans(segments: list[SegmentSplit], results) -> None:
         seg.upper = seg.gain
 
 
+def _guess(
+    seg: SegmentSplit, stats: BlockStats, hints: dict[int, SegmentSplit], min_size: int
+) -> tuple[tuple[float, int, int], int]:
+    """Heap key and split of a segment standing in for the descendants of one
+    being refined (:func:`_replay`): its own when exact; else the split of the
+    previous version's segment with the same start when that ended at the
+    series' end (``hints``), else the best block boundary's (a lower bound of
+    the gain)."""
+    if seg.exact:
+        return seg.sort_key(), seg.split
+    hint = hints.get(seg.start) if seg.end == stats.n else None
+    if hint is not None:
+        # where this version's sums are known: the split itself, or the grid
+        # point before it (its block changed)
+        B = stats.block_size
+        pos = hint.split if stats.knows(hint.split) else hint.split - hint.split % B
+        if seg.start + min_size <= pos <= seg.end - min_size:
+            return (-hint.gain, 1, pos), pos
+    return (-seg.gain, 1, seg.start), seg.split
+
+
+def _replay(root, known, segment_at, limit, pen_q, guess):
+    """Sequential binary segmentation with what is known: ``(order, to_refine,
+    heap)``, the exact splits it takes, the unrefined segments it reaches and
+    what is left to take.
+
+    Heap entries are ``(key, (start, end), guessed)``: a guessed segment
+    stands in for a descendant of a segment being refined (``guess(seg)``:
+    its key and split); it takes a place in the path, so that the replay goes
+    no deeper elsewhere than the refined segment's own splits will let it, but
+    is not refined itself.
+    """
+    heap = [(root.sort_key(), (root.start, root.end), False)]
+    order: list[SegmentSplit] = []
+    to_refine: list[SegmentSplit] = []
+    guessed = 0
+    while heap and len(order) + len(to_refine) + guessed < limit:
+        _, key, is_guess = heapq.heappop(heap)
+        seg = known[key]
+        value = seg.gain if seg.exact else seg.upper
+        if not seg.splittable or (pen_q is not None and not value > pen_q):
+            break
+        if is_guess or not seg.exact:
+            if is_guess:
+                guessed += 1
+            else:
+                to_refine.append(seg)
+            split = guess(seg)[1]
+            if split >= 0:
+                for kid in (segment_at(seg.start, split), segment_at(split, seg.end)):
+                    heapq.heappush(heap, (guess(kid)[0], (kid.start, kid.end), True))
+            continue
+        order.append(seg)
+        for kid in (segment_at(seg.start, seg.split), segment_at(seg.split, seg.end)):
+            heapq.heappush(heap, (kid.sort_key(), (kid.start, kid.end), False))
+    return order, to_refine, heap
+
+
 def _contenders(
     heap: list, known: dict, order: list[SegmentSplit], to_refine: list[SegmentSplit]
 ) -> list[SegmentSplit]:
@@ -205,7 +263,8 @@ def _contenders(
     if not taken:
         return []
     floor = min(taken)
-    return [seg for seg in (known[key] for _, key in heap) if not seg.exact and seg.upper >= floor]
+    real = (known[key] for _, key, is_guess in heap if not is_guess)
+    return [seg for seg in real if not seg.exact and seg.upper >= floor]
 
 
 def count_round(log: SearchLog, requests: list[ScanRequest]) -> None:
@@ -237,6 +296,7 @@ def binseg_steps(
     log: SearchLog | None = None,
     allow_fewer: bool = False,
     known: dict[tuple[int, int], SegmentSplit] | None = None,
+    hints: dict[int, SegmentSplit] | None = None,
 ) -> Steps:
     """Sequential binary segmentation, as a generator of refinement rounds.
 
@@ -253,6 +313,16 @@ def binseg_steps(
     again.  ``known`` (updated in place) holds the segments evaluated so far,
     so a later search over the same statistics (a checkpoint) reads nothing
     it has read before.
+
+    A segment being refined holds a place in the replay for each split its
+    subtree will make, or the replay would go deeper elsewhere and refine
+    segments the path never reaches: its descendants are guessed (at the
+    best block boundary, or at ``hints[start]``'s split for a segment that
+    ends at the series' end: the segment of a previous version of the
+    series with that start, which an append made longer) and counted, not
+    refined.  Guesses only choose what a round refines; the path is replayed
+    again until every segment it takes is exact, so the splits are those of
+    sequential binary segmentation whatever was guessed.
     """
     if (n_bkps is None) == (pen is None):
         raise ValueError("give exactly one of n_bkps and pen")
@@ -268,22 +338,13 @@ def binseg_steps(
         return known[(start, end)]
 
     root = segment_at(0, stats.n)
+    hints = hints or {}
+
+    def guess(seg: SegmentSplit):
+        return _guess(seg, stats, hints, min_size)
+
     while True:
-        heap = [(root.sort_key(), (0, stats.n))]
-        order: list[SegmentSplit] = []
-        to_refine: list[SegmentSplit] = []
-        while heap and len(order) + len(to_refine) < limit:
-            _, key = heapq.heappop(heap)
-            seg = known[key]
-            value = seg.gain if seg.exact else seg.upper
-            if not seg.splittable or (pen_q is not None and not value > pen_q):
-                break
-            if not seg.exact:
-                to_refine.append(seg)
-                continue
-            order.append(seg)
-            for kid in (segment_at(seg.start, seg.split), segment_at(seg.split, seg.end)):
-                heapq.heappush(heap, (kid.sort_key(), (kid.start, kid.end)))
+        order, to_refine, heap = _replay(root, known, segment_at, limit, pen_q, guess)
         if not to_refine:
             break
         to_refine += _contenders(heap, known, order, to_refine)

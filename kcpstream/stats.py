@@ -173,6 +173,10 @@ class BlockStats:
     def is_grid_point(self, pos: int) -> bool:
         return pos % self.block_size == 0 or pos == self.n
 
+    def knows(self, pos: int) -> bool:
+        """Whether the sums up to ``pos`` are known: a grid point or a refined split."""
+        return self.is_grid_point(pos) or pos in self._points
+
     def grid_index(self, pos: int) -> int:
         return -(-pos // self.block_size) if pos == self.n else pos // self.block_size
 
