@@ -20,10 +20,10 @@ from .cache import SampleCache
 from .features import DEFAULT_FEATURES, FeatureMap, Temporal
 from .passes import fit_sample
 from .period import dominant_period
-from .signal import Signal, check_finite_index
+from .signal import Signal, check_finite_index, fit_windows
 from .significance import MIN_BATCHES
 
-__all__ = ["auto_features", "block_cycle", "PERIOD_WIDTH"]
+__all__ = ["auto_features", "auto_window", "block_cycle", "stretch_windows", "PERIOD_WIDTH"]
 
 #: Length of the stretches of consecutive samples the dominant period is estimated on.
 PERIOD_WIDTH = 8192
@@ -33,14 +33,13 @@ BLOCK_CYCLE_POINTS = 1 << 15
 
 def auto_features(
     signal: Signal, sample_size: int, seed: int | None, cache: SampleCache
-) -> tuple[FeatureMap | str, np.ndarray | None]:
-    """The feature map ``"auto"`` stands for on ``signal``.
+) -> tuple[FeatureMap | str, np.ndarray | None, int | None]:
+    """The feature map ``"auto"`` stands for on ``signal``, and the period found.
 
-    Returns ``(Temporal(window=period), None)`` when the signal has a cycle
-    (the window at most ``n // MIN_BATCHES`` samples, so that the test of a
-    split has :data:`~kcpstream.significance.MIN_BATCHES` batches of windows),
-    or ``("auto", fit_sample)``: the pointwise default and the fit sample of
-    :meth:`Signal.sample` with ``sample_size`` points, cut from the stretches.
+    Returns ``(Temporal(window=period), None, period)`` when the signal has a
+    cycle (:func:`auto_window`), or ``("auto", fit_sample, period)``: the
+    pointwise default and the fit sample of :meth:`Signal.sample` with
+    ``sample_size`` points, cut from the stretches.
     """
     pieces, read = _stretches(signal, sample_size, cache)
     if not all(np.isfinite(v).all() for v in read[1]):
@@ -48,29 +47,35 @@ def auto_features(
     # every channel of every stretch: the median autocorrelation shows a cycle
     # that most channels share
     period = dominant_period([v[:, j] for v in pieces for j in range(v.shape[1])])
-    window = 1 if period is None else min(period, signal.n // MIN_BATCHES)
+    window = auto_window(period, signal.n)
     if window < 2:
         windows, values = read
         rows = [_cut(windows, values, a, b) for a, b in signal.fit_windows(sample_size)]
-        return "auto", np.concatenate(rows, axis=0)
-    return Temporal(DEFAULT_FEATURES, window=window, seed=0 if seed is None else seed), None
+        return "auto", np.concatenate(rows, axis=0), period
+    return Temporal(DEFAULT_FEATURES, window=window, seed=0 if seed is None else seed), None, period
 
 
-def _stretches(signal: Signal, sample_size: int, cache: SampleCache):
-    """Disjoint stretches of :data:`PERIOD_WIDTH` samples (or the whole series)
-    that start where the fit sample's windows start (the last ending at the
-    series' end), and the samples read for them: ``(pieces, (windows,
-    values))`` with ``windows`` the merged ``[start, end)`` read and
-    ``values`` their samples (m_i, d).
+def auto_window(period: int | None, n: int) -> int:
+    """The window ``"auto"`` segments a series of ``n`` samples in, for the
+    period found (1: sample by sample): at most ``n // MIN_BATCHES`` samples,
+    so that the test of a split has :data:`~kcpstream.significance.MIN_BATCHES`
+    batches of windows."""
+    return 1 if period is None else min(period, n // MIN_BATCHES)
 
-    They are placed in time only, so the period (and the result) is the same
-    for every chunking; they hold the fit sample.
-    """
-    n = signal.n
+
+def stretch_windows(
+    n: int, sample_size: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``(merged, disjoint)``: the ``[start, end)`` the period check reads of a
+    series of ``n`` samples (merged where they overlap) and its disjoint
+    stretches of :data:`PERIOD_WIDTH` samples (or the whole series), which
+    start where the fit sample's windows start (the last ending at the
+    series' end) and hold the fit sample.  They are placed in time only, so
+    the period (and the result) is the same for every chunking."""
     width = min(n, PERIOD_WIDTH)
     merged: list[list[int]] = []
     disjoint: list[tuple[int, int]] = []
-    for a, b in signal.fit_windows(sample_size):
+    for a, b in fit_windows(n, sample_size):
         lo = max(0, min(a, n - width))
         hi = max(lo + width, b)
         if merged and lo <= merged[-1][1]:
@@ -79,7 +84,14 @@ def _stretches(signal: Signal, sample_size: int, cache: SampleCache):
             merged.append([lo, hi])
         if not disjoint or lo >= disjoint[-1][1]:
             disjoint.append((lo, lo + width))
-    windows = [(a, b) for a, b in merged]
+    return [(a, b) for a, b in merged], disjoint
+
+
+def _stretches(signal: Signal, sample_size: int, cache: SampleCache):
+    """The stretches of :func:`stretch_windows` and the samples read for them:
+    ``(pieces, (windows, values))`` with ``windows`` the merged ``[start,
+    end)`` read and ``values`` their samples (m_i, d)."""
+    windows, disjoint = stretch_windows(signal.n, sample_size)
     values = fit_sample(signal, windows, cache)
     bounds = np.cumsum([0] + [b - a for a, b in windows])
     read = [values[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]

@@ -43,6 +43,7 @@ import shutil
 import socket
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,16 @@ from ._io import fsync_dir, probe_writable
 from .search import SegmentSplit
 from .stats import BlockStats
 
-__all__ = ["fingerprint", "load", "load_base", "save", "check_writable", "FORMAT"]
+__all__ = [
+    "Base",
+    "fingerprint",
+    "load",
+    "load_base",
+    "stored_fits",
+    "save",
+    "check_writable",
+    "FORMAT",
+]
 
 #: Bumped whenever the stored layout changes (older checkpoints are then not used).
 FORMAT = 3
@@ -128,16 +138,63 @@ def load(
         return "damaged"
 
 
+@dataclass(frozen=True)
+class Base:
+    """What a checkpoint group keeps of an earlier version of a stored input.
+
+    Attributes
+    ----------
+    key : str
+        The group's fingerprint.
+    stats : BlockStats
+        Its statistics.
+    known : dict
+        Its exact segments, as :func:`load` gives them for the ``min_size`` asked.
+    attrs : dict
+        The group's attributes.
+    slabs : dict of int to str
+        The versions of the stored objects the statistics were computed from
+        (checksummed like the statistics).
+    kept : dict of (int, int) to numpy.ndarray
+        Samples ``[a, b)`` of that version that refinement scanned for the
+        segments ending at its last sample (:func:`kcpstream.reuse.kept_pieces`): the segments
+        an append makes new scan them again.
+    """
+
+    key: str
+    stats: BlockStats
+    known: dict
+    attrs: dict
+    slabs: dict
+    kept: dict
+
+
 def load_base(
     path: str | os.PathLike, lineage: str, features: str, block_size: int, min_size: int
-) -> tuple[str, BlockStats, dict, dict[str, Any], dict[int, str]] | None:
+) -> Base | None:
     """The newest intact statistics stored for an earlier version of the input
     of ``lineage`` (:attr:`kcpstream.provenance.Origin.lineage`) with the
-    same fitted feature map (JSON ``features``) and blocks of ``block_size``:
-    ``(key, stats, segments, attrs, slabs)`` (the exact segments as
-    :func:`load` gives them for ``min_size``; ``slabs``: the versions of the
-    stored objects they were computed from, checksummed like the
-    statistics), or None."""
+    same fitted feature map (JSON ``features``) and blocks of ``block_size``,
+    or None."""
+    for name, where, attrs in _groups_of(path, lineage):
+        try:
+            if attrs.get("features") != features or attrs.get("block_size") != block_size:
+                continue
+            stats, known, arrays = _read(where, name, min_size, None, block_size)
+            slabs = {
+                int(i): bytes(v).hex()
+                for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
+            }
+        except Exception:  # damaged, being replaced, or without versions: not a base
+            continue
+        if stats.block_size == block_size:
+            return Base(name, stats, known, attrs, slabs, _kept_of(arrays))
+    return None
+
+
+def _groups_of(path: str | os.PathLike, lineage: str):
+    """``(key, folder, attrs)`` of the groups stored for inputs of ``lineage``,
+    newest first."""
     import zarr
 
     root = _local_dir(path)
@@ -150,23 +207,57 @@ def load_base(
                 except OSError:  # replaced by another run meanwhile
                     pass
     except FileNotFoundError:
-        return None
+        return
     for _, name, where in sorted(groups):
         try:
             attrs = dict(zarr.open_group(where, mode="r").attrs)
-            if (attrs.get("lineage") != lineage or attrs.get("features") != features
-                    or attrs.get("block_size") != block_size):  # fmt: skip
-                continue
-            stats, known, arrays = _read(where, name, min_size, None, block_size)
-            slabs = {
-                int(i): bytes(v).hex()
-                for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
-            }
-        except Exception:  # damaged, being replaced, or without versions: not a base
+        except Exception:  # damaged, or being replaced
             continue
-        if stats.block_size == block_size:
-            return name, stats, known, attrs, slabs
-    return None
+        if attrs.get("lineage") == lineage:
+            yield name, where, attrs
+
+
+def stored_fits(path: str | os.PathLike, lineage: str):
+    """``(record, step, slabs)`` of every group stored for an input of
+    ``lineage`` that keeps the record of its fit (a dict, see
+    :class:`kcpstream.fitting.FitRecord`), newest first: ``slabs`` maps each
+    slab of ``step`` rows to the hash of its objects' versions (checksummed)."""
+    import zarr
+
+    for _, where, attrs in _groups_of(path, lineage):
+        if "fit" not in attrs or "slab_step" not in attrs:
+            continue
+        if attrs.get("fit_checksum") != _record_checksum(attrs["fit"]):
+            continue
+        try:
+            group = zarr.open_group(where, mode="r")
+            arrays = {name: np.asarray(group[name][...]) for name in ("slab_index", "slab_version")}
+            if any(_checksum(v) != attrs["checksums"][k] for k, v in arrays.items()):
+                continue
+        except Exception:  # damaged, or being replaced: not a record
+            continue
+        slabs = {
+            int(i): bytes(v).hex()
+            for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
+        }
+        yield attrs["fit"], int(attrs["slab_step"]), slabs
+
+
+def _record_checksum(record: Any) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def _kept_of(arrays: dict[str, np.ndarray]) -> dict[tuple[int, int], np.ndarray]:
+    """The samples :func:`save` kept (``kept_bounds``, ``kept_samples``), by piece."""
+    if "kept_bounds" not in arrays:
+        return {}
+    bounds, values = arrays["kept_bounds"], arrays["kept_samples"]
+    ends = np.cumsum(bounds[:, 1] - bounds[:, 0])
+    starts = ends - (bounds[:, 1] - bounds[:, 0])
+    return {
+        (int(a), int(b)): values[int(lo) : int(hi)]
+        for (a, b), lo, hi in zip(bounds, starts, ends, strict=True)
+    }
 
 
 def remove(path: str | os.PathLike, key: str) -> None:
@@ -199,7 +290,7 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int):
         if _checksum(value) != sums[name]:
             raise _Damaged(name)
     stats = BlockStats.from_arrays(
-        {k: v for k, v in arrays.items() if not k.startswith(("seg_", "slab_"))}
+        {k: v for k, v in arrays.items() if not k.startswith(("seg_", "slab_", "kept_"))}
     )
     # an in-memory search stores one block per sample under the same key
     if (n is not None and stats.n != n) or stats.block_size not in (1, block_size):
@@ -284,9 +375,11 @@ def save(
     stats: BlockStats,
     known: dict[tuple[int, int], SegmentSplit],
     attrs: dict[str, Any],
+    kept: dict[tuple[int, int], np.ndarray] | None = None,
 ) -> None:
     """Write the statistics and the exact segments under ``key``, atomically
-    (``attrs["min_size"]``: the ``min_size`` the segments were found with)."""
+    (``attrs["min_size"]``: the ``min_size`` the segments were found with;
+    ``kept``: samples of pieces a later version may scan again, see :class:`Base`)."""
     import zarr
 
     root = _local_dir(path)
@@ -303,7 +396,12 @@ def save(
     arrays["seg_piece"] = np.array(
         [s.piece if s.piece is not None else (-1, -1) for s in exact], np.int64
     ).reshape(-1, 2)
+    if kept:
+        arrays["kept_bounds"] = np.array(list(kept), np.int64).reshape(-1, 2)
+        arrays["kept_samples"] = np.concatenate(list(kept.values()), axis=0)
     attrs = dict(attrs)
+    if "fit" in attrs:  # data, not a key: checked on load like the arrays
+        attrs["fit_checksum"] = _record_checksum(attrs["fit"])
     slabs = attrs.pop("slabs", None)
     if slabs is not None:  # which versions of the stored objects the statistics hold
         arrays["slab_index"] = np.array(list(slabs), np.int64)

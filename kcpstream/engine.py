@@ -22,10 +22,11 @@ from ._graph import in_process_scheduler, pool_of_processes
 from ._version import __version__
 from .autofeatures import auto_features, block_cycle
 from .cache import SampleCache, release_worker_caches
-from .choose import choose, local_gains, local_pvalues, noise_of, short_range
+from .choose import choose, local_gains, local_pvalues
 from .dynp import refine_steps
 from .errors import InputError, SchedulerWarning
 from .features import FeatureMap, make_feature_map
+from .fitting import FitRecord, fit_reads, still_fits
 from .passes import data_passes, fit_sample, in_memory_passes, pass_task_count
 from .plan import (
     Job,
@@ -39,7 +40,7 @@ from .plan import (
 )
 from .progress import note
 from .result import Diagnostics, Segmentation
-from .reuse import plan_reuse
+from .reuse import kept_pieces, plan_reuse
 from .search import SearchLog, binseg_steps, dense_binseg_steps, drive_many, scans_from_prefix
 from .signal import Signal, check_finite_index, window_signal
 
@@ -48,16 +49,23 @@ __all__ = ["prepare", "run", "reselect", "statistics"]
 
 def prepare(signal: Signal, features, st: Settings) -> Job:
     """Checks that depend on the series, the fitted feature map, the block size."""
-    cache = sample = None
-    if is_auto(features):
-        # the stretches are read whole-chunk through the cache the pointwise
-        # search would use, which keeps them for the data pass and the fit
-        cache = SampleCache(block_size_of(signal.n, st), max_bytes=_cache_share(st))
-        features, sample = auto_features(signal, st.sample_size, st.seed, cache)
-        if sample is None:
-            cache = None  # the windows are another signal, with a grid of their own
-    auto = is_auto(features)  # "auto" still: sample by sample (no cycle seen)
-    fmap = make_feature_map(features, seed=st.seed, d=signal.d)
+    given = features
+    cache = sample = period = None
+    fit_chunks = 0  # chunks read for the fit
+    stored = _stored_fit(signal, features, st)
+    if stored is not None:  # the fit of an earlier version, on the same samples
+        fmap, auto = FeatureMap.from_json(stored.fmap), stored.auto
+    else:
+        if is_auto(features):
+            # the stretches are read whole-chunk through the cache the pointwise
+            # search would use, which keeps them for the data pass and the fit
+            cache = SampleCache(block_size_of(signal.n, st), max_bytes=_cache_share(st))
+            features, sample, period = auto_features(signal, st.sample_size, st.seed, cache)
+            fit_chunks = len(cache.fit_chunks)
+            if sample is None:
+                cache = None  # the windows are another signal, with a grid of their own
+        auto = is_auto(features)  # "auto" still: sample by sample (no cycle seen)
+        fmap = make_feature_map(features, seed=st.seed, d=signal.d)
     window = fmap.window_samples
     original = signal
     if window > 1:  # a window map segments the sequence of windows
@@ -67,14 +75,46 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     B = block_size_of(signal.n, st, window)
     if cache is None:
         cache = SampleCache(B, max_bytes=_cache_share(st))
-    fmap = _fitted(fmap, signal, sample, cache, st)
+    if stored is None:
+        needs_fit, before = not fmap.is_fitted, len(cache.fit_chunks)
+        fmap = _fitted(fmap, signal, sample, cache, st)
+        fit_chunks += len(cache.fit_chunks) - before
+        if isinstance(given, str) and needs_fit:
+            reads = fit_reads(original.n, is_auto(given), st.sample_size, window)
+            stored = FitRecord(given, st.sample_size, st.seed, original.d, period, window, auto,
+                               tuple(reads), fmap.to_json())  # fmt: skip
     job = Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
     job.auto = auto
+    job.fit, job.fit_chunks_read = stored, fit_chunks
     job.params = _params(job, st)
     job.in_memory = searched_in_memory(signal.n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
         _open_checkpoint(job, st.checkpoint)
     return job
+
+
+def _stored_fit(signal: Signal, features, st: Settings) -> FitRecord | None:
+    """The fit a checkpoint kept for an earlier version of this stored array
+    that is this version's fit too (:func:`kcpstream.fitting.still_fits`), or None."""
+    origin = signal.origin
+    if st.checkpoint is None or not isinstance(features, str) or origin is None:
+        return None
+    lineage, versions = origin.lineage, origin.slab_versions
+    if lineage is None or versions is None:
+        return None
+    step, slabs = versions
+    row0 = origin.stores[0][0].rows[0]
+    for data, old_step, old in checkpoint.stored_fits(st.checkpoint, lineage):
+        try:
+            record = FitRecord.from_dict(data)
+        except (TypeError, KeyError, ValueError):  # another layout: not a record
+            continue
+        same = (row0, step, old, slabs)
+        if old_step == step and still_fits(
+            record, features, signal.n, signal.d, st.sample_size, st.seed, same
+        ):
+            return record
+    return None
 
 
 def reselect(fitted: Job, st: Settings, known: dict[int, dict]) -> Job:
@@ -191,20 +231,32 @@ def _find_reuse(job: Job, path) -> None:
     lineage = None if origin is None else origin.lineage
     if lineage is None:
         return
-    found = checkpoint.load_base(path, lineage, job.fmap.to_json(), job.block_size, job.min_size)
-    if found is None:
+    base = checkpoint.load_base(path, lineage, job.fmap.to_json(), job.block_size, job.min_size)
+    if base is None:
         return
-    key, base, job.base_known, attrs, old = found
-    if key == job.key:  # this very input's group, found damaged: recomputed whole
+    if base.key == job.key:  # this very input's group, found damaged: recomputed whole
         return
-    job.base_key = key  # replaced by this run's statistics once they are written
+    job.base_key = base.key  # replaced by this run's statistics once they are written
+    job.base_known = base.known
+    # where the segments that end at the series' end split before it grew
+    job.hints = {
+        seg.start: seg
+        for seg in base.known.values()
+        if seg.end == base.stats.n and seg.exact and seg.split >= 0
+    }
     step, slabs = origin.slab_versions
     # a block cut by a chunk boundary sums its squared norms in two parts, one
     # rounding apart from a block read whole: the same chunking, the same bits
+    attrs = base.attrs
     if attrs.get("slab_step") != step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
         return
     row0 = origin.stores[0][0].rows[0]
-    job.reuse = plan_reuse(base, job.signal.n, job.signal.chunk_starts, step, row0, old, slabs)
+    job.reuse = plan_reuse(
+        base.stats, job.signal.n, job.signal.chunk_starts, step, row0, base.slabs, slabs
+    )
+    if job.reuse is not None:  # samples refinement scanned that this version still holds
+        for (a, b), x in job.reuse.still_held(base.kept).items():
+            job.cache.add_piece(a, b, x)
 
 
 def _pass_chunk(signal: Signal) -> int:
@@ -239,7 +291,7 @@ def _long_cycle(job: Job, st: Settings) -> Job | None:
     d_max = d_max_of(st, m, min_size)
     out = Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, window=window)
     out.original, out.stats, out.in_memory, out.loaded = job.signal, windows, True, job.loaded
-    out.reuse = job.reuse
+    out.reuse, out.fit_chunks_read = job.reuse, job.fit_chunks_read
     out.samples_per_pass = stats.n
     out.params = {**job.params, "d_max": d_max, "min_size": min_size * window, "window": window}
     return out
@@ -285,8 +337,6 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
          len(jobs), seconds_pass)  # fmt: skip
     stored = jobs  # the checkpoint keeps the data pass's statistics
     jobs = [_long_cycle(job, st) or job for job in jobs]
-    for job in jobs:
-        job.noise = noise_of(job.stats, short_range(job.stats), pointwise=job.window == 1)
     orders = search_groups(jobs, st)
     t_choose = time.perf_counter()
     chosen = [choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
@@ -409,7 +459,7 @@ def _path_steps(job: Job, st: Settings):
     kw = {"min_size": job.min_size, "log": job.log}
     search = dense_binseg_steps if job.in_memory else binseg_steps
     if not job.in_memory:
-        kw["known"] = job.known
+        kw["known"], kw["hints"] = job.known, job.hints
     if st.rule == "pen" and st.method == "binseg":
         return search(job.stats, pen=st.pen, **kw)
     return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
@@ -435,11 +485,26 @@ def _save_checkpoints(jobs: list[Job], path) -> None:
             "block_size": job.block_size,
             **_versions_of(job.signal),
         }
-        checkpoint.save(path, job.key, job.stats, job.known, attrs)
+        if job.fit is not None and "lineage" in attrs:  # what a later version's fit may keep
+            attrs["fit"] = job.fit.to_dict()
+        checkpoint.save(path, job.key, job.stats, job.known, attrs, _kept_samples(job))
         if job.base_key is not None and job.base_key != job.key:
             # the earlier version's statistics describe samples the store no longer holds
             checkpoint.remove(path, job.base_key)
     note("checkpoint: statistics of %d series written to %s", len(jobs), path)
+
+
+def _kept_samples(job: Job) -> dict:
+    """The samples of :func:`~kcpstream.reuse.kept_pieces` that the job's cache
+    holds (none for a series searched in memory, or with no lineage: no later
+    version can use them)."""
+    origin = job.signal.origin
+    if job.in_memory or origin is None or origin.lineage is None:
+        return {}
+    pieces = (
+        (a, b, job.cache.get(a, b)) for a, b in kept_pieces(job.stats, job.known, job.min_size)
+    )
+    return {(a, b): x for a, b, x in pieces if x is not None}
 
 
 def _checkpoint_state(job: Job, st: Settings) -> str:
@@ -577,6 +642,7 @@ def _build_result(
             job.pass_series,
         ),
         in_memory=job.in_memory,
+        fit_chunks_read=job.fit_chunks_read,
     )
     return Segmentation(
         changepoints=np.asarray(changepoints, dtype=np.int64),

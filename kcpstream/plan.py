@@ -164,6 +164,9 @@ class Job:
     reuse: Any = None  # kcpstream.reuse.Reuse: an earlier version's statistics to keep
     base_key: str | None = None  # the checkpoint group ``reuse`` came from
     base_known: dict = field(default_factory=dict)  # that group's exact segments
+    hints: dict = field(default_factory=dict)  # start -> its segment that ended at its end
+    fit: Any = None  # kcpstream.fitting.FitRecord: what the feature map was fitted on
+    fit_chunks_read: int = 0  # chunks the fit (and the period check) read
 
 
 def searched_in_memory(n: int, p: int, st: Settings) -> bool:

@@ -66,6 +66,11 @@ class Diagnostics:
         with the exact prefix sum of every position (``block_size`` 1, no
         refinement read, no dask graph after the read), or its checkpoint
         held such statistics.
+    fit_chunks_read : int
+        Chunks read to fit the feature map (and, with ``features="auto"``,
+        to look for a cycle); 0 when the map came fitted, or when a checkpoint
+        kept the fit of an earlier version of the same store whose samples
+        under the fit did not change (a store appended to).
     """
 
     samples_featurized: int
@@ -85,6 +90,7 @@ class Diagnostics:
     in_memory: bool = False
     chunks_read: int = 0
     chunks_reused: int = 0
+    fit_chunks_read: int = 0
 
 
 @dataclass(frozen=True)

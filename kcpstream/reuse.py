@@ -11,6 +11,12 @@ block grid, the same statistics: the sums are exact integers and every block
 is summed alike whatever the chunking.  Only the chunks holding the other
 blocks are read; the result is bit-identical to a data pass from scratch.
 
+The checkpoint also keeps the samples refinement scanned for the segments
+that end at the series' last sample (:func:`kept_pieces`): an append makes
+those segments longer, and their best splits are scanned again from these
+samples where their blocks are kept (:meth:`Reuse.still_held`), not read
+from the store.
+
 I/O-free: it plans and keeps arrays; :func:`kcpstream.passes.data_passes`
 reads.
 """
@@ -21,9 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .search import bound_segment
 from .stats import BlockStats
 
-__all__ = ["Reuse", "plan_reuse"]
+__all__ = ["Reuse", "kept_pieces", "plan_reuse"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,17 @@ class Reuse:
                 stats._pieces[(a, b)] = piece
         return {key: seg for key, seg in known.items() if key[1] <= end}
 
+    def still_held(self, kept: dict[tuple[int, int], np.ndarray]) -> dict:
+        """The pieces of ``kept`` (samples of the base's version, by ``[a, b)``)
+        whose blocks are all kept: the same samples in this version."""
+        B = self.base.block_size
+        out = {}
+        for (a, b), x in kept.items():
+            blocks = self.keep[a // B : (b - 1) // B + 1]
+            if len(blocks) == (b - 1) // B + 1 - a // B and blocks.all():
+                out[(a, b)] = x
+        return out
+
     def base_blocks(self, nb: int) -> tuple[np.ndarray, ...]:
         """``(S, Q, M2, R)`` of the base on a grid of ``nb`` blocks (rows past
         the base's end are zero; the kept ones are all within it)."""
@@ -84,6 +102,26 @@ class Reuse:
             grid[:m] = a[:m]
             out.append(grid)
         return tuple(out)
+
+
+def kept_pieces(stats: BlockStats, known: dict, min_size: int) -> list[tuple[int, int]]:
+    """The pieces ``[a, b)`` refinement scanned for the exact segments of
+    ``known`` that end at the series' last sample.
+
+    An append makes each of them a new, longer segment with the same start,
+    whose best split is almost always where it was: keeping these samples
+    with the statistics lets the next version scan them again without
+    reading the store.  They are the pieces the segment's bounds could not
+    rule out (:func:`~kcpstream.search.bound_segment`, recomputed: the same
+    statistics give the same pieces).
+    """
+    out: list[tuple[int, int]] = []
+    for seg in known.values():
+        if seg.end != stats.n or not seg.exact or seg.split < 0:
+            continue
+        for req in bound_segment(stats, seg.start, seg.end, min_size).pending:
+            out.append((req.piece_start, req.piece_end))
+    return sorted(set(out))
 
 
 def plan_reuse(

@@ -57,6 +57,19 @@ def epoch_length(n: int) -> int:
     return n if n <= EPOCH_MIN else 1 << (n.bit_length() - 1)
 
 
+def fit_windows(n: int, max_points: int = 2048, max_windows: int = 8) -> list[tuple[int, int]]:
+    """The ``[start, end)`` windows of the fit sample of a series of ``n``
+    samples: ``max_windows`` evenly spaced windows of ``max_points //
+    max_windows`` samples within the first :func:`epoch_length` of them (all
+    of them when they are fewer than ``max_points``)."""
+    n = epoch_length(n)
+    if n <= max_points:
+        return [(0, n)]
+    width = max(1, max_points // max_windows)
+    starts = np.unique(np.linspace(0, n - width, max_windows).round().astype(np.int64))
+    return [(int(s), int(s) + width) for s in starts]
+
+
 @dataclass(frozen=True)
 class Signal:
     """A signal of ``n`` samples in ``d`` channels as a dask array ``(n, d)``.
@@ -118,12 +131,7 @@ class Signal:
     def fit_windows(self, max_points: int = 2048, max_windows: int = 8) -> list[tuple[int, int]]:
         """The ``[start, end)`` windows of the fit sample (see :meth:`sample`),
         within the first :func:`epoch_length` samples."""
-        n = epoch_length(self.n)
-        if n <= max_points:
-            return [(0, n)]
-        width = max(1, max_points // max_windows)
-        starts = np.unique(np.linspace(0, n - width, max_windows).round().astype(np.int64))
-        return [(int(s), int(s) + width) for s in starts]
+        return fit_windows(self.n, max_points, max_windows)
 
     def sample(self, max_points: int = 2048, max_windows: int = 8) -> np.ndarray:
         """A fit sample (float64, shape (m, d)): ``max_windows`` evenly spaced

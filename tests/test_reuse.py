@@ -241,6 +241,7 @@ def test_an_append_to_a_long_archive_reads_only_the_new_chunks_with_the_defaults
     ck = tmp_path / "ck"
     full = kcpstream.segment(store, checkpoint=ck)
     assert full.diagnostics.chunks_read == full.diagnostics.n_chunks == 36
+    assert full.diagnostics.fit_chunks_read > 0
     z.resize((n + n // 100,))
     z[n:] = rng.normal(size=n // 100).astype("f4") + 2
     grown = kcpstream.segment(store, checkpoint=ck)
@@ -248,11 +249,90 @@ def test_an_append_to_a_long_archive_reads_only_the_new_chunks_with_the_defaults
     # the new samples all land in the last chunk, which the append rewrote
     assert d.checkpoint == "updated" and d.chunks_read == 1 and d.chunks_reused == 35
     assert d.samples_featurized_pass < 2**17 + 2**16
+    # the fit (on unchanged chunks) is the checkpoint's
+    assert d.fit_chunks_read == 0
     fresh = kcpstream.segment(store)
     _same(grown, fresh)
+    assert fresh.diagnostics.fit_chunks_read == full.diagnostics.fit_chunks_read
     assert abs(int(grown.changepoints[-1]) - n) < 100
     # the exact splits refined before the old end were kept: far less is scanned again
     assert d.samples_scanned < fresh.diagnostics.samples_scanned / 2
+    # a chunk under the fit sample rewritten (the first: a window starts at 0):
+    # the fit is made again, on the new samples
+    z[1_000:3_000] = rng.normal(size=2_000).astype("f4") * 5
+    again = kcpstream.segment(store, checkpoint=ck)
+    assert again.diagnostics.fit_chunks_read == full.diagnostics.fit_chunks_read
+    _same(again, kcpstream.segment(store))
+
+
+def test_segments_an_append_makes_longer_are_scanned_from_the_samples_kept(tmp_path):
+    # appended samples that continue the last regime leave the best splits of the
+    # segments that end at the series' end where they were: refinement scans
+    # the samples the checkpoint kept around them, and reads no stored chunk
+    rng = np.random.default_rng(0)
+    n = 2**21 + 200_000
+    x = rng.normal(size=n).astype("f4")
+    x[700_000:] += 1.0
+    x[1_500_000:] -= 2.0
+    store = str(tmp_path / "s.zarr")
+    z = _write(store, x, 2**16)
+    pen = float(kcpstream.segment(store, n_bkps=2).gains.min()) / 4
+    ck = tmp_path / "ck"
+    full = kcpstream.segment(store, checkpoint=ck, pen=pen)
+    assert full.diagnostics.samples_scanned > 0
+    z.resize((n + n // 100,))
+    z[n:] = (rng.normal(size=n // 100) - 1.0).astype("f4")
+    grown = kcpstream.segment(store, checkpoint=ck, pen=pen)
+    d = grown.diagnostics
+    assert d.checkpoint == "updated" and d.fit_chunks_read == 0
+    assert d.samples_scanned > 0 and d.samples_read_again == 0
+    _same(grown, kcpstream.segment(store, pen=pen))
+    # the same append to a checkpoint without the kept samples reads them again
+    ck2 = tmp_path / "ck2"
+    z.resize((n,))
+    z[:] = x
+    kcpstream.segment(store, checkpoint=ck2, pen=pen)
+    (key,) = [k for k in os.listdir(ck2) if not k.startswith(".")]
+    group = zarr.open_group(os.path.join(ck2, key), mode="r+")
+    del group["kept_bounds"], group["kept_samples"]
+    checksums = dict(group.attrs["checksums"])
+    del checksums["kept_bounds"], checksums["kept_samples"]
+    group.attrs["checksums"] = checksums
+    z.resize((n + n // 100,))
+    z[n:] = (rng.normal(size=n // 100) - 1.0).astype("f4")
+    without = kcpstream.segment(store, checkpoint=ck2, pen=pen)
+    assert without.diagnostics.checkpoint == "updated"
+    assert without.diagnostics.samples_read_again > 0
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edits=st.lists(st.tuples(st.integers(0, 2**21), st.integers(1, 50_000)), max_size=2),
+    grow=st.integers(-40_000, 60_000),
+    seed=st.integers(0, 2**16),
+)
+def test_updates_with_the_default_features_are_runs_from_scratch(
+    tmp_path_factory, edits, grow, seed
+):
+    # the fit and the period check kept or made again, the samples kept for the
+    # segments that end at the old end used or not, the path guessed from the
+    # old one: always the change-points, gains and costs of a run from scratch
+    tmp = tmp_path_factory.mktemp("defaults")
+    rng = np.random.default_rng(seed)
+    n = 2**21 + 100_000
+    x = rng.normal(size=n).astype("f4")
+    for c in rng.choice(np.arange(200_000, n - 200_000, 1_000), size=4, replace=False):
+        x[c:] += rng.choice([-0.7, 0.7])
+    store = str(tmp / "s.zarr")
+    z = _write(store, x, 2**16)
+    kcpstream.segment(store, checkpoint=tmp / "ck")
+    for a, length in edits:
+        z[a : a + length] = rng.normal(size=len(range(a, min(a + length, n)))).astype("f4") * 2
+    if grow:
+        z.resize((n + grow,))
+        if grow > 0:
+            z[n:] = rng.normal(size=grow).astype("f4") + 1
+    _same(kcpstream.segment(store, checkpoint=tmp / "ck"), kcpstream.segment(store))
 
 
 @pytest.mark.parametrize("victim", ["slab_version", "block_q", "prefix"])

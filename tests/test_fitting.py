@@ -1,0 +1,68 @@
+"""A fit a checkpoint kept is used only for the same samples under the same settings."""
+
+from __future__ import annotations
+
+from kcpstream.autofeatures import stretch_windows
+from kcpstream.fitting import FitRecord, fit_reads, still_fits
+from kcpstream.signal import EPOCH_MIN, fit_windows
+from kcpstream.significance import MIN_BATCHES
+
+
+def _record(n: int, features: str = "auto", window: int = 1, period=None) -> FitRecord:
+    reads = tuple(fit_reads(n, features == "auto", 2048, window))
+    return FitRecord(features, 2048, None, 1, period, window, features == "auto", reads, "{}")
+
+
+def _versions(step: int, changed: set[int] = frozenset(), slabs: int = 200):
+    old = {k: f"v{k}" for k in range(slabs)}
+    new = {k: f"w{k}" if k in changed else f"v{k}" for k in range(slabs)}
+    return 0, step, old, new
+
+
+def test_the_reads_are_the_stretches_and_the_fit_windows():
+    n = 5 * EPOCH_MIN // 2
+    assert fit_reads(n, True, 2048, 1) == stretch_windows(n, 2048)[0]
+    assert fit_reads(n, False, 2048, 1) == fit_windows(n, 2048)
+    # a window map is fitted on windows of the series' windows
+    assert fit_reads(n, False, 2048, 10) == [(a * 10, b * 10) for a, b in fit_windows(n // 10)]
+    assert (
+        fit_reads(n, True, 2048, 10)[: len(stretch_windows(n, 2048)[0])]
+        == (stretch_windows(n, 2048)[0])
+    )
+
+
+def test_an_append_within_the_epoch_keeps_the_fit():
+    n = EPOCH_MIN + 300_000
+    record = _record(n)
+    assert still_fits(record, "auto", n + 10_000, 1, 2048, None, _versions(2**16))
+    # the same settings only
+    assert not still_fits(record, "rff", n + 10_000, 1, 2048, None, _versions(2**16))
+    assert not still_fits(record, "auto", n + 10_000, 2, 2048, None, _versions(2**16))
+    assert not still_fits(record, "auto", n + 10_000, 1, 4096, None, _versions(2**16))
+    assert not still_fits(record, "auto", n + 10_000, 1, 2048, 3, _versions(2**16))
+    # past the epoch the windows move: fitted again
+    assert not still_fits(record, "auto", 2 * EPOCH_MIN + 1, 1, 2048, None, _versions(2**16))
+
+
+def test_a_changed_object_under_a_read_window_refits():
+    n = EPOCH_MIN + 300_000
+    record = _record(n)
+    step = 2**16
+    under = {(a // step) for a, _ in record.reads} | {(b - 1) // step for _, b in record.reads}
+    elsewhere = set(range(40)) - under
+    assert still_fits(record, "auto", n, 1, 2048, None, _versions(step, elsewhere))
+    for k in sorted(under):
+        assert not still_fits(record, "auto", n, 1, 2048, None, _versions(step, {k}))
+    # an object the earlier version did not have (no version then) is a change
+    row0, step, old, new = _versions(step)
+    del old[min(under)]
+    assert not still_fits(record, "auto", n, 1, 2048, None, (row0, step, old, new))
+
+
+def test_a_cycle_whose_window_the_series_no_longer_allows_refits():
+    n = EPOCH_MIN + 300_000
+    record = _record(n, window=500, period=500)
+    assert still_fits(record, "auto", n, 1, 2048, None, _versions(2**16))
+    # a cycle longer than the series allows: windows of n // MIN_BATCHES, which grow
+    record = _record(n, window=n // MIN_BATCHES, period=10**9)
+    assert not still_fits(record, "auto", n + 1_000, 1, 2048, None, _versions(2**16))
