@@ -5,9 +5,12 @@ A float32 store of ``--n`` samples with 20 distribution changes, in chunks of
 (the full run); then 1 % more samples are appended (a shifted distribution)
 and the call is made again with the same checkpoint (the update), and once
 without it (a full run on the grown store: the change-points to match).
-Each call runs in a fresh process after a warm-up call that compiles;
-bytes read are the process's ``rchar`` over the call (every byte of the store
-it read, from disk or page cache).
+Each call runs in a fresh process after a warm-up call that compiles.
+Bytes read are counted twice: the process's ``rchar`` over the call (every
+byte it read, from disk or page cache: the store's objects, the checkpoint,
+anything else), and the bytes of the store's objects it opened (each opened
+object's size, summed: zarr reads an object whole), told apart by a Python
+audit hook on ``open``.
 
 Target (issue: archives that live): the update reads at most 2 % of the
 store's bytes, takes at most 5 % of the full run's time, and returns the
@@ -35,17 +38,30 @@ import json, time, warnings
 warnings.simplefilter('ignore')
 import numpy as np, kcpstream
 
+import os, sys
+
 def rchar():
     with open('/proc/self/io') as fh:
         return next(int(ln.split()[1]) for ln in fh if ln.startswith('rchar'))
 
+opened = []
+def hook(event, args):
+    if event == 'open' and isinstance(args[0], (str, os.PathLike)):
+        name = os.fspath(args[0])
+        if name.startswith({store!r}) and (args[1] is None or 'r' in str(args[1])):
+            opened.append(name)
+
 kcpstream.segment(np.random.default_rng(0).normal(size=5000))  # compile, warm
+sys.addaudithook(hook)
 r0, t = rchar(), time.perf_counter()
 res = kcpstream.segment({path!r}, checkpoint={checkpoint!r})
 s, r1 = time.perf_counter() - t, rchar()
+store_bytes = sum(os.path.getsize(f) for f in opened if os.path.isfile(f))
 d = res.diagnostics
-print(json.dumps({{'seconds': s, 'bytes_read': r1 - r0, 'changepoints': res.changepoints.tolist(),
+print(json.dumps({{'seconds': s, 'bytes_read': r1 - r0, 'store_bytes_read': store_bytes,
+    'changepoints': res.changepoints.tolist(),
     'checkpoint': d.checkpoint, 'chunks_read': d.chunks_read, 'chunks_reused': d.chunks_reused,
+    'fit_chunks_read': d.fit_chunks_read,
     'samples_pass': d.samples_featurized_pass, 'read_again': d.samples_read_again,
     'rss_mib': peak_rss_mib()}}))
 """
@@ -53,7 +69,8 @@ print(json.dumps({{'seconds': s, 'bytes_read': r1 - r0, 'changepoints': res.chan
 
 
 def _child(path: str, checkpoint: str | None) -> dict:
-    script = CHILD.format(path=path, checkpoint=checkpoint)
+    store = os.path.dirname(path)
+    script = CHILD.format(path=path, checkpoint=checkpoint, store=store)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
@@ -110,6 +127,10 @@ def run(n: int, repeat: int, root: str) -> dict:
         "update_bytes_read": med("update", "bytes_read"),
         "full_bytes_read": med("full", "bytes_read"),
         "bytes_ratio": med("update", "bytes_read") / last["store_bytes"],
+        "update_store_bytes_read": med("update", "store_bytes_read"),
+        "full_store_bytes_read": med("full", "store_bytes_read"),
+        "store_bytes_ratio": med("update", "store_bytes_read") / last["store_bytes"],
+        "fit_chunks_read": last["update"]["fit_chunks_read"],
         "update_rss_mib": med("update", "rss_mib"),
         "full_rss_mib": med("full", "rss_mib"),
         "checkpoint": last["update"]["checkpoint"],
@@ -131,20 +152,24 @@ def markdown(r: dict) -> str:
             f"{r['machine'].get('cpus')} cores, float32 from zarr (zstd, chunks of 2^20), "
             f"defaults, median of {r['repeat']} rounds (fresh processes, warm).",
             "",
-            "| run | seconds | bytes read | peak RSS (MiB) |",
-            "|---|---|---|---|",
+            "| run | seconds | store's objects read | all bytes read (rchar) | peak RSS (MiB) |",
+            "|---|---|---|---|---|",
             f"| full run, {r['n']} samples, checkpoint written | {r['full_seconds']:.2f} | "
+            f"{r['full_store_bytes_read'] / 2**20:.1f} MiB | "
             f"{r['full_bytes_read'] / 2**20:.0f} MiB | {r['full_rss_mib']:.0f} |",
             f"| update after appending {r['appended']} samples | {r['update_seconds']:.2f} | "
+            f"{r['update_store_bytes_read'] / 2**20:.1f} MiB | "
             f"{r['update_bytes_read'] / 2**20:.1f} MiB | {r['update_rss_mib']:.0f} |",
-            f"| full run on the grown store, no checkpoint | {r['scratch_seconds']:.2f} | | |",
+            f"| full run on the grown store, no checkpoint | {r['scratch_seconds']:.2f} | | | |",
             "",
             f"- update / full run time: **{r['time_ratio']:.3f}** (target ≤ 0.05)",
-            f"- bytes read by the update / store ({r['store_bytes'] / 2**20:.0f} MiB): "
-            f"**{r['bytes_ratio']:.4f}** (target ≤ 0.02)",
-            f"- checkpoint `{r['checkpoint']}`: {r['chunks_read']} chunks read, "
-            f"{r['chunks_reused']} reused, {r['samples_read_again']} samples read again "
-            "by refinement",
+            f"- the store's bytes the update read / the store "
+            f"({r['store_bytes'] / 2**20:.0f} MiB): **{r['store_bytes_ratio']:.4f}** "
+            f"(target ≤ 0.02); all bytes it read (the checkpoint too) / the store: "
+            f"{r['bytes_ratio']:.4f}",
+            f"- checkpoint `{r['checkpoint']}`: {r['chunks_read']} chunks read by the data "
+            f"pass, {r['chunks_reused']} reused, {r['fit_chunks_read']} read for the fit, "
+            f"{r['samples_read_again']} samples read again by refinement",
             f"- change-points of the update = those of the full run on the grown store: "
             f"{'yes' if r['same_changepoints'] else 'no'}",
             "",
