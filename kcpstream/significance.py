@@ -307,10 +307,12 @@ def _ar1_factor(sums: BatchSums, per_batch: int, exclude: np.ndarray) -> float:
     if exclude.size:
         keep &= _clear_of(exclude, per_batch, k)
     pairs = keep[1:] & keep[:-1]
-    denom = float((diffs[:, keep] ** 2).sum())
+    denom = float(ss[keep].sum())
     if not denom > 0 or not pairs.any():
         return 1.0
-    lag1 = float((diffs[:, 1:][:, pairs] * diffs[:, :-1][:, pairs]).sum())
+    # each pair's product summed over the features, then over the pairs kept
+    # (no copy of the differences)
+    lag1 = float(np.einsum("ij,ij->j", diffs[:, 1:], diffs[:, :-1])[pairs].sum())
     # the same normalisation as the pairs' own: mean product over mean square
     r_d = (lag1 / int(pairs.sum())) / (denom / int(keep.sum()))
     rho = min(max(1.0 + 2.0 * r_d, 0.0), MAX_BATCH_CORRELATION)
