@@ -110,6 +110,31 @@ def test_a_checkpoint_of_an_s3_store_follows_its_etags(bucket, tmp_path):
     assert_same_segmentation(updated, kcpstream.segment(np.asarray(z[:]), block_size=250))
 
 
+def test_an_append_to_an_s3_store_keeps_the_fit_and_reads_the_new_objects(bucket, tmp_path):
+    # past 2**21 samples the fit's windows hold while the archive grows: their
+    # objects' ETags did not change, so the fit is the checkpoint's (the period
+    # check's last stretch ends 8192 samples past 2**21: the object holding it
+    # is not the last, which the append rewrites)
+    name, opts = bucket
+    url = f"s3://{name}/long.zarr"
+    rng = np.random.default_rng(2)
+    n = 2**21 + 300_000
+    x = rng.normal(size=n).astype(np.float32)
+    x[900_000:] += 1.0
+    z = zarr.create_array(store=url, shape=(n,), chunks=(2**17,), dtype=x.dtype,
+                          storage_options=opts)  # fmt: skip
+    z[:] = x
+    ck = tmp_path / "ck"
+    first = kcpstream.segment(url, storage_options=opts, checkpoint=ck)
+    assert first.diagnostics.fit_chunks_read > 0
+    z.resize((n + 30_000,))
+    z[n:] = rng.normal(size=30_000).astype(np.float32) - 1.0
+    grown = kcpstream.segment(url, storage_options=opts, checkpoint=ck)
+    d = grown.diagnostics
+    assert d.checkpoint == "updated" and d.fit_chunks_read == 0 and d.chunks_read == 1
+    assert_same_segmentation(grown, kcpstream.segment(np.asarray(z[:])))
+
+
 def test_an_object_missing_from_the_bucket_is_an_error(bucket):
     name, opts = bucket
     url = f"s3://{name}/x.zarr"
