@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ._io import fsync_dir, probe_writable
+from ._version import __version__
 from .search import SegmentSplit
 from .stats import BlockStats
 
@@ -180,7 +181,7 @@ def load_base(
         try:
             if attrs.get("features") != features or attrs.get("block_size") != block_size:
                 continue
-            stats, known, arrays = _read(where, name, min_size, None, block_size)
+            stats, known, arrays = _read(where, name, min_size, None, block_size, kept=True)
             slabs = {
                 int(i): bytes(v).hex()
                 for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
@@ -226,6 +227,10 @@ def stored_fits(path: str | os.PathLike, lineage: str):
 
     for _, where, attrs in _groups_of(path, lineage):
         if "fit" not in attrs or "slab_step" not in attrs:
+            continue
+        # the record says what was read, not how it was fitted: only the fit
+        # of this very release (and layout) is the one it would make
+        if attrs.get("format") != FORMAT or attrs.get("kcpstream") != __version__:
             continue
         if attrs.get("fit_checksum") != _record_checksum(attrs["fit"]):
             continue
@@ -277,7 +282,10 @@ class _Damaged(Exception):
     pass
 
 
-def _read(where: str, key: str, min_size: int, n: int | None, block_size: int):
+def _read(where: str, key: str, min_size: int, n: int | None, block_size: int, kept: bool = False):
+    """The group's statistics, exact segments and arrays (the samples it kept
+    only with ``kept``: a later version's update scans them, a load of this
+    very version does not)."""
     import zarr
 
     group = zarr.open_group(where, mode="r")
@@ -285,7 +293,8 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int):
     if attrs.get("format") != FORMAT or attrs.get("fingerprint") != key:
         raise _Damaged("format")
     sums = attrs["checksums"]
-    arrays = {name: np.asarray(group[name][...]) for name in sums}
+    names = [name for name in sums if kept or not name.startswith("kept_")]
+    arrays = {name: np.asarray(group[name][...]) for name in names}
     for name, value in arrays.items():
         if _checksum(value) != sums[name]:
             raise _Damaged(name)

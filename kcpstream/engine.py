@@ -81,7 +81,8 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
         fit_chunks += len(cache.fit_chunks) - before
         if isinstance(given, str) and needs_fit:
             reads = fit_reads(original.n, is_auto(given), st.sample_size, window)
-            stored = FitRecord(given, st.sample_size, st.seed, original.d, period, window, auto,
+            seed = None if st.seed is None else int(st.seed)  # (a numpy integer too)
+            stored = FitRecord(given, st.sample_size, seed, original.d, period, window, auto,
                                tuple(reads), fmap.to_json())  # fmt: skip
     job = Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
     job.auto = auto
@@ -110,8 +111,9 @@ def _stored_fit(signal: Signal, features, st: Settings) -> FitRecord | None:
         except (TypeError, KeyError, ValueError):  # another layout: not a record
             continue
         same = (row0, step, old, slabs)
+        seed = None if st.seed is None else int(st.seed)
         if old_step == step and still_fits(
-            record, features, signal.n, signal.d, st.sample_size, st.seed, same
+            record, features, signal.n, signal.d, st.sample_size, seed, same
         ):
             return record
     return None

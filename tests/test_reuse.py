@@ -265,6 +265,33 @@ def test_an_append_to_a_long_archive_reads_only_the_new_chunks_with_the_defaults
     _same(again, kcpstream.segment(store))
 
 
+def test_a_fit_is_kept_only_from_this_release_and_with_any_integer_seed(tmp_path):
+    rng = np.random.default_rng(4)
+    n = 2**21 + 200_000
+    x = rng.normal(size=n).astype("f4")
+    x[1_000_000:] *= 2
+    store = str(tmp_path / "s.zarr")
+    z = _write(store, x, 2**16)
+    ck = tmp_path / "ck"
+    kw = {"seed": np.int64(3), "pen": 1e5}  # a numpy integer is a seed like any other
+    first = kcpstream.segment(store, checkpoint=ck, **kw)
+    # the record says what the fit read, not how another release would fit it
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    group = zarr.open_group(os.path.join(ck, key), mode="r+")
+    group.attrs["kcpstream"] = "0.0.1"
+    z.resize((n + 20_000,))
+    z[n:] = rng.normal(size=20_000).astype("f4")
+    grown = kcpstream.segment(store, checkpoint=ck, **kw)
+    assert grown.diagnostics.fit_chunks_read == first.diagnostics.fit_chunks_read > 0
+    _same(grown, kcpstream.segment(store, **kw))
+    # this release's record, written by that run, is kept by the next
+    z.resize((n + 40_000,))
+    z[n + 20_000 :] = rng.normal(size=20_000).astype("f4")
+    again = kcpstream.segment(store, checkpoint=ck, **kw)
+    assert again.diagnostics.checkpoint == "updated" and again.diagnostics.fit_chunks_read == 0
+    _same(again, kcpstream.segment(store, **kw))
+
+
 def test_segments_an_append_makes_longer_are_scanned_from_the_samples_kept(tmp_path):
     # appended samples that continue the last regime leave the best splits of the
     # segments that end at the series' end where they were: refinement scans
