@@ -52,9 +52,10 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     given = features
     cache = sample = period = None
     fit_chunks = 0  # chunks read for the fit
-    stored = _stored_fit(signal, features, st)
-    if stored is not None:  # the fit of an earlier version, on the same samples
-        fmap, auto = FeatureMap.from_json(stored.fmap), stored.auto
+    record = _stored_fit(signal, features, st)
+    kept = record is not None
+    if kept:  # the fit of an earlier version, on the same samples
+        fmap, auto = FeatureMap.from_json(record.fmap), record.auto
     else:
         if is_auto(features):
             # the stretches are read whole-chunk through the cache the pointwise
@@ -75,18 +76,17 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     B = block_size_of(signal.n, st, window)
     if cache is None:
         cache = SampleCache(B, max_bytes=_cache_share(st))
-    if stored is None:
+    if not kept:
         needs_fit, before = not fmap.is_fitted, len(cache.fit_chunks)
         fmap = _fitted(fmap, signal, sample, cache, st)
         fit_chunks += len(cache.fit_chunks) - before
         if isinstance(given, str) and needs_fit:
             reads = fit_reads(original.n, is_auto(given), st.sample_size, window)
-            seed = None if st.seed is None else int(st.seed)  # (a numpy integer too)
-            stored = FitRecord(given, st.sample_size, seed, original.d, period, window, auto,
-                               tuple(reads), fmap.to_json())  # fmt: skip
+            record = FitRecord(given, st.sample_size, _seed(st), original.d, period, window,
+                               auto, tuple(reads), fmap.to_json())  # fmt: skip
     job = Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
     job.auto = auto
-    job.fit, job.fit_chunks_read = stored, fit_chunks
+    job.fit, job.fit_chunks_read = record, fit_chunks
     job.params = _params(job, st)
     job.in_memory = searched_in_memory(signal.n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
@@ -111,12 +111,16 @@ def _stored_fit(signal: Signal, features, st: Settings) -> FitRecord | None:
         except (TypeError, KeyError, ValueError):  # another layout: not a record
             continue
         same = (row0, step, old, slabs)
-        seed = None if st.seed is None else int(st.seed)
         if old_step == step and still_fits(
-            record, features, signal.n, signal.d, st.sample_size, seed, same
+            record, features, signal.n, signal.d, st.sample_size, _seed(st), same
         ):
             return record
     return None
+
+
+def _seed(st: Settings) -> int | None:
+    """The seed as a fit record keeps it (a numpy integer as an int)."""
+    return None if st.seed is None else int(st.seed)
 
 
 def reselect(fitted: Job, st: Settings, known: dict[int, dict]) -> Job:
