@@ -115,13 +115,19 @@ def kept_pieces(stats: BlockStats, known: dict, min_size: int) -> list[tuple[int
     rule out (:func:`~kcpstream.search.bound_segment`, recomputed: the same
     statistics give the same pieces).
     """
-    out: list[tuple[int, int]] = []
+    ranges: list[tuple[int, int]] = []
     for seg in known.values():
         if seg.end != stats.n or not seg.exact or seg.split < 0:
             continue
         for req in bound_segment(stats, seg.start, seg.end, min_size).pending:
-            out.append((req.piece_start, req.piece_end))
-    return sorted(set(out))
+            ranges.append((req.piece_start, req.piece_end))
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):  # overlapping ones (a run and a piece of it) kept once
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def plan_reuse(
