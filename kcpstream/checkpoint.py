@@ -22,7 +22,11 @@ A group also keeps the *lineage* of a stored input (which array, how it is
 stored; not its length or chunk versions) and the version of each run of
 its chunks along time: a later call on a changed version of the same array
 keeps the statistics of the unchanged blocks (:mod:`kcpstream.reuse`) and
-replaces the group with its own.
+replaces the group with its own.  With them it keeps the record of the fit
+(:mod:`kcpstream.fitting`: the fitted map and the windows of samples it was
+fitted on, which a later version's fit on the same samples takes as it is)
+and the samples refinement scanned for the segments that end at the
+series' end (``kept_*``, which an append makes longer).
 
 Every array is stored with a SHA-256 of its dtype, shape and bytes, checked
 on load; a group that is missing a piece, fails its checksums or does not fit
