@@ -186,10 +186,7 @@ def load_base(
             if attrs.get("features") != features or attrs.get("block_size") != block_size:
                 continue
             stats, known, arrays = _read(where, name, min_size, None, block_size, kept=True)
-            slabs = {
-                int(i): bytes(v).hex()
-                for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
-            }
+            slabs = _slabs_of(arrays)
         except Exception:  # damaged, being replaced, or without versions: not a base
             continue
         if stats.block_size == block_size:
@@ -245,11 +242,15 @@ def stored_fits(path: str | os.PathLike, lineage: str):
                 continue
         except Exception:  # damaged, or being replaced: not a record
             continue
-        slabs = {
-            int(i): bytes(v).hex()
-            for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
-        }
-        yield attrs["fit"], int(attrs["slab_step"]), slabs
+        yield attrs["fit"], int(attrs["slab_step"]), _slabs_of(arrays)
+
+
+def _slabs_of(arrays: dict[str, np.ndarray]) -> dict[int, str]:
+    """The slab versions :func:`save` stored (``slab_index``, ``slab_version``)."""
+    return {
+        int(i): bytes(v).hex()
+        for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
+    }
 
 
 def _record_checksum(record: Any) -> str:
