@@ -143,7 +143,7 @@ def _kept(
     # their median says nothing of the spread, the mean (larger, so fewer
     # differences are left out) does
     looked = ss[base]
-    middle = float(np.median(looked)) or float(np.mean(looked)) if looked.size else 0.0
+    middle = (float(np.median(looked)) or float(np.mean(looked))) if looked.size else 0.0
     sigma, of = None, None  # sigma = D D^T over the differences ``of``
     for _ in range(rounds):
         sigma, of = _gram(gram, keep, sigma, of), keep
