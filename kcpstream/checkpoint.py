@@ -1,6 +1,7 @@
-"""Checkpoints: block statistics and exact refinement results kept in a zarr group.
+"""Checkpoints: block statistics and exact refinement results kept in a folder.
 
-A checkpoint directory holds one zarr group per *fingerprint* of
+A checkpoint directory holds one *group* (a folder of ``.npy`` arrays and a
+JSON file of attributes, :data:`ATTRS`) per *fingerprint* of
 
 * the input's identity (:mod:`kcpstream.provenance`: the array's metadata
   and the version of every chunk of a zarr store, a hash of an in-memory
@@ -27,6 +28,11 @@ replaces the group with its own.  With them it keeps the record of the fit
 fitted on, which a later version's fit on the same samples takes as it is)
 and the samples refinement scanned for the segments that end at the
 series' end (``kept_*``, which an append makes longer).
+
+A group is a plain folder rather than a zarr group because it is a local,
+private cache that is read and written whole: a zarr array's metadata round
+trip cost more than its bytes (19 arrays: 0.17 s to write, 0.05 s to read,
+against 0.016 and 0.013 s as ``.npy`` files), and an update pays both.
 
 Every array is stored with a SHA-256 of its dtype, shape and bytes, checked
 on load; a group that is missing a piece, fails its checksums or does not fit
@@ -69,7 +75,10 @@ __all__ = [
 ]
 
 #: Bumped whenever the stored layout changes (older checkpoints are then not used).
-FORMAT = 3
+FORMAT = 4
+
+#: The file of a group's attributes (its arrays are ``<name>.npy`` beside it).
+ATTRS = "attrs.json"
 
 #: Temporary folders of another machine's runs older than this are removed.
 STALE_SECONDS = 24 * 3600
@@ -197,8 +206,6 @@ def load_base(
 def _groups_of(path: str | os.PathLike, lineage: str):
     """``(key, folder, attrs)`` of the groups stored for inputs of ``lineage``,
     newest first."""
-    import zarr
-
     root = _local_dir(path)
     groups = []
     try:
@@ -212,7 +219,7 @@ def _groups_of(path: str | os.PathLike, lineage: str):
         return
     for _, name, where in sorted(groups):
         try:
-            attrs = dict(zarr.open_group(where, mode="r").attrs)
+            attrs = read_attrs(where)
         except Exception:  # damaged, or being replaced
             continue
         if attrs.get("lineage") == lineage:
@@ -224,8 +231,6 @@ def stored_fits(path: str | os.PathLike, lineage: str):
     ``lineage`` that keeps the record of its fit (a dict, see
     :class:`kcpstream.fitting.FitRecord`), newest first: ``slabs`` maps each
     slab of ``step`` rows to the hash of its objects' versions (checksummed)."""
-    import zarr
-
     for _, where, attrs in _groups_of(path, lineage):
         if "fit" not in attrs or "slab_step" not in attrs:
             continue
@@ -236,8 +241,7 @@ def stored_fits(path: str | os.PathLike, lineage: str):
         if attrs.get("fit_checksum") != _record_checksum(attrs["fit"]):
             continue
         try:
-            group = zarr.open_group(where, mode="r")
-            arrays = {name: np.asarray(group[name][...]) for name in ("slab_index", "slab_version")}
+            arrays = {name: read_array(where, name) for name in ("slab_index", "slab_version")}
             if any(_checksum(v) != attrs["checksums"][k] for k, v in arrays.items()):
                 continue
         except Exception:  # damaged, or being replaced: not a record
@@ -287,19 +291,44 @@ class _Damaged(Exception):
     pass
 
 
+def read_attrs(where: str) -> dict[str, Any]:
+    """The attributes of the group in folder ``where``."""
+    with open(os.path.join(where, ATTRS), encoding="utf-8") as fh:
+        attrs = json.load(fh)
+    if not isinstance(attrs, dict):
+        raise _Damaged(ATTRS)
+    return attrs
+
+
+def write_attrs(where: str, attrs: dict[str, Any]) -> None:
+    """Write the attributes of the group in folder ``where`` (not atomically:
+    :func:`save` writes a group under a temporary name)."""
+    with open(os.path.join(where, ATTRS), "w", encoding="utf-8") as fh:
+        json.dump(attrs, fh, default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar (a block size, a min_size) as the Python number it is."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def read_array(where: str, name: str) -> np.ndarray:
+    """Array ``name`` of the group in folder ``where`` (its checksum unchecked)."""
+    return np.load(os.path.join(where, f"{name}.npy"), allow_pickle=False)
+
+
 def _read(where: str, key: str, min_size: int, n: int | None, block_size: int, kept: bool = False):
     """The group's statistics, exact segments and arrays (the samples it kept
     only with ``kept``: a later version's update scans them, a load of this
     very version does not)."""
-    import zarr
-
-    group = zarr.open_group(where, mode="r")
-    attrs = dict(group.attrs)
+    attrs = read_attrs(where)
     if attrs.get("format") != FORMAT or attrs.get("fingerprint") != key:
         raise _Damaged("format")
     sums = attrs["checksums"]
     names = [name for name in sums if kept or not name.startswith("kept_")]
-    arrays = {name: np.asarray(group[name][...]) for name in names}
+    arrays = {name: read_array(where, name) for name in names}
     for name, value in arrays.items():
         if _checksum(value) != sums[name]:
             raise _Damaged(name)
@@ -394,8 +423,6 @@ def save(
     """Write the statistics and the exact segments under ``key``, atomically
     (``attrs["min_size"]``: the ``min_size`` the segments were found with;
     ``kept``: samples of pieces a later version may scan again, see :class:`Base`)."""
-    import zarr
-
     root = _local_dir(path)
     os.makedirs(root, exist_ok=True)
     _clean_leftovers(root)
@@ -424,16 +451,17 @@ def save(
         ).reshape(len(slabs), -1)
     arrays = {name: np.ascontiguousarray(value) for name, value in arrays.items()}
     try:
-        group = zarr.open_group(tmp, mode="w")
+        os.makedirs(tmp)
         for name, value in arrays.items():
-            group.create_array(name, data=value)
-        group.attrs.update(
+            np.save(os.path.join(tmp, f"{name}.npy"), value, allow_pickle=False)
+        write_attrs(
+            tmp,
             {
                 **attrs,
                 "format": FORMAT,
                 "fingerprint": key,
                 "checksums": {name: _checksum(value) for name, value in arrays.items()},
-            }
+            },
         )
         _fsync_tree(tmp)
         if os.path.isdir(final):

@@ -86,7 +86,8 @@ def test_a_killed_write_leaves_the_previous_checkpoint(store, tmp_path, monkeypa
     def boom(*args, **kwargs):
         raise KeyboardInterrupt("killed while writing")
 
-    monkeypatch.setattr(zarr.Group, "create_array", boom)
+    # killed after the arrays were written, before the attributes
+    monkeypatch.setattr(checkpoint, "write_attrs", boom)
     with pytest.raises(KeyboardInterrupt):
         kcpstream.segment(store, n_bkps=5, checkpoint=ck)
     monkeypatch.undo()
@@ -138,3 +139,25 @@ def test_a_long_cycle_found_after_the_pass_is_found_again_from_the_checkpoint(tm
     assert again.changepoints.tolist() == first.changepoints.tolist()
     assert again.params["window"] == first.params["window"]
     np.testing.assert_array_equal(again.pvalues, first.pvalues)
+
+
+def test_a_group_of_the_earlier_zarr_layout_is_neither_used_nor_an_error(store, tmp_path):
+    # checkpoints were zarr groups before they were folders of .npy files: one
+    # left in the directory (the same lineage, an earlier version of the input)
+    # is passed over, and the run computes from scratch
+    ck = tmp_path / "ck"
+    kcpstream.segment(store, n_bkps=3, checkpoint=ck)
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    where = str(ck / key)
+    attrs = checkpoint.read_attrs(where)
+    arrays = {k: checkpoint.read_array(where, k) for k in attrs["checksums"]}
+    old = zarr.open_group(str(ck / ("0" * 32)), mode="w")
+    for name, value in arrays.items():
+        old.create_array(name, data=value)
+    old.attrs.update({**attrs, "format": 3})
+    checkpoint.remove(ck, key)
+    z = zarr.open_group(store, mode="r+")["x"]
+    z[100:200] = z[100:200] * 3
+    res = kcpstream.segment(store, n_bkps=3, checkpoint=ck)
+    assert res.diagnostics.checkpoint == "written" and res.diagnostics.chunks_reused == 0
+    _same(res, kcpstream.segment(store, n_bkps=3))
