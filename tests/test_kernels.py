@@ -12,6 +12,7 @@ from kcpstream._kernels.blockstats import (
     largest_boundary_gain,
     merge_piece_into,
     piece_stats,
+    scan_piece,
     segment_boundary_scan,
     split_gain,
 )
@@ -244,3 +245,45 @@ def test_pairwise_sums_give_scipy_pdist_to_the_bit(seed, m, d, metric, ties):
     ordered = np.sort(sums)
     pair = order_statistic_pair(sums, k)
     assert pair == (ordered[k], ordered[min(k + 1, sums.size - 1)])
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    k=st.integers(1, 2),
+    m=st.integers(1, 9),
+    length=st.integers(1, 70),
+    head=st.integers(0, 40),
+    tail=st.integers(0, 40),
+    min_size=st.integers(1, 30),
+    grid=st.sampled_from([0, 4, 7, 16]),
+)
+def test_scan_piece_is_split_gain_at_every_position(seed, k, m, length, head, tail, min_size, grid):
+    # the scan sums the gains of several positions side by side: each must be
+    # split_gain's value to the bit, and the first best position must win
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(k, length, m)).astype(np.float32)
+    constant = seed % 3 == 0  # every gain 0: the first admissible position wins the ties
+    if constant:
+        Z[:] = 0.0
+    scale = 2.0**10
+    q = np.rint(Z.astype(np.float64) * scale).astype(np.int64)  # (k, L, m)
+    flat = np.concatenate([q[g] for g in range(k)], axis=1)  # (L, k m) in feature order
+    before = rng.integers(-(2**20), 2**20, size=(head, k * m)) * (not constant)
+    after = rng.integers(-(2**20), 2**20, size=(tail, k * m)) * (not constant)
+    seg_start, piece_start = 1000, 1000 + head
+    seg_end = piece_start + length + tail
+    left0 = before.sum(axis=0)
+    total = left0 + flat.sum(axis=0) + after.sum(axis=0)
+    gain, pos = scan_piece(Z, scale, piece_start, seg_start, seg_end, left0, total, min_size, grid)
+    best, where = -1.0, -1
+    left = left0.copy()
+    for t in range(length - 1):  # the obvious loop: every interior position, in order
+        left = left + flat[t]
+        c = piece_start + t + 1
+        if c < seg_start + min_size or c > seg_end - min_size or (grid and c % grid == 0):
+            continue
+        g = split_gain(c - seg_start, seg_end - c, left, total)
+        if g > best:
+            best, where = g, c
+    assert (pos, gain) == (where, best)
