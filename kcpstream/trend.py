@@ -34,27 +34,70 @@ from .stats import BlockStats
 __all__ = ["GridMoments", "line_gain"]
 
 
+#: Grid points between the running sums :class:`GridMoments` keeps.
+ANCHOR_EVERY = 256
+#: Grid points cast and summed at a time while the running sums are made.
+_PART = 16 * ANCHOR_EVERY
+
+
 @dataclass(frozen=True)
 class GridMoments:
-    """The second prefix sums of a grid's feature sums, that a line fit needs.
+    """The second prefix sums of a grid's feature sums, that a line fit needs:
+    ``Q_j = sum_{l <= j} P_l``, ``P_l`` the exact prefix sum of the features
+    at grid point ``l`` (quantized units), summed in float64 in order.
+
+    Only every :data:`ANCHOR_EVERY`-th ``Q_j`` is kept; :meth:`at` continues
+    from the one below with the same additions in the same order, so each
+    ``Q_j`` is bit for bit ``numpy.cumsum(prefix, axis=1, dtype=float64)[:,
+    j]`` without that ``(p, m + 1)`` array (as large as the prefix sums:
+    1.25 GB at 10^10 samples, and a fresh allocation of that size can cost
+    more than the sums).
 
     Attributes
     ----------
-    twice : ndarray
-        ``Q_i = sum_{l <= i} P_l`` (float64, ``(p, m + 1)``), ``P_l`` the exact
-        prefix sum of the features at grid point ``l`` (quantized units).
+    prefix : ndarray
+        The grid's prefix sums ``(p, m + 1)`` (int64, not copied).
+    anchors : ndarray
+        ``Q_j`` at ``j = 0, G, 2 G, ...`` for ``G`` = :data:`ANCHOR_EVERY`
+        (float64, ``(p, m // G + 1)``).
     """
 
-    twice: np.ndarray
+    prefix: np.ndarray
+    anchors: np.ndarray
 
     @classmethod
     def of(cls, stats: BlockStats) -> GridMoments:
         """The moments of ``stats``'s grid (one pass over its prefix sums)."""
-        return cls(np.cumsum(stats.prefix, axis=1, dtype=np.float64))
+        P = stats.prefix
+        p, cols = P.shape
+        G = ANCHOR_EVERY
+        anchors = np.empty((p, (cols - 1) // G + 1))
+        part = np.empty((p, min(_PART, cols)))
+        last = np.zeros(p)  # the running sum before the part
+        for lo in range(0, cols, _PART):  # _PART is a multiple of G: anchors start each part
+            hi = min(lo + _PART, cols)
+            run = part[:, : hi - lo]
+            run[...] = P[:, lo:hi]
+            if lo:  # the running sum so far, added first, as cumsum adds it
+                run[:, 0] += last
+            np.cumsum(run, axis=1, out=run)
+            anchors[:, lo // G : -(-hi // G)] = run[:, ::G]
+            last = run[:, -1].copy()
+        return cls(P, anchors)
+
+    def at(self, j: int) -> np.ndarray:
+        """``Q_j`` (float64, ``(p,)``)."""
+        g = j // ANCHOR_EVERY
+        first = g * ANCHOR_EVERY
+        if j == first:
+            return self.anchors[:, g].copy()
+        run = self.prefix[:, first + 1 : j + 1].astype(np.float64)
+        run[:, 0] += self.anchors[:, g]
+        return np.cumsum(run, axis=1, out=run)[:, -1].copy()
 
     @property
     def nbytes(self) -> int:
-        return int(self.twice.nbytes)
+        return int(self.anchors.nbytes)
 
 
 def _point(stats: BlockStats, j: int) -> int:
@@ -121,7 +164,7 @@ def _whole_pieces(stats, moments, i: int, k: int, mean: float) -> np.ndarray:
     out = (tau_k - mean) * P[:, k].astype(np.float64) - (tau_i - mean) * P[:, i].astype(np.float64)
     if k - 1 > i:
         # consecutive centres are B apart but for the last, shorter block
-        inner = B * (moments.twice[:, k - 1] - moments.twice[:, i])
+        inner = B * (moments.at(k - 1) - moments.at(i))
         m = stats.n_blocks - 1  # the last piece's index
         if i < m <= k - 1:
             inner += (centre(m) - centre(m - 1) - B) * P[:, m].astype(np.float64)

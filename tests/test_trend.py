@@ -125,3 +125,23 @@ def test_the_trend_rule_does_not_depend_on_the_chunking(chunk):
     res = kcpstream.segment(da.from_array(x, chunks=chunk), block_size=64)
     assert res.changepoints.tolist() == ref.changepoints.tolist()
     np.testing.assert_array_equal(res.pvalues, ref.pvalues)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    p=st.integers(1, 5),
+    cols=st.integers(1, 9000),
+    big=st.booleans(),
+)
+def test_moments_are_the_cumulative_sums_to_the_bit(seed, p, cols, big):
+    # kept every ANCHOR_EVERY grid points and continued from there in the same
+    # order: each column is numpy's float64 cumulative sum's, at every column
+    rng = np.random.default_rng(seed)
+    hi = 2**62 // max(cols, 1) if big else 2**20  # beyond 2^53: the casts round
+    prefix = np.cumsum(rng.integers(-hi, hi, size=(p, cols)), axis=1)
+    stats = type("Grid", (), {"prefix": prefix})()
+    moments = GridMoments.of(stats)
+    want = np.cumsum(prefix, axis=1, dtype=np.float64)
+    for j in sorted({0, cols - 1, *rng.integers(0, cols, size=40).tolist()}):
+        assert np.array_equal(moments.at(j), want[:, j]), j
