@@ -27,7 +27,8 @@ replaces the group with its own.  With them it keeps the record of the fit
 (:mod:`kcpstream.fitting`: the fitted map and the windows of samples it was
 fitted on, which a later version's fit on the same samples takes as it is)
 and the samples refinement scanned for the segments that end at the
-series' end (``kept_*``, which an append makes longer).
+series' end (which an append makes longer) or at their splits (which it
+may move: ``kept_*``, see :func:`kcpstream.reuse.kept_pieces`).
 
 A group is a plain folder rather than a zarr group because it is a local,
 private cache that is read and written whole: a zarr array's metadata round
@@ -45,6 +46,7 @@ temporary folders that killed runs left.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -412,6 +414,31 @@ def _clean_leftovers(root: str) -> None:
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
+def _publish(root: str, key: str, tmp: str, final: str) -> None:
+    """Rename the written group ``tmp`` to ``final``, moving a group already
+    there out of sight first.  Other processes may save or remove the same
+    key meanwhile (between seeing ``final`` and moving it, it may be gone, or
+    back): each step is tried again until this group is in place."""
+    for _ in range(_PUBLISH_TRIES):
+        try:
+            os.replace(tmp, final)  # a folder renames onto nothing (or an empty one)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        old = _temp_name(root, key, "old")
+        try:
+            os.replace(final, old)
+        except FileNotFoundError:  # moved away by another save meanwhile
+            continue
+        shutil.rmtree(old, ignore_errors=True)
+    raise OSError(f"checkpoint group {final!r} kept being replaced by other runs")
+
+
+#: Attempts :func:`_publish` makes while other runs replace the same group.
+_PUBLISH_TRIES = 64
+
+
 def save(
     path: str | os.PathLike,
     key: str,
@@ -464,13 +491,7 @@ def save(
             },
         )
         _fsync_tree(tmp)
-        if os.path.isdir(final):
-            old = _temp_name(root, key, "old")
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
+        _publish(root, key, tmp, final)
         fsync_dir(root)
     finally:
         if os.path.isdir(tmp):

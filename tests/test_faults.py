@@ -530,7 +530,10 @@ def test_a_cf_fill_value_is_never_read_as_a_sample(tmp_path):
 def _save_and_load(args) -> list[str]:
     """One process's share of the concurrency test: alternate saves and loads."""
     ck, key, min_size, n, rounds = args
-    stats, known = checkpoint.load(ck, key, min_size, n, 64)
+    got = None
+    while not isinstance(got, tuple):  # another process may be replacing it just now
+        got = checkpoint.load(ck, key, min_size, n, 64)
+    stats, known = got
     seen = []
     for i in range(rounds):
         if i % 2:
