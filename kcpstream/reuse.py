@@ -106,18 +106,25 @@ class Reuse:
 
 def kept_pieces(stats: BlockStats, known: dict, min_size: int) -> list[tuple[int, int]]:
     """The pieces ``[a, b)`` refinement scanned for the exact segments of
-    ``known`` that end at the series' last sample.
+    ``known`` that end at the series' last sample, or at the split of one of
+    those.
 
-    An append makes each of them a new, longer segment with the same start,
-    whose best split is almost always where it was: keeping these samples
-    with the statistics lets the next version scan them again without
-    reading the store.  They are the pieces the segment's bounds could not
-    rule out (:func:`~kcpstream.search.bound_segment`, recomputed: the same
+    An append makes each segment ending at the last sample a new, longer
+    segment with the same start, whose best split is almost always where it
+    was: keeping these samples with the statistics lets the next version
+    scan them again without reading the store.  When that split does move
+    (the last regime grew, and the best position of its boundary moved by a
+    few samples), the segments ending at it are new too, and their best
+    splits are where they were: their pieces are kept as well.  They are the
+    pieces the segment's bounds could not rule out
+    (:func:`~kcpstream.search.bound_segment`, recomputed: the same
     statistics give the same pieces).
     """
+    exact = [seg for seg in known.values() if seg.exact and seg.split >= 0]
+    ends = {stats.n} | {seg.split for seg in exact if seg.end == stats.n}
     ranges: list[tuple[int, int]] = []
-    for seg in known.values():
-        if seg.end != stats.n or not seg.exact or seg.split < 0:
+    for seg in exact:
+        if seg.end not in ends:
             continue
         for req in bound_segment(stats, seg.start, seg.end, min_size).pending:
             ranges.append((req.piece_start, req.piece_end))

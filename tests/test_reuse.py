@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream import checkpoint
-from kcpstream.reuse import plan_reuse
+from kcpstream.reuse import kept_pieces, plan_reuse
+from kcpstream.search import SegmentSplit, bound_segment
 from kcpstream.stats import BlockStats
 
 
@@ -335,6 +336,55 @@ def test_segments_an_append_makes_longer_are_scanned_from_the_samples_kept(tmp_p
     without = kcpstream.segment(store, checkpoint=ck2, pen=pen)
     assert without.diagnostics.checkpoint == "updated"
     assert without.diagnostics.samples_read_again > 0
+
+
+def test_the_samples_kept_are_those_of_the_segments_that_end_at_the_end_or_at_its_splits():
+    # an append moves the best split of a segment ending at the last sample by a
+    # few samples when the last regime grows: the segments ending at that split
+    # are then new, and their pieces are kept with those of the segments ending
+    # at the last sample (each segment's pending pieces, by its bounds)
+    rng = np.random.default_rng(1)
+    n, B = 40_000, 256
+    q = rng.integers(-(2**12), 2**12, size=(n, 3))
+    q[10_000:] += 600
+    q[25_000:] -= 1100
+    q[33_000:] += 300
+    blocks = [q[j * B : (j + 1) * B] for j in range(-(-n // B))]
+    S = np.stack([b.sum(axis=0) for b in blocks])
+    R = np.array([float(np.abs(np.cumsum(b - b.mean(axis=0), axis=0)).max()) * 3 for b in blocks])
+    stats = BlockStats(n, B, 0, S, np.zeros(len(blocks)), np.ones(len(blocks)), R)
+    b = B  # splits on the grid
+    tree = {  # (start, end): split; the path's exact segments
+        (0, n): 98 * b,
+        (98 * b, n): 129 * b,  # ends at the last sample
+        (129 * b, n): 143 * b,  # ends at the last sample
+        (0, 98 * b): 39 * b,  # ends at a split of a segment ending at the last sample
+        (98 * b, 129 * b): 113 * b,  # likewise
+        (39 * b, 98 * b): 66 * b,  # likewise
+        (0, 39 * b): 19 * b,  # ends at a split of a segment that does not end there
+        (39 * b, 66 * b): 50 * b,  # likewise
+    }
+    known = {k: SegmentSplit(*k, gain=1.0, split=c) for k, c in tree.items()}
+    min_size = 50
+
+    def pieces(segments):
+        out = set()
+        for a, e in segments:
+            out |= {
+                (r.piece_start, r.piece_end) for r in bound_segment(stats, a, e, min_size).pending
+            }
+        return out
+
+    kept = [(0, n), (98 * b, n), (129 * b, n), (0, 98 * b), (98 * b, 129 * b), (39 * b, 98 * b)]
+    want, others = pieces(kept), pieces([(0, 39 * b), (39 * b, 66 * b)])
+    assert want and others - want  # the bounds leave pieces to scan, in both kinds
+    merged: list[tuple[int, int]] = []
+    for a, e in sorted(want):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((a, e))
+    assert kept_pieces(stats, known, min_size) == merged
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
