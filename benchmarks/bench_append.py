@@ -161,6 +161,18 @@ def run(n: int, repeat: int, root: str) -> dict:
         "second_same_changepoints": all(
             r["second"]["changepoints"] == r["second_scratch"]["changepoints"] for r in rounds
         ),
+        "per_round": [  # each round's appends are other random samples: their work differs
+            {
+                "full_seconds": r["full"]["seconds"],
+                "update_seconds": r["update"]["seconds"],
+                "update_read_again": r["update"]["read_again"],
+                "update_store_bytes_ratio": r["update"]["store_bytes_read"] / r["store_bytes"],
+                "second_seconds": r["second"]["seconds"],
+                "second_read_again": r["second"]["read_again"],
+                "second_store_bytes_ratio": r["second"]["store_bytes_read"] / r["store_bytes"],
+            }
+            for r in rounds
+        ],
     }
 
 
@@ -199,6 +211,17 @@ def markdown(r: dict) -> str:
             f"**{r['second_store_bytes_ratio']:.4f}** of the store's bytes, "
             f"{r['second_read_again']} samples read again by refinement; change-points = "
             f"a full run's: {'yes' if r['second_same_changepoints'] else 'no'}",
+            "",
+            "| round | full run (s) | update (s) | read again | store's bytes | "
+            "next hour (s) | read again | store's bytes |",
+            "|---|---|---|---|---|---|---|---|",
+            *(
+                f"| {i} | {q['full_seconds']:.2f} | {q['update_seconds']:.2f} | "
+                f"{q['update_read_again']} | {q['update_store_bytes_ratio']:.4f} | "
+                f"{q['second_seconds']:.2f} | {q['second_read_again']} | "
+                f"{q['second_store_bytes_ratio']:.4f} |"
+                for i, q in enumerate(r["per_round"])
+            ),
             "",
         ]
     )
