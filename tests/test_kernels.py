@@ -254,7 +254,7 @@ def test_pairwise_sums_give_scipy_pdist_to_the_bit(seed, m, d, metric, ties):
     m=st.integers(1, 9),
     length=st.integers(1, 70),
     head=st.integers(0, 40),
-    tail=st.integers(0, 40),
+    tail=st.integers(-20, 40),  # below 0: a piece reaching past its segment's end
     min_size=st.integers(1, 30),
     grid=st.sampled_from([0, 4, 7, 16]),
 )
@@ -270,7 +270,7 @@ def test_scan_piece_is_split_gain_at_every_position(seed, k, m, length, head, ta
     q = np.rint(Z.astype(np.float64) * scale).astype(np.int64)  # (k, L, m)
     flat = np.concatenate([q[g] for g in range(k)], axis=1)  # (L, k m) in feature order
     before = rng.integers(-(2**20), 2**20, size=(head, k * m)) * (not constant)
-    after = rng.integers(-(2**20), 2**20, size=(tail, k * m)) * (not constant)
+    after = rng.integers(-(2**20), 2**20, size=(max(tail, 0), k * m)) * (not constant)
     seg_start, piece_start = 1000, 1000 + head
     seg_end = piece_start + length + tail
     left0 = before.sum(axis=0)

@@ -578,15 +578,18 @@ def scan_piece(Z, scale, piece_start, seg_start, seg_end, left_at_piece, total, 
     best_gain = -1.0
     best_pos = -1
     lanes = SCAN_LANES
-    sums = np.empty((p, lanes), np.int64)  # left sums of a tile's positions, feature-major
+    sums = np.empty((p, lanes), left.dtype)  # left sums of a tile's positions, feature-major
     fl = np.empty(lanes)
     fr = np.empty(lanes)
     inv_l = np.empty(lanes)
     inv_r = np.empty(lanes)
     acc = np.empty(lanes)
+    # positions piece_start + t + 1 for t < stop: none past the last admissible one
+    # (whose right part, and every earlier one's, is at least min_size long)
+    stop = min(length - 1, hi_ok - piece_start)
     t0 = 0
-    while t0 < length - 1:
-        nb = min(lanes, length - 1 - t0)
+    while t0 < stop:
+        nb = min(lanes, stop - t0)
         for u in range(nb):
             t = t0 + u
             for g in range(k):
@@ -614,16 +617,12 @@ def scan_piece(Z, scale, piece_start, seg_start, seg_end, left_at_piece, total, 
             pos = piece_start + t0 - nb + u + 1
             if pos < lo_ok:
                 continue
-            if pos > hi_ok:
-                return best_gain, best_pos
             if grid > 0 and pos % grid == 0:
                 continue
             gain = (fl[u] * fr[u] / (fl[u] + fr[u])) * acc[u]
             if gain > best_gain:
                 best_gain = gain
                 best_pos = pos
-        if piece_start + t0 >= hi_ok:  # every later position is past the last admissible
-            break
     return best_gain, best_pos
 
 
