@@ -87,6 +87,8 @@ class GridMoments:
 
     def at(self, j: int) -> np.ndarray:
         """``Q_j`` (float64, ``(p,)``)."""
+        if not 0 <= j < self.prefix.shape[1]:
+            raise IndexError(f"grid point {j} of {self.prefix.shape[1]}")
         g = j // ANCHOR_EVERY
         first = g * ANCHOR_EVERY
         if j == first:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import kcpstream
@@ -134,6 +134,9 @@ def test_the_trend_rule_does_not_depend_on_the_chunking(chunk):
     cols=st.integers(1, 9000),
     big=st.booleans(),
 )
+@example(seed=1, p=2, cols=256, big=True)  # one anchor's worth, and a part's edges
+@example(seed=2, p=2, cols=4096, big=True)
+@example(seed=3, p=2, cols=4097, big=True)
 def test_moments_are_the_cumulative_sums_to_the_bit(seed, p, cols, big):
     # kept every ANCHOR_EVERY grid points and continued from there in the same
     # order: each column is numpy's float64 cumulative sum's, at every column
@@ -145,3 +148,5 @@ def test_moments_are_the_cumulative_sums_to_the_bit(seed, p, cols, big):
     want = np.cumsum(prefix, axis=1, dtype=np.float64)
     for j in sorted({0, cols - 1, *rng.integers(0, cols, size=40).tolist()}):
         assert np.array_equal(moments.at(j), want[:, j]), j
+    with pytest.raises(IndexError):
+        moments.at(cols)
