@@ -36,9 +36,10 @@ trip cost more than its bytes (19 arrays at 10^8 samples: 0.20 s to write
 and flush, 0.053 s to read, against 0.016 s and 0.013 s as ``.npy``
 files), and an update pays both.
 
-Every array is stored with a SHA-256 of its dtype, shape and bytes, checked
-on load; a group that is missing a piece, fails its checksums or does not fit
-the series is a cache miss (recomputed and written again), never data.
+Every array is stored with a SHA-256 of its dtype, shape and bytes, and the
+attributes with one of their own, checked on load; a group that is missing
+a piece, fails its checksums or does not fit the series is a cache miss
+(recomputed and written again), never data.
 Writes are atomic: the group is written and flushed to disk under a temporary
 name in the same directory and then renamed, so a killed run leaves the
 previous checkpoint (or none), never half of one; the next save removes the
@@ -174,8 +175,9 @@ class Base:
         (checksummed like the statistics).
     kept : dict of (int, int) to numpy.ndarray
         Samples ``[a, b)`` of that version that refinement scanned for the
-        segments ending at its last sample (:func:`kcpstream.reuse.kept_pieces`): the segments
-        an append makes new scan them again.
+        segments ending at its last sample or at their splits
+        (:func:`kcpstream.reuse.kept_pieces`): the segments an append makes
+        new scan them again.
     """
 
     key: str
@@ -295,19 +297,31 @@ class _Damaged(Exception):
 
 
 def read_attrs(where: str) -> dict[str, Any]:
-    """The attributes of the group in folder ``where``."""
+    """The attributes of the group in folder ``where``, checked against the
+    SHA-256 :func:`write_attrs` stored with them (a changed digit of a
+    ``min_size`` would otherwise pass for another setting)."""
     with open(os.path.join(where, ATTRS), encoding="utf-8") as fh:
         attrs = json.load(fh)
-    if not isinstance(attrs, dict):
+    if not isinstance(attrs, dict) or attrs.pop(_ATTRS_SUM, None) != _attrs_checksum(attrs):
         raise _Damaged(ATTRS)
     return attrs
 
 
 def write_attrs(where: str, attrs: dict[str, Any]) -> None:
-    """Write the attributes of the group in folder ``where`` (not atomically:
-    :func:`save` writes a group under a temporary name)."""
+    """Write the attributes of the group in folder ``where`` with their
+    checksum (not atomically: :func:`save` writes a group under a temporary
+    name)."""
+    attrs = json.loads(json.dumps(attrs, default=_plain))  # as they will be read
     with open(os.path.join(where, ATTRS), "w", encoding="utf-8") as fh:
-        json.dump(attrs, fh, default=_plain)
+        json.dump({**attrs, _ATTRS_SUM: _attrs_checksum(attrs)}, fh)
+
+
+#: The key of the attributes' own checksum in :data:`ATTRS`.
+_ATTRS_SUM = "attrs_checksum"
+
+
+def _attrs_checksum(attrs: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(attrs, sort_keys=True).encode()).hexdigest()
 
 
 def _plain(value: Any) -> Any:
@@ -417,23 +431,32 @@ def _clean_leftovers(root: str) -> None:
 
 def _publish(root: str, key: str, tmp: str, final: str) -> None:
     """Rename the written group ``tmp`` to ``final``, moving a group already
-    there out of sight first.  Other processes may save or remove the same
-    key meanwhile (between seeing ``final`` and moving it, it may be gone, or
-    back): each step is tried again until this group is in place."""
-    for _ in range(_PUBLISH_TRIES):
-        try:
-            os.replace(tmp, final)  # a folder renames onto nothing (or an empty one)
-            return
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                raise
-        old = _temp_name(root, key, "old")
-        try:
-            os.replace(final, old)
-        except FileNotFoundError:  # moved away by another save meanwhile
-            continue
-        shutil.rmtree(old, ignore_errors=True)
-    raise OSError(f"checkpoint group {final!r} kept being replaced by other runs")
+    there out of sight first (and removing it once ``tmp`` is in place).
+    Other processes may save or remove the same key meanwhile (the group
+    seen may be gone before it is moved, or another be back before the
+    rename): each step is tried again, up to :data:`_PUBLISH_TRIES` times."""
+    moved: list[str] = []
+    try:
+        for _ in range(_PUBLISH_TRIES):
+            if os.path.isdir(final):
+                old = _temp_name(root, key, "old")
+                try:
+                    os.replace(final, old)
+                    moved.append(old)
+                except FileNotFoundError:  # moved away by another save meanwhile
+                    continue
+            try:
+                os.replace(tmp, final)
+                return
+            except OSError as exc:  # another save put its group there meanwhile
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EACCES, errno.EPERM):
+                    raise
+                if not os.path.isdir(final):
+                    raise
+        raise OSError(f"checkpoint group {final!r} kept being replaced by other runs")
+    finally:
+        for old in moved:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 #: Attempts :func:`_publish` makes while other runs replace the same group.

@@ -161,3 +161,19 @@ def test_a_group_of_the_earlier_zarr_layout_is_neither_used_nor_an_error(store, 
     res = kcpstream.segment(store, n_bkps=3, checkpoint=ck)
     assert res.diagnostics.checkpoint == "written" and res.diagnostics.chunks_reused == 0
     _same(res, kcpstream.segment(store, n_bkps=3))
+
+
+def test_attributes_changed_on_disk_are_a_miss(store, tmp_path):
+    # the attributes decide which stored segments apply (min_size): a digit
+    # changed in the file, still valid JSON, must not pass for another setting
+    ck = tmp_path / "ck"
+    first = kcpstream.segment(store, n_bkps=3, block_size=100, checkpoint=ck)
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    path = ck / key / checkpoint.ATTRS
+    text = path.read_text()
+    size = f'"min_size": {first.min_size}'
+    assert size in text
+    path.write_text(text.replace(size, f'"min_size": {first.min_size + 1}'))
+    again = kcpstream.segment(store, n_bkps=3, block_size=100, checkpoint=ck)
+    assert again.diagnostics.checkpoint == "recomputed"
+    _same(again, first)
