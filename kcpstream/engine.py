@@ -97,14 +97,10 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
 def _stored_fit(signal: Signal, features, st: Settings) -> FitRecord | None:
     """The fit a checkpoint kept for an earlier version of this stored array
     that is this version's fit too (:func:`kcpstream.fitting.still_fits`), or None."""
-    origin = signal.origin
-    if st.checkpoint is None or not isinstance(features, str) or origin is None:
+    layout = _stored_layout(signal)
+    if st.checkpoint is None or not isinstance(features, str) or layout is None:
         return None
-    lineage, versions = origin.lineage, origin.slab_versions
-    if lineage is None or versions is None:
-        return None
-    step, slabs = versions
-    row0 = origin.stores[0][0].rows[0]
+    lineage, row0, step, slabs = layout
     for data, old_step, old in checkpoint.stored_fits(st.checkpoint, lineage):
         try:
             record = FitRecord.from_dict(data)
@@ -116,6 +112,20 @@ def _stored_fit(signal: Signal, features, st: Settings) -> FitRecord | None:
         ):
             return record
     return None
+
+
+def _stored_layout(signal: Signal) -> tuple[str, int, int, dict[int, str]] | None:
+    """``(lineage, row0, step, slabs)`` of a signal read directly from one
+    stored array that keeps versions (:attr:`kcpstream.provenance.Origin.lineage`:
+    sample ``i`` is its row ``row0 + i``, and ``slabs`` maps each run of
+    ``step`` rows to its objects' versions), or None: no later version of
+    it can be told apart from another input."""
+    origin = signal.origin
+    lineage = None if origin is None else origin.lineage
+    if lineage is None:
+        return None
+    step, slabs = origin.slab_versions
+    return lineage, origin.stores[0][0].rows[0], step, slabs
 
 
 def _seed(st: Settings) -> int | None:
@@ -233,10 +243,10 @@ def _find_reuse(job: Job, path) -> None:
     """Keep the statistics of an earlier version of the same stored array
     (appended to, or rewritten in place) where its samples did not change:
     ``job.reuse`` (see :mod:`kcpstream.reuse`)."""
-    origin = job.signal.origin
-    lineage = None if origin is None else origin.lineage
-    if lineage is None:
+    layout = _stored_layout(job.signal)
+    if layout is None:
         return
+    lineage, row0, step, slabs = layout
     base = checkpoint.load_base(path, lineage, job.fmap.to_json(), job.block_size, job.min_size)
     if base is None:
         return
@@ -250,13 +260,11 @@ def _find_reuse(job: Job, path) -> None:
         for seg in base.known.values()
         if seg.end == base.stats.n and seg.exact and seg.split >= 0
     }
-    step, slabs = origin.slab_versions
     # a block cut by a chunk boundary sums its squared norms in two parts, one
     # rounding apart from a block read whole: the same chunking, the same bits
     attrs = base.attrs
     if attrs.get("slab_step") != step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
         return
-    row0 = origin.stores[0][0].rows[0]
     job.reuse = plan_reuse(
         base.stats, job.signal.n, job.signal.chunk_starts, step, row0, base.slabs, slabs
     )
@@ -504,8 +512,7 @@ def _kept_samples(job: Job) -> dict:
     """The samples of :func:`~kcpstream.reuse.kept_pieces` that the job's cache
     holds (none for a series searched in memory, or with no lineage: no later
     version can use them)."""
-    origin = job.signal.origin
-    if job.in_memory or origin is None or origin.lineage is None:
+    if job.in_memory or _stored_layout(job.signal) is None:
         return {}
     pieces = (
         (a, b, job.cache.get(a, b)) for a, b in kept_pieces(job.stats, job.known, job.min_size)
@@ -525,11 +532,10 @@ def _checkpoint_state(job: Job, st: Settings) -> str:
 def _versions_of(signal: Signal) -> dict:
     """What a later run needs to reuse these statistics for a changed version
     of the same stored array (:func:`_find_reuse`): nothing when it cannot."""
-    origin = signal.origin
-    lineage = None if origin is None else origin.lineage
-    if lineage is None:
+    layout = _stored_layout(signal)
+    if layout is None:
         return {}
-    step, slabs = origin.slab_versions
+    lineage, _, step, slabs = layout
     return {
         "lineage": lineage,
         "slab_step": step,
