@@ -135,8 +135,13 @@ def check_writable(path: str | os.PathLike) -> None:
 
 
 def load(
-    path: str | os.PathLike, key: str, min_size: int, n: int, block_size: int
-) -> tuple[BlockStats, dict[tuple[int, int], SegmentSplit]] | str | None:
+    path: str | os.PathLike,
+    key: str,
+    min_size: int,
+    n: int,
+    block_size: int,
+    with_attrs: bool = False,
+) -> tuple | str | None:
     """The statistics and exact segments stored under ``key``; None when there
     are none; ``"damaged"`` when the group is there but incomplete, fails its
     checksums or does not fit a series of ``n`` samples in blocks of
@@ -146,14 +151,16 @@ def load(
     A segment's best split depends on ``min_size`` (the splits it admits),
     which the key does not hold: the segments are returned only when they
     were stored for the same ``min_size`` (none otherwise; the statistics
-    hold for every ``min_size``)."""
+    hold for every ``min_size``).  With ``with_attrs``, the group's
+    attributes come third."""
     where = os.path.join(_local_dir(path), key)
     if not os.path.isdir(where):
         return None
     try:
-        return _read(where, key, min_size, n, block_size)[:2]
+        stats, known, _, attrs = _read(where, key, min_size, n, block_size)
     except Exception:  # a missing file, a codec error, a mismatch: all the same miss
         return "damaged"
+    return (stats, known, attrs) if with_attrs else (stats, known)
 
 
 @dataclass(frozen=True)
@@ -199,7 +206,7 @@ def load_base(
         try:
             if attrs.get("features") != features or attrs.get("block_size") != block_size:
                 continue
-            stats, known, arrays = _read(where, name, min_size, None, block_size, kept=True)
+            stats, known, arrays, _ = _read(where, name, min_size, None, block_size, kept=True)
             slabs = _slabs_of(arrays)
         except Exception:  # damaged, being replaced, or without versions: not a base
             continue
@@ -337,9 +344,9 @@ def read_array(where: str, name: str) -> np.ndarray:
 
 
 def _read(where: str, key: str, min_size: int, n: int | None, block_size: int, kept: bool = False):
-    """The group's statistics, exact segments and arrays (the samples it kept
+    """The group's statistics, exact segments, arrays (the samples it kept
     only with ``kept``: a later version's update scans them, a load of this
-    very version does not)."""
+    very version does not) and attributes."""
     attrs = read_attrs(where)
     if attrs.get("format") != FORMAT or attrs.get("fingerprint") != key:
         raise _Damaged("format")
@@ -360,7 +367,7 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int, k
         raise _Damaged("shape")
     known: dict[tuple[int, int], SegmentSplit] = {}
     if attrs.get("min_size") != min_size:
-        return stats, known, arrays
+        return stats, known, arrays, attrs
     for row, piece in zip(arrays["seg_bounds"], arrays["seg_piece"], strict=True):
         start, end, split = (int(v) for v in row[:3])
         seg = SegmentSplit(start, end, split=split)
@@ -370,7 +377,7 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int, k
             seg.left = stats._pieces.get((seg.piece[0], split))
             seg.right = stats._pieces.get((split, seg.piece[1]))
         known[(start, end)] = seg
-    return stats, known, arrays
+    return stats, known, arrays, attrs
 
 
 def _fsync_tree(folder: str) -> None:

@@ -227,11 +227,12 @@ def _open_checkpoint(job: Job, path) -> None:
         )
     B = job.block_size
     job.key = checkpoint.fingerprint(identity, job.signal.source, job.fmap.to_json(), B)
-    found = checkpoint.load(path, job.key, job.min_size, job.signal.n, B)
+    found = checkpoint.load(path, job.key, job.min_size, job.signal.n, B, with_attrs=True)
     if found == "damaged":
         job.damaged = True
     elif found is not None:
-        job.stats, job.known = found
+        job.stats, job.known, attrs = found
+        job.tail = _tail_of(attrs)  # written again with the group
         job.loaded = True
         # the key holds for both searches: search as the stored statistics allow
         job.in_memory = job.stats.block_size == 1
@@ -265,12 +266,38 @@ def _find_reuse(job: Job, path) -> None:
     attrs = base.attrs
     if attrs.get("slab_step") != step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
         return
+    job.base_tail = _tail_of(attrs)
     job.reuse = plan_reuse(
-        base.stats, job.signal.n, job.signal.chunk_starts, step, row0, base.slabs, slabs
-    )
+        base.stats, job.signal.n, job.signal.chunk_starts, step, row0, base.slabs, slabs,
+        job.base_tail,
+    )  # fmt: skip
     if job.reuse is not None:  # samples refinement scanned that this version still holds
         for (a, b), x in job.reuse.still_held(base.kept).items():
             job.cache.add_piece(a, b, x)
+
+
+def _kept_tail(job: Job) -> tuple[int, int, str] | None:
+    """The base's digest of its last chunk when this version has the same last
+    chunk, not read again (a rewrite elsewhere): still its digest."""
+    reuse = job.reuse
+    tail = job.base_tail
+    if reuse is None or tail is None or reuse.base.n != job.signal.n:
+        return None
+    starts = job.signal.chunk_starts
+    i = int(np.searchsorted(starts, tail[0]))
+    same = i < len(starts) - 1 and starts[i] == tail[0] and starts[i + 1] == tail[1]
+    return tail if same and i not in set(reuse.chunks.tolist()) else None
+
+
+def _tail_of(attrs: dict) -> tuple[int, int, str] | None:
+    """The digest of its last chunk a checkpoint group keeps (``"tail"``), or None."""
+    tail = attrs.get("tail")
+    if not (isinstance(tail, list) and len(tail) == 3):
+        return None
+    a, v, digest = tail
+    if type(a) is not int or type(v) is not int or not isinstance(digest, str) or not a < v:
+        return None
+    return a, v, digest
 
 
 def _pass_chunk(signal: Signal) -> int:
@@ -452,17 +479,20 @@ def statistics(jobs: list[Job], st: Settings) -> None:
             job.stats = stats
     for job in todo:
         job.pass_series = len(todo)
-    for job, stats in zip(
+    # the digest of the last chunk, which the next version's append rewrites
+    tails = [st.checkpoint is not None and _stored_layout(j.signal) is not None for j in todo]
+    for job, passed in zip(
         todo,
         data_passes(
             [(j.signal, j.fmap, j.block_size, j.cache) for j in todo], st.tile, st.progress,
-            [j.reuse for j in todo],
+            [j.reuse for j in todo], tails,
         ),
         strict=True,
     ):  # fmt: skip
-        job.stats = stats
+        job.stats, job.reuse = passed.stats, passed.reuse
+        job.featurized, job.tail = passed.featurized, passed.tail or _kept_tail(job)
         if job.reuse is not None:  # the exact splits refined before the first change
-            job.known = job.reuse.carry(stats, job.base_known)
+            job.known = job.reuse.carry(job.stats, job.base_known)
     for job in jobs:
         _check_statistics(job.stats, job.signal)
 
@@ -499,6 +529,8 @@ def _save_checkpoints(jobs: list[Job], path) -> None:
             "block_size": job.block_size,
             **_versions_of(job.signal),
         }
+        if job.tail is not None and "lineage" in attrs:  # what the next append's pass checks
+            attrs["tail"] = list(job.tail)
         if job.fit is not None and "lineage" in attrs:  # what a later version's fit may keep
             attrs["fit"] = job.fit.to_dict()
         checkpoint.save(path, job.key, job.stats, job.known, attrs, _kept_samples(job))
@@ -625,7 +657,7 @@ def _build_result(
         passed, read = 0, 0
     elif job.reuse is not None:
         read = len(job.reuse.chunks)
-        passed = int((starts[job.reuse.chunks + 1] - starts[job.reuse.chunks]).sum())
+        passed = job.featurized
     else:
         passed, read = per_pass, n_chunks
     featurized = passed + log.samples_scanned

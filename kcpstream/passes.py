@@ -11,7 +11,10 @@ samples kept for them, :mod:`kcpstream.cache`.
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 import sys
+from dataclasses import dataclass, replace
 
 import dask
 import numpy as np
@@ -34,7 +37,9 @@ from .signal import Signal, SourceSlice, check_finite_index
 from .stats import BlockStats
 
 __all__ = [
+    "Passed",
     "data_passes",
+    "sample_digest",
     "fit_sample",
     "in_memory_passes",
     "dense_stats",
@@ -51,6 +56,7 @@ def chunk_block_stats(
     fmap: FeatureMap,
     block_size: int,
     tile: int,
+    skip: tuple[int, int] | None = None,
 ) -> dict:
     """Block statistics of one chunk ``x`` (samples ``start ..``).
 
@@ -60,6 +66,12 @@ def chunk_block_stats(
     last may be partial), or the index of the first non-finite sample.
     ``"worker"`` names the distributed worker that ran the task (``None``
     outside one), so that refinement can be sent there.
+
+    ``skip``: ``[a, b)`` (on block boundaries) whose statistics are known
+    already.  The tiles inside it are not featurized; the others are the
+    tiles of a call without ``skip``, so their blocks get the same bits.
+    ``"skipped"`` is then ``(j0, j1)``, the blocks left out (count 0), and
+    ``"featurized"`` the samples that were featurized.
     """
     x = as_2d(x)
     n_c = x.shape[0]
@@ -82,11 +94,16 @@ def chunk_block_stats(
     work_S, snaps = accumulate_work(max(tile_len, tile), B, p, every)
     buf = scratch_features(fmap, tile_len, "tile")
     pos = start
+    left_out = [end, end]  # the skipped tiles' union: a run of consecutive tiles
     while pos < end:
         if B <= tile:
             t_end = min(end, (pos // B) * B + tile_len)
         else:
             t_end = min(end, pos + tile, (pos // B + 1) * B)
+        if skip is not None and skip[0] <= pos and t_end <= skip[1]:
+            left_out = [min(left_out[0], pos), t_end]
+            pos = t_end
+            continue
         xt = x[pos - start : t_end - start]
         if check_finite:
             bad = first_nonfinite_row(xt)
@@ -101,10 +118,39 @@ def chunk_block_stats(
                 z, scale, pos, B, jb0, cnt, S, Q, M2, R, norm_bound, work_S, snaps, every
             )
         pos = t_end
-    return {
+    out = {
         "first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R,
         "worker": worker_address(),
     }  # fmt: skip
+    if left_out[0] < left_out[1]:
+        if left_out[0] % B or left_out[1] % B:  # pragma: no cover - skip is on block bounds
+            raise RuntimeError("internal error: skipped tiles cut a block")
+        out["skipped"] = (left_out[0] // B, left_out[1] // B)
+        out["featurized"] = n_c - (left_out[1] - left_out[0])
+    return out
+
+
+def sample_digest(x: np.ndarray) -> str:
+    """SHA-256 of the samples ``x`` as a chunk holds them: dtype, shape, bytes."""
+    x = np.ascontiguousarray(x)
+    h = hashlib.sha256(json.dumps([x.dtype.str, list(x.shape)]).encode())
+    h.update(memoryview(x).cast("B") if x.size else b"")
+    return h.hexdigest()
+
+
+def head_skip(x: np.ndarray, start: int, head: tuple[int, int, str], block_size: int):
+    """The blocks of chunk ``x`` (samples ``start ..``) an earlier version's
+    statistics hold: ``head`` is ``(start, end, digest)`` of the samples it
+    had at the start of this chunk, which the rows ``[start, end)`` of ``x``
+    still are when their :func:`sample_digest` is the same.  Returns the
+    ``skip`` of :func:`chunk_block_stats` (the whole blocks inside those rows),
+    or None."""
+    a, v, digest = head
+    B = block_size
+    if a != start or v > start + len(x) or sample_digest(as_2d(x)[: v - a]) != digest:
+        return None
+    lo, hi = -(-a // B) * B, (v // B) * B
+    return (lo, hi) if lo < hi else None
 
 
 def worker_address() -> str | None:
@@ -277,6 +323,8 @@ def read_block_stats(
     tile: int,
     cache: CacheHandle | None,
     held: dict[int, np.ndarray] | None = None,
+    head: tuple[int, int, str] | None = None,
+    tail: int | None = None,
 ) -> list[dict]:
     """:func:`chunk_block_stats` of each chunk of a run, a dask task: a chunk is
     one the task was given (``held``: position in the run -> samples), or taken
@@ -286,17 +334,28 @@ def read_block_stats(
     the process running the task (the client's own cache under a scheduler in
     this process, a worker's otherwise), scored by :func:`chunk_score`: a
     reference, or a copy when it is a view of a read of several chunks (a kept
-    chunk must not hold on to its neighbours)."""
+    chunk must not hold on to its neighbours).
+
+    ``head``: the samples an earlier version's statistics hold at the start
+    of one of these chunks (see :func:`head_skip`): the blocks they still
+    are are not featurized again.  ``tail``: the start of the series' last
+    chunk, whose :func:`sample_digest` comes back as ``"tail"``
+    (``(start, end, digest)``: the ``head`` of the next version)."""
     local = cache.resolve() if cache is not None else None
     starts = source.starts
     xs, read, shared = _run_chunks(source, range(len(starts) - 1), local, held)
     out = []
     for i, x in xs.items():
-        stats = chunk_block_stats(x, int(starts[i]), fmap, block_size, tile)
+        a = int(starts[i])
+        skip = None if head is None else head_skip(x, a, head, block_size)
+        stats = chunk_block_stats(x, a, fmap, block_size, tile, skip)
         stats["from_cache"] = i not in read
+        if a == tail and stats["first_bad"] < 0:
+            stats["tail"] = (a, a + len(x), sample_digest(as_2d(x)))
         if local is not None and stats["first_bad"] < 0:
-            score = chunk_score(stats["counts"], stats["S"])
-            local.add_chunk(int(starts[i]), x, score, copy=shared and i in read)
+            done = stats["counts"] > 0  # (the blocks of a skip are not in these sums)
+            score = chunk_score(stats["counts"][done], stats["S"][done])
+            local.add_chunk(a, x, score, copy=shared and i in read)
         out.append(stats)
     return out
 
@@ -322,21 +381,27 @@ def _run_chunks(
 
 def _pass_tasks(
     batch: TaskBatch, signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache,
-    only: np.ndarray | None = None, series: int = 1,
+    only: np.ndarray | None = None, series: int = 1, head: tuple[int, int, str] | None = None,
+    tail: bool = False,
 ) -> None:  # fmt: skip
     reader = signal.reader
     handle = cache.handle if cache is not None and caches_reachable() else None
     here = handle is not None and in_process_scheduler()
+    starts = reader.starts
+    last_start = int(starts[-2]) if tail else None
     for first, last, cuts in pass_plan(signal, block_size, only, series):
         held, home = None, None
         if here and cuts is None:  # chunks the fit sample read in this process: the task holds them
-            found = {i - first: cache.chunk(int(reader.starts[i])) for i in range(first, last + 1)}
+            found = {i - first: cache.chunk(int(starts[i])) for i in range(first, last + 1)}
             held = {i: x for i, x in found.items() if x is not None} or None
         elif handle is not None and not here:  # chunks the fit sample left in a worker's cache
-            home = home_of(cache, reader.starts, first, last)
+            home = home_of(cache, starts, first, last)
         if cuts is None:
+            a, b = int(starts[first]), int(starts[last + 1])
             reader.add_task(batch, read_block_stats, first, last, fmap, block_size, tile, handle,
-                            held, home=home)  # fmt: skip
+                            held, head if head is not None and a <= head[0] < b else None,
+                            last_start if last_start is not None and a <= last_start < b else None,
+                            home=home)  # fmt: skip
             continue
         # one read of the chunk (from the cache where the fit left it), shared by its slices
         chunk = reader.add_dependency(batch, held_chunk, first, last, handle, home=home)
@@ -412,12 +477,38 @@ def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCach
     return np.concatenate([read[i][k] for i, k in order], axis=0)
 
 
+@dataclass(frozen=True)
+class Passed:
+    """What the data pass found for one series.
+
+    Attributes
+    ----------
+    stats : BlockStats
+        Its block statistics.
+    reuse : Reuse or None
+        The reuse it was given, keeping also the blocks of a rewritten chunk
+        whose samples it found unchanged (:func:`head_skip`).
+    featurized : int
+        Samples featurized.
+    tail : tuple of (int, int, str) or None
+        ``(start, end, digest)`` of the series' last chunk, when asked for
+        and read by a task of its own (not a chunk featurized in slices, see
+        :func:`slice_cuts`): :func:`sample_digest`.
+    """
+
+    stats: BlockStats
+    reuse: Reuse | None
+    featurized: int
+    tail: tuple[int, int, str] | None = None
+
+
 def _assemble(
     signal: Signal, fmap: FeatureMap, block_size: int, results, reuse: Reuse | None = None
-) -> BlockStats:
+) -> Passed:
     """The series' block statistics from its chunks' (``results``, in time
     order); with ``reuse``, the blocks it keeps are taken from its statistics
-    and the chunks read only fill the others (all of whose chunks they are)."""
+    and the chunks read only fill the others (all of whose chunks they are),
+    and so are the blocks a chunk's task found unchanged (``"skipped"``)."""
     bad = [r["first_bad"] for r in results if r["first_bad"] >= 0]
     check_finite_index(min(bad) if bad else None, signal.description)
     n = signal.n
@@ -425,6 +516,8 @@ def _assemble(
     p = fmap.n_features_out_
     expected = np.full(nb, block_size, np.int64)
     expected[-1] = n - (nb - 1) * block_size
+    featurized = sum(r.get("featurized", int(r["counts"].sum())) for r in results)
+    tail = next((r["tail"] for r in results if "tail" in r), None)
     if reuse is None:
         keep = np.zeros(nb, bool)
         cnt = np.zeros(nb, np.int64)
@@ -433,6 +526,14 @@ def _assemble(
         M2 = np.zeros(nb)
         R = np.zeros(nb)
     else:
+        skipped = [r["skipped"] for r in results if "skipped" in r]
+        if skipped:  # whole blocks of samples the base held, within its full blocks
+            keep = reuse.keep.copy()
+            for j0, j1 in skipped:
+                if j1 * block_size > reuse.base.n:  # pragma: no cover - head is the base's
+                    raise RuntimeError("internal error: a skipped block is not the base's")
+                keep[j0:j1] = True
+            reuse = replace(reuse, keep=keep)
         keep = reuse.keep
         S, Q, M2, R = reuse.base_blocks(nb)
         cnt = np.where(keep, expected, 0)
@@ -452,7 +553,8 @@ def _assemble(
             dest[j0 + fill] = r[name][fill]
     if not np.array_equal(cnt, expected):  # pragma: no cover - internal consistency
         raise RuntimeError("internal error: the data pass did not cover every sample exactly once")
-    return BlockStats(n, block_size, fmap.quantum_exponent_, S, Q, M2, R)
+    return Passed(BlockStats(n, block_size, fmap.quantum_exponent_, S, Q, M2, R), reuse,
+                  featurized, tail)  # fmt: skip
 
 
 def data_passes(
@@ -460,7 +562,8 @@ def data_passes(
     tile: int,
     progress: bool = False,
     reuses: list[Reuse | None] | None = None,
-) -> list[BlockStats]:
+    tails: list[bool] | None = None,
+) -> list[Passed]:
     """One pass over several signals in one graph: block statistics of every
     chunk (small chunks grouped into tasks by :func:`pass_runs`), merged on the
     client per signal.
@@ -472,15 +575,19 @@ def data_passes(
     reading the store again.  Raises the NaN/inf input error naming the first
     non-finite sample.  ``reuses``: per signal, the statistics of an earlier
     version of it to keep where its samples did not change (only the chunks
-    :class:`~kcpstream.reuse.Reuse` names are read), or None.
+    :class:`~kcpstream.reuse.Reuse` names are read), or None.  ``tails``: per
+    signal, whether to take the digest of its last chunk
+    (:attr:`Passed.tail`: what the next version's ``Reuse.head`` checks).
     """
     reuses = reuses or [None] * len(jobs)
+    tails = tails or [False] * len(jobs)
     batch = TaskBatch("pass")
     sizes = []
-    for (sig, fmap, b, cache), reuse in zip(jobs, reuses, strict=True):
+    for (sig, fmap, b, cache), reuse, tail in zip(jobs, reuses, tails, strict=True):
         before = len(batch)
         only = None if reuse is None else reuse.chunks
-        _pass_tasks(batch, sig, fmap, b, tile, cache, only, len(jobs))
+        head = None if reuse is None else reuse.head
+        _pass_tasks(batch, sig, fmap, b, tile, cache, only, len(jobs), head, tail)
         sizes.append(len(batch) - before)
     flat = batch.compute(progress)
     out, i = [], 0

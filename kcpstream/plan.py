@@ -161,6 +161,9 @@ class Job:
     auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
     samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
     pass_series: int = 1  # the series read by the same data pass (its tasks' size)
+    featurized: int | None = None  # samples the data pass featurized (read chunks' if None)
+    tail: Any = None  # (start, end, digest) of the last chunk: the next version's Reuse.head
+    base_tail: Any = None  # the ``tail`` of the checkpoint group ``reuse`` came from
     reuse: Any = None  # kcpstream.reuse.Reuse: an earlier version's statistics to keep
     base_key: str | None = None  # the checkpoint group ``reuse`` came from
     base_known: dict = field(default_factory=dict)  # that group's exact segments

@@ -48,12 +48,18 @@ class Reuse:
         not kept.
     n_chunks : int
         Chunks of the signal.
+    head : tuple of (int, int, str) or None
+        ``(start, end, digest)`` of the samples the base held in what was its
+        last chunk, one of ``chunks`` (an append rewrote it): the data pass
+        keeps that chunk's blocks inside them when the samples it reads there
+        have the same digest (:func:`kcpstream.passes.head_skip`).
     """
 
     base: BlockStats
     keep: np.ndarray
     chunks: np.ndarray
     n_chunks: int
+    head: tuple[int, int, str] | None = None
 
     @property
     def chunks_reused(self) -> int:
@@ -145,6 +151,7 @@ def plan_reuse(
     row0: int,
     old_slabs: dict[int, str],
     new_slabs: dict[int, str],
+    tail: tuple[int, int, str] | None = None,
 ) -> Reuse | None:
     """The blocks of a series of ``n`` samples (chunk starts ``starts``, on
     ``base``'s block grid) that ``base`` still holds, or None when none does.
@@ -154,6 +161,9 @@ def plan_reuse(
     to the hash of its versions then and now.  A block is kept when it spans
     the same samples in both grids (not the last, partial block of either
     unless both have the same length) and every slab it touches is unchanged.
+    ``tail``: ``(start, end, digest)`` of the base's last chunk (its
+    :attr:`kcpstream.passes.Passed.tail`); when that chunk is read again, its
+    samples there are checked against it (:attr:`Reuse.head`).
     """
     B = base.block_size
     nb = -(-n // B)
@@ -177,4 +187,11 @@ def plan_reuse(
     np.add.at(cover, first, 1)
     np.add.at(cover, last + 1, -1)
     chunks = np.flatnonzero(np.cumsum(cover)[:-1] > 0)
-    return Reuse(base, keep, chunks.astype(np.int64), len(starts) - 1)
+    head = None
+    if tail is not None:
+        a, v, _ = tail
+        i = int(np.searchsorted(starts, a))
+        # the same chunk start, read again, holding at least what the base had there
+        if i < len(starts) - 1 and starts[i] == a and v == base.n and starts[i + 1] >= v:
+            head = tuple(tail) if i in set(chunks.tolist()) else None
+    return Reuse(base, keep, chunks.astype(np.int64), len(starts) - 1, head)

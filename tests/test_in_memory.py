@@ -139,7 +139,7 @@ def test_in_memory_statistics_equal_the_data_pass(fmap):
     signal = as_signal(da.from_array(x, chunks=(97, d)))
     mem = dense_stats(x, fmap, 64, "x")
     for B in (1, 7):
-        grid = data_passes([(signal, fmap, B, None)], 64)[0]
+        grid = data_passes([(signal, fmap, B, None)], 64)[0].stats
         assert np.array_equal(mem.prefix[:, np.r_[0 : mem.n : B, mem.n]], grid.prefix)
         np.testing.assert_allclose(
             mem.prefix_q[np.r_[0 : mem.n : B, mem.n]], grid.prefix_q, rtol=1e-13

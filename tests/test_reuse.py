@@ -107,6 +107,89 @@ def test_appends_and_shrinks_read_only_the_new_end(tmp_path):
     assert len([k for k in os.listdir(ck) if not k.startswith(".")]) == 1
 
 
+def test_an_append_featurizes_only_the_new_samples_of_the_chunk_it_rewrote(tmp_path):
+    """An append rewrites the last, partial chunk: its samples before the old end
+    are checked against the digest the checkpoint kept of them, and the whole
+    tiles among them are not featurized again; a sample changed there is seen,
+    and the chunk is featurized whole."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=290_000).astype("f4")  # chunks of 25 000: the last holds 15 000
+    x[100_000:] += 1.0
+    store = str(tmp_path / "s.zarr")
+    z = _write(store, x, 25_000)
+    fmap = kcpstream.RFF(32).fit(x[:4096, None].astype(np.float64))
+    kw = {"features": fmap, "block_size": 500, "tile": 4000}
+    ck = tmp_path / "ck"
+    kcpstream.segment(store, checkpoint=ck, **kw)
+    z.resize((310_000,))
+    z[290_000:] = rng.normal(size=20_000).astype("f4") * 3
+    grown = kcpstream.segment(store, checkpoint=ck, **kw)
+    d = grown.diagnostics
+    assert d.checkpoint == "updated" and d.chunks_read == 2 and d.chunks_reused == 11
+    # chunk 11 ([275 000, 300 000)) and chunk 12: the tiles of 4000 samples from 275 000
+    # that end by 290 000 (three) are the checkpoint's
+    assert d.samples_featurized_pass == 35_000 - 3 * 4_000
+    _same(grown, kcpstream.segment(store, **kw))
+    kcpstream.segment(store, checkpoint=tmp_path / "fresh", **kw)
+    for name, value in _stats_of(tmp_path / "fresh").items():
+        np.testing.assert_array_equal(_stats_of(ck)[name], value, err_msg=name)
+    # the next append: the digest of the chunk the last one wrote (300 000 - 310 000)
+    z.resize((330_000,))
+    z[310_000:] = rng.normal(size=20_000).astype("f4") * 3
+    again = kcpstream.segment(store, checkpoint=ck, **kw)
+    assert again.diagnostics.samples_featurized_pass == 30_000 - 2 * 4_000
+    _same(again, kcpstream.segment(store, **kw))
+    # one sample of the old part of the last chunk changed with the append: no skip
+    z.resize((340_000,))
+    z[327_000] = 7.0  # (the last chunk is [325 000, 330 000) before the append)
+    z[330_000:] = rng.normal(size=10_000).astype("f4") * 3
+    edited = kcpstream.segment(store, checkpoint=ck, **kw)
+    assert edited.diagnostics.chunks_read == 1
+    assert edited.diagnostics.samples_featurized_pass == 15_000
+    _same(edited, kcpstream.segment(store, **kw))
+    kcpstream.segment(store, checkpoint=tmp_path / "fresh2", **kw)
+    for name, value in _stats_of(tmp_path / "fresh2").items():
+        np.testing.assert_array_equal(_stats_of(ck)[name], value, err_msg=name)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    chunk=st.integers(2_000, 9_000),
+    n=st.integers(20_000, 40_000),
+    grow=st.integers(1, 15_000),
+    edit=st.one_of(st.none(), st.floats(0, 1)),
+    B=st.sampled_from([100, 300, 1000]),
+    tile=st.sampled_from([250, 1000, 4096]),
+    seed=st.integers(0, 2**16),
+)
+def test_appends_keep_the_unchanged_samples_of_the_last_chunk_exactly(
+    tmp_path_factory, chunk, n, grow, edit, B, tile, seed
+):
+    """Blocks smaller and larger than a tile, chunk ends on and off the block
+    grid, and a sample of the old part of the last chunk changed or not."""
+    tmp = tmp_path_factory.mktemp("head")
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    store = str(tmp / "s.zarr")
+    z = _write(store, x, chunk)
+    fmap = kcpstream.RFF(16).fit(x[:2048, None])
+    kw = {"features": fmap, "block_size": B, "tile": tile, "n_bkps": 2}
+    kcpstream.segment(store, checkpoint=tmp / "ck", **kw)
+    last = (n - 1) // chunk * chunk  # the last chunk's start
+    if edit is not None:
+        z[last + int(edit * (n - 1 - last))] = 5.0
+    z.resize((n + grow,))
+    z[n:] = rng.normal(size=grow) + 1
+    res = kcpstream.segment(store, checkpoint=tmp / "ck", **kw)
+    assert res.diagnostics.checkpoint == "updated"
+    _same(res, kcpstream.segment(store, **kw))
+    kcpstream.segment(store, checkpoint=tmp / "fresh", **kw)
+    for name, value in _stats_of(tmp / "fresh").items():
+        np.testing.assert_array_equal(_stats_of(tmp / "ck")[name], value, err_msg=name)
+
+
 def test_another_codec_or_dtype_is_read_whole(tmp_path):
     rng = np.random.default_rng(2)
     x = rng.normal(size=200_000).astype("f4")
