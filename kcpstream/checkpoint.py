@@ -36,6 +36,13 @@ trip cost more than its bytes (19 arrays at 10^8 samples: 0.20 s to write
 and flush, 0.053 s to read, against 0.016 s and 0.013 s as ``.npy``
 files), and an update pays both.
 
+The prefix sums, most of a group's bytes, are stored in slabs of
+:data:`PREFIX_SLAB` blocks.  A group written from the statistics of another
+(an update's, from the group of the earlier version; a run that loaded a
+group, from it) hard-links each array file whose content is the other's,
+instead of writing, hashing and flushing it again: after an append at 10^8
+samples, all slabs but the last.
+
 Every array is stored with a SHA-256 of its dtype, shape and bytes, and the
 attributes with one of their own, checked on load; a group that is missing
 a piece, fails its checksums or does not fit the series is a cache miss
@@ -79,7 +86,12 @@ __all__ = [
 ]
 
 #: Bumped whenever the stored layout changes (older checkpoints are then not used).
-FORMAT = 4
+FORMAT = 5
+
+#: Columns of the prefix sums per file (``prefix.<i>.npy`` holds columns
+#: ``[i * PREFIX_SLAB, (i + 1) * PREFIX_SLAB)``): an update after an append
+#: changes the last few, and the others are linked from the group it updates.
+PREFIX_SLAB = 4096
 
 #: The file of a group's attributes (its arrays are ``<name>.npy`` beside it).
 ATTRS = "attrs.json"
@@ -357,7 +369,7 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int, k
         if _checksum(value) != sums[name]:
             raise _Damaged(name)
     stats = BlockStats.from_arrays(
-        {k: v for k, v in arrays.items() if not k.startswith(("seg_", "slab_", "kept_"))}
+        _joined({k: v for k, v in arrays.items() if not k.startswith(("seg_", "slab_", "kept_"))})
     )
     # an in-memory search stores one block per sample under the same key
     if (n is not None and stats.n != n) or stats.block_size not in (1, block_size):
@@ -380,11 +392,54 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int, k
     return stats, known, arrays, attrs
 
 
-def _fsync_tree(folder: str) -> None:
+def _sliced(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:meth:`BlockStats.to_arrays` with the prefix sums in slabs of columns
+    (``prefix.<i>``, :data:`PREFIX_SLAB` each)."""
+    out = {k: v for k, v in arrays.items() if k != "prefix"}
+    prefix = arrays["prefix"]
+    for i, c0 in enumerate(range(0, prefix.shape[1], PREFIX_SLAB)):
+        out[f"prefix.{i}"] = prefix[:, c0 : c0 + PREFIX_SLAB]
+    return out
+
+
+def _joined(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The inverse of :func:`_sliced`."""
+    slabs = sorted((int(k.split(".")[1]), v) for k, v in arrays.items() if k.startswith("prefix."))
+    if [i for i, _ in slabs] != list(range(len(slabs))) or not slabs:
+        raise _Damaged("prefix")
+    out = {k: v for k, v in arrays.items() if not k.startswith("prefix.")}
+    out["prefix"] = np.concatenate([v for _, v in slabs], axis=1)
+    return out
+
+
+def _linked(
+    where: str, name: str, value: np.ndarray, other: str, other_arrays: dict, other_sums: dict
+) -> str | None:
+    """Hard-link array ``name`` of the group in folder ``other`` (in memory
+    ``other_arrays``, checksums ``other_sums``: what its files held when read)
+    as that of the group being written in ``where``, when ``value`` is the
+    same array.  Returns its checksum, or None (not linked: write it)."""
+    before = other_arrays.get(name)
+    digest = other_sums.get(name)
+    if before is None or digest is None or before.dtype != value.dtype:
+        return None
+    if before.shape != value.shape or not np.array_equal(before, value):
+        return None
+    try:
+        os.link(os.path.join(other, f"{name}.npy"), os.path.join(where, f"{name}.npy"))
+    except OSError:  # gone meanwhile, or a file system without hard links
+        return None
+    return digest
+
+
+def _fsync_tree(folder: str, skip: frozenset[str] = frozenset()) -> None:
     """Flush every file and folder under ``folder`` to disk (before the rename
-    that publishes it: a crash then leaves the old checkpoint or the new one)."""
+    that publishes it: a crash then leaves the old checkpoint or the new one),
+    but the files ``skip`` (links to files flushed when they were written)."""
     for dirpath, _, files in os.walk(folder):
         for name in files:
+            if name in skip:
+                continue
             fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -466,6 +521,18 @@ def _publish(root: str, key: str, tmp: str, final: str) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
+def _like(root: str, like: tuple[str, np.ndarray, dict] | None):
+    """``(folder, arrays, checksums)`` of the group :func:`save` links from,
+    or ``(None, {}, {})``: its prefix slabs and their checksums as they were
+    when it was read (and checked).  Should its files have changed since, the
+    links carry the change into the new group, whose checksums then fail on
+    load: a miss, never data."""
+    if like is None or not isinstance(like[2], dict):
+        return None, {}, {}
+    key, prefix, sums = like
+    return os.path.join(root, key), _sliced({"prefix": prefix}), sums
+
+
 #: Attempts :func:`_publish` makes while other runs replace the same group.
 _PUBLISH_TRIES = 64
 
@@ -477,17 +544,23 @@ def save(
     known: dict[tuple[int, int], SegmentSplit],
     attrs: dict[str, Any],
     kept: dict[tuple[int, int], np.ndarray] | None = None,
+    like: tuple[str, np.ndarray, dict] | None = None,
 ) -> None:
     """Write the statistics and the exact segments under ``key``, atomically
     (``attrs["min_size"]``: the ``min_size`` the segments were found with;
-    ``kept``: samples of pieces a later version may scan again, see :class:`Base`)."""
+    ``kept``: samples of pieces a later version may scan again, see :class:`Base`).
+
+    ``like``: ``(key, prefix, checksums)`` of a group these statistics were
+    made from (the earlier version's, or the group loaded): its prefix sums
+    and its arrays' checksums as they were read.  Its slabs that hold the
+    same sums are hard-linked, not written again."""
     root = _local_dir(path)
     os.makedirs(root, exist_ok=True)
     _clean_leftovers(root)
     final = os.path.join(root, key)
     tmp = _temp_name(root, key, "tmp")
     exact = [seg for seg in known.values() if seg.exact]
-    arrays = stats.to_arrays()
+    arrays = _sliced(stats.to_arrays())
     arrays["seg_bounds"] = np.array([(s.start, s.end, s.split) for s in exact], np.int64).reshape(
         -1, 3
     )
@@ -508,20 +581,21 @@ def save(
             [np.frombuffer(bytes.fromhex(v), np.uint8) for v in slabs.values()], np.uint8
         ).reshape(len(slabs), -1)
     arrays = {name: np.ascontiguousarray(value) for name, value in arrays.items()}
+    other, other_arrays, other_sums = _like(root, like)
     try:
         os.makedirs(tmp)
+        sums = {}
         for name, value in arrays.items():
-            np.save(os.path.join(tmp, f"{name}.npy"), value, allow_pickle=False)
-        write_attrs(
-            tmp,
-            {
-                **attrs,
-                "format": FORMAT,
-                "fingerprint": key,
-                "checksums": {name: _checksum(value) for name, value in arrays.items()},
-            },
-        )
-        _fsync_tree(tmp)
+            digest = None
+            if other is not None and name.startswith("prefix."):
+                digest = _linked(tmp, name, value, other, other_arrays, other_sums)
+            if digest is None:
+                np.save(os.path.join(tmp, f"{name}.npy"), value, allow_pickle=False)
+            sums[name] = digest
+        linked = frozenset(f"{name}.npy" for name, digest in sums.items() if digest is not None)
+        sums = {k: _checksum(arrays[k]) if v is None else v for k, v in sums.items()}
+        write_attrs(tmp, {**attrs, "format": FORMAT, "fingerprint": key, "checksums": sums})
+        _fsync_tree(tmp, linked)
         _publish(root, key, tmp, final)
         fsync_dir(root)
     finally:

@@ -233,6 +233,7 @@ def _open_checkpoint(job: Job, path) -> None:
     elif found is not None:
         job.stats, job.known, attrs = found
         job.tail = _tail_of(attrs)  # written again with the group
+        job.like = (job.key, job.stats.prefix, attrs.get("checksums"))
         job.loaded = True
         # the key holds for both searches: search as the stored statistics allow
         job.in_memory = job.stats.block_size == 1
@@ -254,6 +255,7 @@ def _find_reuse(job: Job, path) -> None:
     if base.key == job.key:  # this very input's group, found damaged: recomputed whole
         return
     job.base_key = base.key  # replaced by this run's statistics once they are written
+    job.like = (base.key, base.stats.prefix, base.attrs.get("checksums"))
     job.base_known = base.known
     # where the segments that end at the series' end split before it grew
     job.hints = {
@@ -533,7 +535,9 @@ def _save_checkpoints(jobs: list[Job], path) -> None:
             attrs["tail"] = list(job.tail)
         if job.fit is not None and "lineage" in attrs:  # what a later version's fit may keep
             attrs["fit"] = job.fit.to_dict()
-        checkpoint.save(path, job.key, job.stats, job.known, attrs, _kept_samples(job))
+        checkpoint.save(
+            path, job.key, job.stats, job.known, attrs, _kept_samples(job), like=job.like
+        )
         if job.base_key is not None and job.base_key != job.key:
             # the earlier version's statistics describe samples the store no longer holds
             checkpoint.remove(path, job.base_key)

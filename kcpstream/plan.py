@@ -164,6 +164,7 @@ class Job:
     featurized: int | None = None  # samples the data pass featurized (read chunks' if None)
     tail: Any = None  # (start, end, digest) of the last chunk: the next version's Reuse.head
     base_tail: Any = None  # the ``tail`` of the checkpoint group ``reuse`` came from
+    like: Any = None  # (key, prefix, checksums) of the checkpoint group the stats came from
     reuse: Any = None  # kcpstream.reuse.Reuse: an earlier version's statistics to keep
     base_key: str | None = None  # the checkpoint group ``reuse`` came from
     base_known: dict = field(default_factory=dict)  # that group's exact segments

@@ -177,3 +177,90 @@ def test_attributes_changed_on_disk_are_a_miss(store, tmp_path):
     again = kcpstream.segment(store, n_bkps=3, block_size=100, checkpoint=ck)
     assert again.diagnostics.checkpoint == "recomputed"
     _same(again, first)
+
+
+def _inodes(ck):
+    """``{file: inode}`` of the prefix slabs of the one group in ``ck``."""
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    where = ck / key
+    return {f: os.stat(where / f).st_ino for f in os.listdir(where) if f.startswith("prefix.")}
+
+
+def _grown_store(tmp_path):
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=300_000).astype("f4")
+    x[100_000:] += 1.0
+    path = str(tmp_path / "g.zarr")
+    z = zarr.create_array(path, shape=x.shape, chunks=(25_000,), dtype=x.dtype)
+    z[:] = x
+    fmap = kcpstream.RFF(16).fit(x[:2048, None].astype(np.float64))
+    # 6000 blocks of 50: the prefix sums in two slabs of 4096 blocks and one more
+    return path, z, {"features": fmap, "block_size": 50}
+
+
+def test_an_update_links_the_prefix_slabs_the_append_did_not_change(tmp_path):
+    path, z, kw = _grown_store(tmp_path)
+    ck = tmp_path / "ck"
+    kcpstream.segment(path, checkpoint=ck, **kw)
+    before = _inodes(ck)
+    assert sorted(before) == ["prefix.0.npy", "prefix.1.npy"]
+    z.resize((310_000,))
+    z[300_000:] = np.random.default_rng(9).normal(size=10_000).astype("f4") * 2
+    grown = kcpstream.segment(path, checkpoint=ck, **kw)
+    assert grown.diagnostics.checkpoint == "updated"
+    after = _inodes(ck)
+    # slab 0 (blocks before 4096) is the earlier group's file; slab 1 holds the append
+    assert after["prefix.0.npy"] == before["prefix.0.npy"]
+    assert after["prefix.1.npy"] != before["prefix.1.npy"]
+    # a run that loads the group writes it again with every slab linked
+    loaded = kcpstream.segment(path, checkpoint=ck, n_bkps=2, **kw)
+    assert loaded.diagnostics.checkpoint == "loaded" and _inodes(ck) == after
+    _same(loaded, kcpstream.segment(path, n_bkps=2, **kw))
+    _same(grown, kcpstream.segment(path, **kw))
+    again = kcpstream.segment(path, checkpoint=ck, **kw)
+    assert again.diagnostics.checkpoint == "loaded"
+    _same(again, grown)
+    # a rewrite in place before block 4096: the same shapes, other sums in both slabs
+    z[150_000:160_000] = z[150_000:160_000] * 3
+    rewritten = kcpstream.segment(path, checkpoint=ck, **kw)
+    assert rewritten.diagnostics.checkpoint == "updated"
+    assert not set(_inodes(ck).values()) & set(after.values())
+    _same(rewritten, kcpstream.segment(path, **kw))
+
+
+def test_a_file_system_without_hard_links_gets_the_slabs_written(tmp_path, monkeypatch):
+    path, z, kw = _grown_store(tmp_path)
+    ck = tmp_path / "ck"
+    kcpstream.segment(path, checkpoint=ck, **kw)
+    before = _inodes(ck)
+
+    def refuse(src, dst, *args, **kwargs):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refuse)
+    z.resize((310_000,))
+    z[300_000:] = np.random.default_rng(9).normal(size=10_000).astype("f4") * 2
+    grown = kcpstream.segment(path, checkpoint=ck, **kw)
+    assert grown.diagnostics.checkpoint == "updated"
+    assert not set(_inodes(ck).values()) & set(before.values())
+    monkeypatch.undo()
+    again = kcpstream.segment(path, checkpoint=ck, **kw)
+    assert again.diagnostics.checkpoint == "loaded"
+    _same(again, kcpstream.segment(path, **kw))
+
+
+def test_a_linked_slab_damaged_later_is_a_miss(tmp_path):
+    path, z, kw = _grown_store(tmp_path)
+    ck = tmp_path / "ck"
+    kcpstream.segment(path, checkpoint=ck, **kw)
+    z.resize((310_000,))
+    z[300_000:] = np.random.default_rng(9).normal(size=10_000).astype("f4") * 2
+    kcpstream.segment(path, checkpoint=ck, **kw)
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    slab = ck / key / "prefix.0.npy"
+    raw = bytearray(slab.read_bytes())
+    raw[-8] ^= 0x01
+    slab.write_bytes(bytes(raw))
+    again = kcpstream.segment(path, checkpoint=ck, **kw)
+    assert again.diagnostics.checkpoint == "recomputed"
+    _same(again, kcpstream.segment(path, **kw))

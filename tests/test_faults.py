@@ -304,7 +304,7 @@ def test_a_deleted_statistics_chunk_is_reported_as_recomputed(tmp_path):
     ck = tmp_path / "ck"
     fresh = kcpstream.segment(store, checkpoint=ck, block_size=64, pen="auto")
     (key,) = [d for d in os.listdir(ck) if not d.startswith(".")]
-    os.remove(ck / key / "prefix.npy")
+    os.remove(ck / key / "prefix.0.npy")
     again = kcpstream.segment(store, checkpoint=ck, block_size=64, pen="auto")
     assert again.diagnostics.checkpoint == "recomputed"
     assert_same_segmentation(again, fresh)
