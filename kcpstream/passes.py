@@ -34,7 +34,7 @@ from .features.base import FeatureMap
 from .ranges import as_2d, featurize_range, scratch_features
 from .reuse import Reuse
 from .signal import Signal, SourceSlice, check_finite_index
-from .stats import BlockStats
+from .stats import BlockStats, prefix_columns
 
 __all__ = [
     "Passed",
@@ -508,7 +508,11 @@ def _assemble(
     """The series' block statistics from its chunks' (``results``, in time
     order); with ``reuse``, the blocks it keeps are taken from its statistics
     and the chunks read only fill the others (all of whose chunks they are),
-    and so are the blocks a chunk's task found unchanged (``"skipped"``)."""
+    and so are the blocks a chunk's task found unchanged (``"skipped"``).
+
+    The blocks before the first one not kept have the base's prefix sums:
+    those are copied, and only the blocks from there on are summed (exact
+    integers: the same sums as over every block)."""
     bad = [r["first_bad"] for r in results if r["first_bad"] >= 0]
     check_finite_index(min(bad) if bad else None, signal.description)
     n = signal.n
@@ -520,11 +524,6 @@ def _assemble(
     tail = next((r["tail"] for r in results if "tail" in r), None)
     if reuse is None:
         keep = np.zeros(nb, bool)
-        cnt = np.zeros(nb, np.int64)
-        S = np.zeros((nb, p), np.int64)
-        Q = np.zeros(nb)
-        M2 = np.zeros(nb)
-        R = np.zeros(nb)
     else:
         skipped = [r["skipped"] for r in results if "skipped" in r]
         if skipped:  # whole blocks of samples the base held, within its full blocks
@@ -535,26 +534,44 @@ def _assemble(
                 keep[j0:j1] = True
             reuse = replace(reuse, keep=keep)
         keep = reuse.keep
-        S, Q, M2, R = reuse.base_blocks(nb)
-        cnt = np.where(keep, expected, 0)
-        for a in (S, Q, M2, R):
-            a[~keep] = 0
+    redo = np.flatnonzero(~keep)
+    o = int(redo[0]) if len(redo) else nb  # blocks [0, o) are all the base's
+    m = nb - o
+    cnt = np.where(keep[o:], expected[o:], 0)
+    S = np.zeros((m, p), np.int64)
+    Q, M2, R = np.zeros(m), np.zeros(m), np.zeros(m)
+    if reuse is not None:  # the base's blocks from o on (a rewrite in place keeps some)
+        base = reuse.base
+        kept = np.flatnonzero(keep[o:])
+        S[kept] = (base.prefix[:, o + kept + 1] - base.prefix[:, o + kept]).T
+        for dest, src in ((Q, base.block_q), (M2, base.max_norm2), (R, base.bridge)):
+            dest[kept] = src[o + kept]
     for r in results:  # chunks in time order: only a chunk's first block may be shared
         j0 = r["first_block"]
-        first = 1 if cnt[j0] > 0 else 0
+        first = 1 if j0 < o or cnt[j0 - o] > 0 else 0
         if first and not keep[j0]:
             merge_pieces_into_blocks(
-                np.array([j0], np.int64), r["counts"][:1], r["S"][:1], r["Q"][:1],
+                np.array([j0 - o], np.int64), r["counts"][:1], r["S"][:1], r["Q"][:1],
                 r["M2"][:1], r["R"][:1], cnt, S, Q, M2, R,
             )  # fmt: skip
         k = len(r["counts"])
         fill = np.flatnonzero(~keep[j0 + first : j0 + k]) + first
         for name, dest in (("counts", cnt), ("S", S), ("Q", Q), ("M2", M2), ("R", R)):
-            dest[j0 + fill] = r[name][fill]
-    if not np.array_equal(cnt, expected):  # pragma: no cover - internal consistency
+            dest[j0 + fill - o] = r[name][fill]
+    if not np.array_equal(cnt, expected[o:]):  # pragma: no cover - internal consistency
         raise RuntimeError("internal error: the data pass did not cover every sample exactly once")
-    return Passed(BlockStats(n, block_size, fmap.quantum_exponent_, S, Q, M2, R), reuse,
-                  featurized, tail)  # fmt: skip
+    prefix = np.empty((p, nb + 1), np.int64)
+    if reuse is None:
+        prefix[:, 0] = 0
+    else:
+        prefix[:, : o + 1] = reuse.base.prefix[:, : o + 1]
+    prefix[:, o:] = prefix_columns(S, prefix[:, o])
+    if reuse is not None:
+        base = reuse.base
+        Q, M2, R = (np.concatenate([a[:o], b]) for a, b in
+                    ((base.block_q, Q), (base.max_norm2, M2), (base.bridge, R)))  # fmt: skip
+    stats = BlockStats.from_prefix(n, block_size, fmap.quantum_exponent_, prefix, Q, M2, R)
+    return Passed(stats, reuse, featurized, tail)
 
 
 def data_passes(

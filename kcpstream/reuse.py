@@ -98,17 +98,6 @@ class Reuse:
                 out[(a, b)] = x
         return out
 
-    def base_blocks(self, nb: int) -> tuple[np.ndarray, ...]:
-        """``(S, Q, M2, R)`` of the base on a grid of ``nb`` blocks (rows past
-        the base's end are zero; the kept ones are all within it)."""
-        out = []
-        for a in self.base.block_arrays():
-            grid = np.zeros((nb, *a.shape[1:]), a.dtype)
-            m = min(nb, a.shape[0])
-            grid[:m] = a[:m]
-            out.append(grid)
-        return tuple(out)
-
 
 def kept_pieces(stats: BlockStats, known: dict, min_size: int) -> list[tuple[int, int]]:
     """The pieces ``[a, b)`` refinement scanned for the exact segments of

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-__all__ = ["BlockStats", "PieceStats"]
+__all__ = ["BlockStats", "PieceStats", "prefix_columns"]
 
 
 @njit(nogil=True, cache=True)
@@ -36,6 +36,16 @@ def _prefix_columns(S):
         for j in range(p):
             for r in range(rows):
                 out[j, i0 + r + 1] = tile[r, j]
+    return out
+
+
+def prefix_columns(S: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+    """Exact prefix sums of the rows of the block sums ``S`` (int64, (nb, p)),
+    feature-major ``(p, nb + 1)``, from ``start`` (the sums before the first
+    row, (p,); zero by default) in the first column."""
+    out = _prefix_columns(np.ascontiguousarray(S, dtype=np.int64))
+    if start is not None:
+        out += np.asarray(start, np.int64)[:, None]
     return out
 
 
@@ -99,6 +109,35 @@ class BlockStats:
         self.bridge = np.ascontiguousarray(R, dtype=np.float64)
         self._points: dict[int, tuple[np.ndarray, float]] = {}
         self._pieces: dict[tuple[int, int], PieceStats] = {}
+
+    @classmethod
+    def from_prefix(
+        cls,
+        n: int,
+        block_size: int,
+        quantum_exponent: int,
+        prefix: np.ndarray,
+        Q: np.ndarray,
+        M2: np.ndarray,
+        R: np.ndarray,
+    ) -> BlockStats:
+        """The statistics whose block sums have the exact prefix sums ``prefix``
+        (feature-major ``(p, nb + 1)``, a leading zero column), as
+        ``BlockStats(n, block_size, quantum_exponent, S, Q, M2, R)`` would
+        compute them from the block sums ``S``."""
+        obj = cls.__new__(cls)
+        obj.n, obj.block_size, obj.quantum_exponent = int(n), int(block_size), int(quantum_exponent)
+        nb = -(-obj.n // obj.block_size)
+        obj.prefix = np.ascontiguousarray(prefix, dtype=np.int64)
+        if obj.prefix.shape[1] != nb + 1 or len(Q) != nb:
+            raise ValueError("block statistics do not cover the signal")
+        obj.block_q = np.ascontiguousarray(Q, dtype=np.float64)
+        obj.prefix_q = _prefix_sums(obj.block_q)
+        obj.max_norm2 = np.ascontiguousarray(M2, dtype=np.float64)
+        obj.bridge = np.ascontiguousarray(R, dtype=np.float64)
+        obj._points = {}
+        obj._pieces = {}
+        return obj
 
     @classmethod
     def from_samples(
