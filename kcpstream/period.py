@@ -81,8 +81,11 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
     acfs = []
     for p in pieces:
         c = _detrended(p)
-        spec = np.fft.rfft(c, 2 * c.size)
-        acov = np.fft.irfft(spec * np.conj(spec), 2 * c.size)[: max_lag + 1]
+        # zero-padded to at least 2 c.size - 1 (no lag wraps around), to a length
+        # of small prime factors: 2 * 3522 = 7044 = 12 * 587 took 5 ms, 7200 0.2 ms
+        size = _fast_length(2 * c.size)
+        spec = np.fft.rfft(c, size)
+        acov = np.fft.irfft(spec * np.conj(spec), size)[: max_lag + 1]
         if acov[0] > 0:
             acfs.append(acov / acov[0])
     if not acfs:
@@ -134,6 +137,22 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
     if echo is None or not echo > bound:
         return None
     return period
+
+
+def _fast_length(n: int) -> int:
+    """The smallest ``2^a 3^b 5^c`` at least ``n``."""
+    best = 1 << max(0, (n - 1).bit_length())
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
 
 
 def _detrended(p: np.ndarray) -> np.ndarray:
