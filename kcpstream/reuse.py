@@ -112,14 +112,18 @@ def kept_pieces(stats: BlockStats, known: dict, min_size: int) -> list[tuple[int
     few samples), the segments ending at it are new too, and their best
     splits are where they were: their pieces are kept as well.  They are the
     pieces the segment's bounds could not rule out
-    (:func:`~kcpstream.search.bound_segment`, recomputed: the same
-    statistics give the same pieces).
+    (:func:`~kcpstream.search.bound_segment`: those refinement scanned, or
+    recomputed for a segment refined by an earlier run; the same statistics
+    give the same pieces).
     """
     exact = [seg for seg in known.values() if seg.exact and seg.split >= 0]
     ends = {stats.n} | {seg.split for seg in exact if seg.end == stats.n}
     ranges: list[tuple[int, int]] = []
     for seg in exact:
         if seg.end not in ends:
+            continue
+        if seg.scanned is not None:
+            ranges.extend(seg.scanned)
             continue
         for req in bound_segment(stats, seg.start, seg.end, min_size).pending:
             ranges.append((req.piece_start, req.piece_end))

@@ -77,6 +77,9 @@ class SegmentSplit:
     piece: tuple[int, int] | None = None
     left: PieceStats | None = None
     right: PieceStats | None = None
+    #: ``[a, b)`` of the pieces refinement scanned (the ``pending`` of
+    #: :func:`bound_segment`), None when not scanned in this process
+    scanned: list[tuple[int, int]] | None = None
 
     @property
     def exact(self) -> bool:
@@ -188,6 +191,7 @@ def _apply_scans(segments: list[SegmentSplit], results) -> None:
             seg.piece = result.piece
             seg.left, seg.right = result.left, result.right
     for seg in segments:
+        seg.scanned = [(req.piece_start, req.piece_end) for req in seg.pending]
         seg.pending = []
         seg.upper = seg.gain
 

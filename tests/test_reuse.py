@@ -424,6 +424,36 @@ def test_segments_an_append_makes_longer_are_scanned_from_the_samples_kept(tmp_p
     assert without.diagnostics.samples_read_again > 0
 
 
+def test_the_pieces_refinement_scanned_are_those_its_bounds_give(tmp_path, monkeypatch):
+    """kept_pieces takes the pieces a segment refined in this run scanned, and
+    recomputes them for the others: both are bound_segment's."""
+    from kcpstream import engine
+
+    checked = []
+
+    def spy(stats, known, min_size):
+        for seg in known.values():
+            if seg.exact and seg.scanned is not None:
+                again = bound_segment(stats, seg.start, seg.end, min_size).pending
+                assert seg.scanned == [(r.piece_start, r.piece_end) for r in again]
+                checked.append(seg)
+        return kept_pieces(stats, known, min_size)
+
+    monkeypatch.setattr(engine, "kept_pieces", spy)
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=400_000).astype("f4")
+    x[130_000:] += 0.7
+    x[290_000:] *= 2
+    store = str(tmp_path / "s.zarr")
+    z = _write(store, x, 50_000)
+    kw = {"features": kcpstream.RFF(32).fit(x[:4096, None].astype(np.float64)), "block_size": 256}
+    kcpstream.segment(store, checkpoint=tmp_path / "ck", **kw)
+    z.resize((404_000,))
+    z[400_000:] = rng.normal(size=4_000).astype("f4") * 2 + 1
+    res = kcpstream.segment(store, checkpoint=tmp_path / "ck", **kw)
+    assert res.diagnostics.checkpoint == "updated" and len(checked) > 10
+
+
 def test_the_samples_kept_are_those_of_the_segments_that_end_at_the_end_or_at_its_splits():
     # an append moves the best split of a segment ending at the last sample by a
     # few samples when the last regime grows: the segments ending at that split
