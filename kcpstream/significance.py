@@ -46,6 +46,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from ._kernels.batches import batch_differences
+
 __all__ = [
     "BatchSums",
     "LongRunNoise",
@@ -167,13 +169,6 @@ def _dense_gram(diffs: np.ndarray):
     return lambda keep: diffs[:, keep] @ diffs[:, keep].T
 
 
-def _batch_differences(prefix: np.ndarray, per_batch: int) -> tuple[int, np.ndarray]:
-    """``(k, D)``: the number ``k`` of whole batches of ``per_batch`` grid steps
-    and the consecutive differences ``D`` (p, k - 1) of their sums."""
-    k = (prefix.shape[1] - 1) // per_batch
-    return k, np.diff(prefix[:, : k * per_batch + 1 : per_batch], n=2, axis=1)
-
-
 #: Batch differences per tile of :meth:`BatchSums.gram` (a tile's product is
 #: computed once per mask of its columns).
 GRAM_TILE = 256
@@ -205,11 +200,13 @@ class BatchSums:
         self._products: dict[tuple[int, int, bytes], np.ndarray] = {}
 
     def level(self, per_batch: int) -> tuple[int, np.ndarray, np.ndarray]:
-        """``(k, D, ss)``: :func:`_batch_differences` and the squared norms of ``D``."""
+        """``(k, D, ss)``: the number ``k`` of whole batches of ``per_batch`` grid
+        steps, the consecutive differences ``D`` (p, k - 1) of their sums, and
+        the squared norms of ``D`` (:func:`~kcpstream._kernels.batches.batch_differences`)."""
         got = self._levels.get(per_batch)
         if got is None:
-            k, diffs = _batch_differences(self.prefix, per_batch)
-            got = self._levels[per_batch] = (k, diffs, (diffs**2).sum(axis=0))
+            k, diffs, ss = batch_differences(self.prefix, per_batch)
+            got = self._levels[per_batch] = (int(k), diffs, ss)
         return got
 
     def gram(self, per_batch: int, keep: np.ndarray) -> np.ndarray:

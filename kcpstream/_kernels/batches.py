@@ -1,0 +1,38 @@
+"""Kernels of the noise estimate: consecutive differences of batch sums.
+
+:mod:`kcpstream.significance` estimates the features' long-run covariance
+from the sums over batches of consecutive blocks.  These kernels give what
+its numpy expressions give, bit for bit (the same operations in the same
+order), in one pass over the prefix sums instead of one per operation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["batch_differences"]
+
+
+@njit(nogil=True, cache=True)
+def batch_differences(prefix, per_batch):
+    """``(k, D, ss)``: the ``k`` whole batches of ``per_batch`` columns of the
+    float prefix sums ``prefix`` (p, m + 1), the consecutive differences of
+    their sums ``D = np.diff(prefix[:, :k * per_batch + 1:per_batch], n=2, axis=1)``
+    (p, k - 1), and their squared norms ``ss``, summed over the features in
+    their order (as numpy's ``(D ** 2).sum(axis=0)`` does for two columns or
+    more)."""
+    p, m1 = prefix.shape
+    k = (m1 - 1) // per_batch
+    width = max(k - 1, 0)
+    D = np.empty((p, width))
+    ss = np.zeros(width)
+    for i in range(p):
+        for j in range(width):
+            a = prefix[i, j * per_batch]
+            b = prefix[i, (j + 1) * per_batch]
+            c = prefix[i, (j + 2) * per_batch]
+            d = (c - b) - (b - a)
+            D[i, j] = d
+            ss[j] += d * d
+    return k, D, ss
