@@ -219,11 +219,16 @@ class BatchSums:
                 for t0 in range(0, diffs.shape[1], GRAM_TILE)
             ]
         total = np.zeros((diffs.shape[0], diffs.shape[0]))
+        # each tile's mask as bytes, from one packing of the whole mask (a tile
+        # of GRAM_TILE bits is GRAM_TILE // 8 whole bytes; the last is padded
+        # with zeros either way)
+        packed = np.packbits(keep).tobytes()
+        width = GRAM_TILE // 8
         for i, cols in enumerate(tiles):
-            mask = keep[i * GRAM_TILE : (i + 1) * GRAM_TILE]
-            key = (per_batch, i, np.packbits(mask).tobytes())
+            key = (per_batch, i, packed[i * width : (i + 1) * width])
             product = self._products.get(key)
             if product is None:
+                mask = keep[i * GRAM_TILE : (i + 1) * GRAM_TILE]
                 part = cols if mask.all() else cols[:, mask]
                 product = self._products[key] = part @ part.T
             total += product
