@@ -125,16 +125,15 @@ def segment(
         Options of the object store a URL opens, as fsspec takes them.
     seed, sample_size, tile : int, optional
         Seed of a feature map given as a string; points in the fit sample
-        (2048); samples featurized together (4096: memory, not the result).
+        (2048); samples featurized together (4096: memory; see ``checkpoint``).
     cache_bytes : int, default 256 MiB
         Raw samples kept per process so that refinement rarely reads a chunk
         twice; shared by the series of a batch; does not change the result.
     checkpoint : str or path, optional
         A local directory keeping the block statistics under the identity of
-        the input (every chunk's version), the fitted map and the block size:
-        a later call loads them, and a store changed since is updated by
-        reading only its changed chunks; never served stale
-        (:mod:`kcpstream.checkpoint`).
+        the input (every chunk's version), the fitted map, the block size (and
+        ``tile``, for longer blocks): a later call loads them, and a store
+        changed since is updated by reading its changed chunks; never stale.
     progress : bool, default False
         A line per phase on stderr and the data pass's progress bar
         (:mod:`kcpstream.progress` logs the lines either way).

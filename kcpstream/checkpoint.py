@@ -37,11 +37,11 @@ and flush, 0.053 s to read, against 0.016 s and 0.013 s as ``.npy``
 files), and an update pays both.
 
 The prefix sums, most of a group's bytes, are stored in slabs of
-:data:`PREFIX_SLAB` blocks.  A group written from the statistics of another
-(an update's, from the group of the earlier version; a run that loaded a
-group, from it) hard-links each array file whose content is the other's,
-instead of writing, hashing and flushing it again: after an append at 10^8
-samples, all slabs but the last.
+:data:`PREFIX_SLAB_BYTES` (4096 blocks at 64 features).  A group written
+from the statistics of another (an update's, from the group of the earlier
+version; a run that loaded a group, from it) hard-links each slab whose
+content is the other's, instead of writing, hashing and flushing it again:
+after an append at 10^8 samples, all but the last two of seven.
 
 Every array is stored with a SHA-256 of its dtype, shape and bytes, and the
 attributes with one of their own, checked on load; a group that is missing
@@ -79,6 +79,7 @@ __all__ = [
     "fingerprint",
     "load",
     "load_base",
+    "remove_outdated",
     "stored_fits",
     "save",
     "check_writable",
@@ -88,10 +89,17 @@ __all__ = [
 #: Bumped whenever the stored layout changes (older checkpoints are then not used).
 FORMAT = 5
 
-#: Columns of the prefix sums per file (``prefix.<i>.npy`` holds columns
-#: ``[i * PREFIX_SLAB, (i + 1) * PREFIX_SLAB)``): an update after an append
-#: changes the last few, and the others are linked from the group it updates.
-PREFIX_SLAB = 4096
+#: Bytes of prefix sums per file: ``prefix.<i>.npy`` holds the columns
+#: ``[i * w, (i + 1) * w)`` for ``w`` = :func:`slab_columns`.  An update after
+#: an append changes the last few, and the others are linked from the group
+#: it updates (at 64 features, 4096 blocks a slab).
+PREFIX_SLAB_BYTES = 2 * 2**20
+
+
+def slab_columns(n_features: int) -> int:
+    """Columns of the prefix sums of ``n_features`` features per slab file."""
+    return max(1, PREFIX_SLAB_BYTES // (8 * max(1, n_features)))
+
 
 #: The file of a group's attributes (its arrays are ``<name>.npy`` beside it).
 ATTRS = "attrs.json"
@@ -100,16 +108,19 @@ ATTRS = "attrs.json"
 STALE_SECONDS = 24 * 3600
 
 
-def fingerprint(identity: str, source: dict[str, Any], fmap_json: str, block_size: int) -> str:
-    """A stable hash of what the statistics depend on."""
+def fingerprint(
+    identity: str, source: dict[str, Any], fmap_json: str, block_size: int, tile: int | None = None
+) -> str:
+    """A stable hash of what the statistics depend on (``tile``: the samples
+    featurized together, when blocks are longer: a block's sums of squares
+    are then merged from its tiles' pieces, one rounding apart for another
+    tile; None otherwise)."""
     ident = {k: v for k, v in source.items() if k in ("kind", "shape", "dtype", "window")}
+    key = {"format": FORMAT, "source": ident, "block_size": block_size, "identity": identity}
+    if tile is not None:
+        key["tile"] = tile
     h = hashlib.sha256()
-    h.update(
-        json.dumps(
-            {"format": FORMAT, "source": ident, "block_size": block_size, "identity": identity},
-            sort_keys=True,
-        ).encode()
-    )
+    h.update(json.dumps(key, sort_keys=True).encode())
     h.update(fmap_json.encode())
     return h.hexdigest()[:32]
 
@@ -218,11 +229,14 @@ def load_base(
         try:
             if attrs.get("features") != features or attrs.get("block_size") != block_size:
                 continue
-            stats, known, arrays, _ = _read(where, name, min_size, None, block_size, kept=True)
+            # the attributes the arrays were checked against (the group may have
+            # been replaced since the look above)
+            stats, known, arrays, attrs = _read(where, name, min_size, None, block_size, kept=True)
             slabs = _slabs_of(arrays)
         except Exception:  # damaged, being replaced, or without versions: not a base
             continue
-        if stats.block_size == block_size:
+        same = attrs.get("features") == features and attrs.get("lineage") == lineage
+        if same and stats.block_size == block_size:
             return Base(name, stats, known, attrs, slabs, _kept_of(arrays))
     return None
 
@@ -311,6 +325,14 @@ def remove(path: str | os.PathLike, key: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def remove_outdated(path: str | os.PathLike, lineage: str) -> None:
+    """Remove the groups of inputs of ``lineage`` written in another layout
+    (:data:`FORMAT`): no run of this release uses them."""
+    for name, _, attrs in list(_groups_of(path, lineage)):
+        if attrs.get("format") != FORMAT:
+            remove(path, name)
+
+
 class _Damaged(Exception):
     pass
 
@@ -394,11 +416,12 @@ def _read(where: str, key: str, min_size: int, n: int | None, block_size: int, k
 
 def _sliced(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """:meth:`BlockStats.to_arrays` with the prefix sums in slabs of columns
-    (``prefix.<i>``, :data:`PREFIX_SLAB` each)."""
+    (``prefix.<i>``, :func:`slab_columns` each)."""
     out = {k: v for k, v in arrays.items() if k != "prefix"}
     prefix = arrays["prefix"]
-    for i, c0 in enumerate(range(0, prefix.shape[1], PREFIX_SLAB)):
-        out[f"prefix.{i}"] = prefix[:, c0 : c0 + PREFIX_SLAB]
+    width = slab_columns(prefix.shape[0])
+    for i, c0 in enumerate(range(0, prefix.shape[1], width)):
+        out[f"prefix.{i}"] = prefix[:, c0 : c0 + width]
     return out
 
 

@@ -90,7 +90,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     job.params = _params(job, st)
     job.in_memory = searched_in_memory(signal.n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
-        _open_checkpoint(job, st.checkpoint)
+        _open_checkpoint(job, st.checkpoint, st.tile)
     return job
 
 
@@ -214,7 +214,7 @@ def _params(job: Job, st: Settings) -> dict:
     }
 
 
-def _open_checkpoint(job: Job, path) -> None:
+def _open_checkpoint(job: Job, path, tile: int) -> None:
     """The job's statistics from the checkpoint at ``path`` when it holds them for
     this very input, or what an earlier version of the input left (``job.reuse``)."""
     identity = job.signal.identity
@@ -226,7 +226,9 @@ def _open_checkpoint(job: Job, path) -> None:
             "the array itself, or omit checkpoint"
         )
     B = job.block_size
-    job.key = checkpoint.fingerprint(identity, job.signal.source, job.fmap.to_json(), B)
+    job.key = checkpoint.fingerprint(
+        identity, job.signal.source, job.fmap.to_json(), B, _tile_key(B, tile)
+    )
     found = checkpoint.load(path, job.key, job.min_size, job.signal.n, B, with_attrs=True)
     if found == "damaged":
         job.damaged = True
@@ -238,10 +240,17 @@ def _open_checkpoint(job: Job, path) -> None:
         # the key holds for both searches: search as the stored statistics allow
         job.in_memory = job.stats.block_size == 1
     if not job.loaded and not job.in_memory:
-        _find_reuse(job, path)
+        _find_reuse(job, path, tile)
 
 
-def _find_reuse(job: Job, path) -> None:
+def _tile_key(block_size: int, tile: int) -> int | None:
+    """``tile`` where the statistics depend on it: blocks longer than a tile
+    merge their sums of squares from its pieces (one rounding apart for
+    another tile); None where they do not."""
+    return tile if block_size > tile else None
+
+
+def _find_reuse(job: Job, path, tile: int) -> None:
     """Keep the statistics of an earlier version of the same stored array
     (appended to, or rewritten in place) where its samples did not change:
     ``job.reuse`` (see :mod:`kcpstream.reuse`)."""
@@ -267,6 +276,8 @@ def _find_reuse(job: Job, path) -> None:
     # rounding apart from a block read whole: the same chunking, the same bits
     attrs = base.attrs
     if attrs.get("slab_step") != step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
+        return
+    if attrs.get("tile_key") != _tile_key(job.block_size, tile):  # (its blocks' bits)
         return
     job.base_tail = _tail_of(attrs)
     job.reuse = plan_reuse(
@@ -394,7 +405,7 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
             c["gains"] = local_gains(job.stats, cps)
             c["order"] = cps
     if st.checkpoint is not None:
-        _save_checkpoints(stored, st.checkpoint)
+        _save_checkpoints(stored, st.checkpoint, st.tile)
     return [
         _build_result(
             j,
@@ -519,7 +530,7 @@ def _refinement(job: Job, chosen: dict):
     return refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=job.log)
 
 
-def _save_checkpoints(jobs: list[Job], path) -> None:
+def _save_checkpoints(jobs: list[Job], path, tile: int) -> None:
     """Each job's statistics and exact splits, under its key; the earlier version's
     statistics it was updated from removed."""
     for job in jobs:
@@ -529,6 +540,7 @@ def _save_checkpoints(jobs: list[Job], path) -> None:
             "source": json.dumps(job.signal.source, default=str),
             "min_size": job.min_size,
             "block_size": job.block_size,
+            "tile_key": _tile_key(job.block_size, tile),
             **_versions_of(job.signal),
         }
         if job.tail is not None and "lineage" in attrs:  # what the next append's pass checks
@@ -541,6 +553,8 @@ def _save_checkpoints(jobs: list[Job], path) -> None:
         if job.base_key is not None and job.base_key != job.key:
             # the earlier version's statistics describe samples the store no longer holds
             checkpoint.remove(path, job.base_key)
+        if "lineage" in attrs:  # groups of an earlier layout: never used again
+            checkpoint.remove_outdated(path, attrs["lineage"])
     note("checkpoint: statistics of %d series written to %s", len(jobs), path)
 
 

@@ -193,8 +193,9 @@ def _grown_store(tmp_path):
     path = str(tmp_path / "g.zarr")
     z = zarr.create_array(path, shape=x.shape, chunks=(25_000,), dtype=x.dtype)
     z[:] = x
-    fmap = kcpstream.RFF(16).fit(x[:2048, None].astype(np.float64))
-    # 6000 blocks of 50: the prefix sums in two slabs of 4096 blocks and one more
+    fmap = kcpstream.RFF(64).fit(x[:2048, None].astype(np.float64))
+    # 6000 blocks of 50, 64 features: the prefix sums in two slabs (4096 blocks each)
+    assert checkpoint.slab_columns(64) == 4096
     return path, z, {"features": fmap, "block_size": 50}
 
 
@@ -264,3 +265,51 @@ def test_a_linked_slab_damaged_later_is_a_miss(tmp_path):
     again = kcpstream.segment(path, checkpoint=ck, **kw)
     assert again.diagnostics.checkpoint == "recomputed"
     _same(again, kcpstream.segment(path, **kw))
+
+
+def test_blocks_longer_than_a_tile_are_kept_per_tile(tmp_path):
+    # a block longer than a tile merges its sums of squares from the tiles'
+    # pieces: another tile gives costs one rounding apart, so neither its
+    # checkpoint nor an earlier version's statistics serve it
+    path, z, kw = _grown_store(tmp_path)
+    kw = {**kw, "block_size": 1000, "n_bkps": 2}
+    ck = tmp_path / "ck"
+    kcpstream.segment(path, checkpoint=ck, tile=4096, **kw)
+    other = kcpstream.segment(path, checkpoint=ck, tile=300, **kw)
+    assert other.diagnostics.checkpoint == "written"
+    _same(other, kcpstream.segment(path, tile=300, **kw))
+    z.resize((310_000,))
+    z[300_000:] = np.random.default_rng(9).normal(size=10_000).astype("f4") * 2
+    grown = kcpstream.segment(path, checkpoint=ck, tile=500, **kw)
+    assert grown.diagnostics.checkpoint == "written"
+    _same(grown, kcpstream.segment(path, tile=500, **kw))
+    # blocks within a tile: the tile does not matter, the checkpoint serves
+    small = {**kw, "block_size": 50}
+    kcpstream.segment(path, checkpoint=tmp_path / "ck2", tile=4096, **small)
+    again = kcpstream.segment(path, checkpoint=tmp_path / "ck2", tile=300, **small)
+    assert again.diagnostics.checkpoint == "loaded"
+    _same(again, kcpstream.segment(path, tile=300, **small))
+
+
+def test_groups_of_an_earlier_layout_are_removed_when_the_input_is_saved_again(tmp_path):
+    import shutil
+
+    path, z, kw = _grown_store(tmp_path)
+    ck = tmp_path / "ck"
+    kcpstream.segment(path, checkpoint=ck, **kw)
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    old = ck / ("f" * 32)  # the same input's group as an earlier release wrote it
+    shutil.copytree(ck / key, old)
+    attrs = checkpoint.read_attrs(str(old))
+    checkpoint.write_attrs(str(old), {**attrs, "format": checkpoint.FORMAT - 1})
+    other = ck / ("e" * 32)  # another input's group of that layout stays
+    shutil.copytree(ck / key, other)
+    checkpoint.write_attrs(
+        str(other), {**attrs, "format": checkpoint.FORMAT - 1, "lineage": "another"}
+    )
+    z.resize((310_000,))
+    z[300_000:] = np.random.default_rng(9).normal(size=10_000).astype("f4") * 2
+    grown = kcpstream.segment(path, checkpoint=ck, **kw)
+    assert grown.diagnostics.checkpoint == "updated"
+    assert not old.exists() and other.exists()
+    assert len([k for k in os.listdir(ck) if not k.startswith(".")]) == 2
