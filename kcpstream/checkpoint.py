@@ -109,16 +109,27 @@ STALE_SECONDS = 24 * 3600
 
 
 def fingerprint(
-    identity: str, source: dict[str, Any], fmap_json: str, block_size: int, tile: int | None = None
+    identity: str,
+    source: dict[str, Any],
+    fmap_json: str,
+    block_size: int,
+    tile: int | None = None,
+    pass_chunk: int | None = None,
 ) -> str:
-    """A stable hash of what the statistics depend on (``tile``: the samples
-    featurized together, when blocks are longer: a block's sums of squares
-    are then merged from its tiles' pieces, one rounding apart for another
-    tile; None otherwise)."""
+    """A stable hash of what the statistics depend on, to the bit.
+
+    ``tile``: the samples featurized together, when blocks are longer (a
+    block's sums of squares are then merged from its tiles' pieces, one
+    rounding apart for another tile); None otherwise.  ``pass_chunk``: the
+    data pass's chunk length, when blocks hold more than one sample (a block
+    cut by a chunk boundary is merged from the two chunks' parts, and where
+    tiles start depends on where chunks do); None otherwise."""
     ident = {k: v for k, v in source.items() if k in ("kind", "shape", "dtype", "window")}
     key = {"format": FORMAT, "source": ident, "block_size": block_size, "identity": identity}
     if tile is not None:
         key["tile"] = tile
+    if pass_chunk is not None:
+        key["pass_chunk"] = pass_chunk
     h = hashlib.sha256()
     h.update(json.dumps(key, sort_keys=True).encode())
     h.update(fmap_json.encode())

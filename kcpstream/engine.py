@@ -226,8 +226,9 @@ def _open_checkpoint(job: Job, path, tile: int) -> None:
             "the array itself, or omit checkpoint"
         )
     B = job.block_size
+    chunk = _pass_chunk(job.signal) if B > 1 else None  # (its blocks' bits)
     job.key = checkpoint.fingerprint(
-        identity, job.signal.source, job.fmap.to_json(), B, _tile_key(B, tile)
+        identity, job.signal.source, job.fmap.to_json(), B, _tile_key(B, tile), chunk
     )
     found = checkpoint.load(path, job.key, job.min_size, job.signal.n, B, with_attrs=True)
     if found == "damaged":
@@ -263,7 +264,6 @@ def _find_reuse(job: Job, path, tile: int) -> None:
         return
     if base.key == job.key:  # this very input's group, found damaged: recomputed whole
         return
-    job.base_key = base.key  # replaced by this run's statistics once they are written
     job.like = (base.key, base.stats.prefix, base.attrs.get("checksums"))
     job.base_known = base.known
     # where the segments that end at the series' end split before it grew
@@ -279,6 +279,9 @@ def _find_reuse(job: Job, path, tile: int) -> None:
         return
     if attrs.get("tile_key") != _tile_key(job.block_size, tile):  # (its blocks' bits)
         return
+    # an earlier version under the same settings: replaced by this run's statistics
+    # once they are written (a group of other settings stays: it serves them)
+    job.base_key = base.key
     job.base_tail = _tail_of(attrs)
     job.reuse = plan_reuse(
         base.stats, job.signal.n, job.signal.chunk_starts, step, row0, base.slabs, slabs,

@@ -185,13 +185,17 @@ def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]
     DataArray, the array-like of a lazily loaded one; else None."""
     from ._dask import array_source
 
+    lazy = not isinstance(arr.variable._data, np.ndarray | da.Array)
+    # the store's objects along time, seen before the transpose (whose lazy
+    # indexer hides which stored axis is time)
+    stored = _stored_chunk(arr, dim) if lazy else None
     arr = arr.transpose(dim, ...)
     check_dtype(np.dtype(arr.dtype), f"DataArray {arr.name!r}")
-    if not isinstance(arr.variable._data, np.ndarray | da.Array):
+    if lazy:
         # loaded lazily (no dask): its ``.data`` would read it whole; chunked along
         # the store's objects, each task reads its rows (the store, for identity
         # and checkpoints, is followed from the object itself: see as_signal)
-        arr = arr.chunk({dim: _stored_chunk(arr, dim) or default_chunk(arr.sizes[dim])})
+        arr = arr.chunk({dim: stored or default_chunk(arr.sizes[dim])})
     raw = arr.data
     if isinstance(raw, da.Array):
         origin = array_source(raw)

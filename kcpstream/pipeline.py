@@ -36,6 +36,9 @@ import re
 import time
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from ._io import write_atomic
 from .checkpoint import check_writable
 from .jobfile import JobError, load_job
@@ -121,17 +124,26 @@ def _names(series: list[tuple[dict[str, Any], Any]]) -> list[str]:
 
 
 def _input_identity(job: dict[str, Any], ds) -> str | None:
-    """An identity of the data variables the job reads (their metadata and every
-    chunk's version), or None when the store keeps no versions."""
-    from .provenance import chunk_versions, stored_array, zarr_identity
+    """An identity of what the job reads: the data variables and the
+    coordinates (time stamps make ``min_duration`` and the result's times,
+    labels name the series), their metadata and every stored chunk's version
+    (a coordinate held in memory: a hash of its values); None when the store
+    keeps no versions."""
+    from .provenance import chunk_versions, content_identity, stored_array, zarr_identity
 
     h = hashlib.sha256()
-    for name in sorted(map(str, ds.data_vars)):
-        stored = stored_array(ds[name])
+    for name in sorted(map(str, ds.variables)):
+        var = ds[name]
+        stored = stored_array(var)
         if stored is None:
             from .provenance import graph_sources
 
-            data = ds[name].variable._data  # .data would load a lazily opened variable
+            data = var.variable._data  # .data would load a lazily opened variable
+            if name in ds.coords and not hasattr(data, "dask"):
+                values = getattr(data, "array", data)  # (xarray's index adapter)
+                if isinstance(values, np.ndarray | pd.Index):
+                    h.update(f"{name}:{content_identity(np.asarray(values))}\n".encode())
+                    continue
             found = graph_sources(data) if hasattr(data, "dask") else ([], [])
             if len(found[0]) != 1:
                 return None

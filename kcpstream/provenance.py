@@ -8,8 +8,9 @@ signal with two change-points at its edges.  :func:`check_complete` lists the
 store (one listing, no chunk is read) and refuses absent chunks unless the
 caller says that fill values are what they mean.
 
-The same listing gives every chunk's version: size and modification time on a
-file system, the ETag (or modification time) on an object store.  With the
+The same listing gives every chunk's version: size, modification and change
+times and inode on a file system (of a symbolic link's target), the ETag (or
+modification time) on an object store.  With the
 array's metadata it makes :func:`zarr_identity`, which a checkpoint keys on, so
 a chunk rewritten in place, an append, a shrink or a changed codec gives
 another key: a checkpoint is never served for data that changed.  An
@@ -69,6 +70,9 @@ class StoredArray:
     rows: tuple[int, int] = (0, 0)
     #: how the other axes are taken (slices, indices): part of the identity
     select: tuple = ()
+    #: how xarray decodes the stored values (CF scale, offset, mask): part of
+    #: the identity ("" when the stored values are read as they are)
+    decoding: str = ""
 
     @property
     def step(self) -> int:
@@ -84,19 +88,57 @@ class StoredArray:
         return f"{root}/{path}" if path else str(root)
 
 
-def _unwrap(obj: Any) -> tuple[Any, Any]:
+#: xarray's adapters that pass values and indexing through unchanged.
+_PASSING = ("MemoryCachedArray", "CopyOnWriteArray", "ZarrArrayWrapper")
+
+
+def _unwrap(obj: Any, strict: bool = True) -> tuple[Any, Any, str]:
     """Follow xarray's indexing adapters (``.array``, ``._array``) down to a zarr
-    array: ``(zarr array or None, the LazilyIndexedArray key on the way or None)``."""
+    array: ``(zarr array, the LazilyIndexedArray key on the way or None, the
+    decoding applied on the way)``.  With ``strict``, ``(None, None, "")`` when
+    an adapter on the way is one whose effect is not followed (a lazy
+    transpose's vectorized indexer, a second indexer): which sample is which
+    stored row is then not known.  Without, any adapter is passed (the whole
+    array is the source, and the caller's token says what is done to it)."""
     import zarr
 
     key = None
+    decoding: list[str] = []
     for _ in range(12):  # the adapters xarray stacks: a handful
-        if obj is None or isinstance(obj, zarr.Array):
-            return obj, key
-        if type(obj).__name__ == "LazilyIndexedArray":
+        if obj is None:
+            break
+        if isinstance(obj, zarr.Array):
+            return obj, key, "|".join(decoding)
+        kind = type(obj).__name__
+        if kind == "LazilyIndexedArray":
+            if key is not None and strict:
+                break
             key = getattr(obj, "key", None)
-        obj = getattr(obj, "array", None) or getattr(obj, "_array", None)
-    return None, None
+        elif kind == "_ElementwiseFunctionArray":  # CF decoding (scale, offset, mask)
+            described = _describe(getattr(obj, "func", None))
+            if described is None and strict:
+                break
+            decoding.append(described or kind)
+        elif kind not in _PASSING and strict:
+            break
+        inner = getattr(obj, "array", None)  # (not ``or``: a 0-d adapter has no truth value)
+        obj = inner if inner is not None else getattr(obj, "_array", None)
+    return None, None, ""
+
+
+def _describe(func: Any) -> str | None:
+    """A stable text of an elementwise decoding function (a ``functools.partial``
+    of a module-level function and plain values), or None."""
+    import functools
+
+    if not isinstance(func, functools.partial):
+        return None
+    inner = func.func
+    name = f"{getattr(inner, '__module__', '')}.{getattr(inner, '__qualname__', '')}"
+    if "<" in name:  # a lambda or a local function: no stable name
+        return None
+    keywords = sorted((k, repr(v)) for k, v in func.keywords.items())
+    return json.dumps([name, [repr(a) for a in func.args], keywords])
 
 
 def stored_array(obj: Any, dim: str | None = None) -> StoredArray | None:
@@ -117,10 +159,12 @@ def stored_array(obj: Any, dim: str | None = None) -> StoredArray | None:
     node = getattr(variable, "_data", None)
     if node is None or hasattr(node, "dask"):
         return None
-    node, key = _unwrap(node)
+    node, key, decoding = _unwrap(node)
     dims = list(variable.dims)
     if not isinstance(node, zarr.Array):
         return None
+    if node.ndim == 0:  # a scalar (a coordinate): the whole array
+        return StoredArray(node, None, (0, 0), (), decoding)
     entries = getattr(key, "tuple", None) if key is not None else (slice(None),) * node.ndim
     if entries is None or len(entries) != node.ndim:
         return None
@@ -134,7 +178,8 @@ def stored_array(obj: Any, dim: str | None = None) -> StoredArray | None:
     if select[axis][0] != "s":
         return None
     rows = (select[axis][1], select[axis][2])
-    return StoredArray(node, axis, rows, tuple(e for i, e in enumerate(select) if i != axis))
+    others = tuple(e for i, e in enumerate(select) if i != axis)
+    return StoredArray(node, axis, rows, others, decoding)
 
 
 def _selection(entry: Any, size: int) -> tuple | None:
@@ -168,9 +213,9 @@ def graph_sources(x: Any) -> tuple[list[StoredArray], list[np.ndarray]]:
             if isinstance(value, np.ndarray):
                 arrays[id(value)] = value
                 continue
-            arr, _ = _unwrap(value)
+            arr, _, decoding = _unwrap(value, strict=False)
             if isinstance(arr, zarr.Array) and arr.ndim:
-                stores[id(arr)] = StoredArray(arr, None)
+                stores[id(arr)] = StoredArray(arr, None, decoding=decoding)
     return list(stores.values()), list(arrays.values())
 
 
@@ -183,21 +228,37 @@ def _grid(array: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _list_local(root: str) -> dict[str, tuple]:
+    """Every file under ``root`` (relative key) with a version of its content:
+    size, modification and change times (ns) and inode.  Symbolic links are
+    followed (a store whose chunks or folders link to an object store of
+    git-annex, DVC, ...): the version is the target's.  The change time is
+    there because the others can repeat for other content: a tool that
+    restores modification times (``tar``, ``rsync -t``, ``cp -p``) onto a
+    file it rewrote in place, or a freed inode number used again; the kernel
+    sets it on every write and no user call can set it back."""
     out: dict[str, tuple] = {}
     todo = [root]
+    seen: set[tuple[int, int]] = set()  # folders walked (a link back up is not followed)
     while todo:
         folder = todo.pop()
         try:
+            st = os.stat(folder)
             entries = list(os.scandir(folder))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             continue
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                todo.append(entry.path)
-            else:
-                st = entry.stat(follow_symlinks=False)
-                key = os.path.relpath(entry.path, root).replace(os.sep, "/")
-                out[key] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            try:
+                if entry.is_dir():
+                    todo.append(entry.path)
+                    continue
+                st = entry.stat()
+            except FileNotFoundError:  # a dangling link, or removed since the listing
+                continue
+            key = os.path.relpath(entry.path, root).replace(os.sep, "/")
+            out[key] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
     return out
 
 
@@ -316,13 +377,18 @@ def zarr_identity(stored: StoredArray, versions: dict[str, tuple] | None) -> str
         return None
     meta = stored.array.metadata.to_dict()
     h = hashlib.sha256()
-    h.update(
-        json.dumps([stored.where, stored.axis, stored.rows, stored.select], default=str).encode()
-    )
+    h.update(json.dumps(_placed(stored, stored.rows), default=str).encode())
     h.update(json.dumps(meta, sort_keys=True, default=str).encode())
     for key in sorted(versions):
         h.update(json.dumps([key, versions[key]], default=str).encode())
     return h.hexdigest()
+
+
+def _placed(stored: StoredArray, rows: Any) -> list:
+    """Where and how a signal reads ``stored`` (its store, axis, ``rows``, the
+    other axes' selection, and its decoding when there is one), for a hash."""
+    placed = [stored.where, stored.axis, rows, stored.select]
+    return placed + [stored.decoding] if stored.decoding else placed
 
 
 def content_identity(array: np.ndarray) -> str:
@@ -330,7 +396,12 @@ def content_identity(array: np.ndarray) -> str:
     array = np.ascontiguousarray(array)
     h = hashlib.blake2b(digest_size=32)
     h.update(json.dumps([array.shape, array.dtype.str]).encode())
-    h.update(memoryview(array).cast("B"))
+    if array.dtype.kind in "Mm":  # time stamps and durations: their integer counts
+        h.update(memoryview(array.view(np.int64)).cast("B"))
+    elif array.dtype.kind in "OUS":  # labels
+        h.update(json.dumps([str(v) for v in array.ravel()]).encode())
+    else:
+        h.update(memoryview(array).cast("B"))
     return h.hexdigest()
 
 
@@ -394,11 +465,7 @@ class Origin:
         stored = found[0]
         meta = {k: v for k, v in stored.array.metadata.to_dict().items() if k != "shape"}
         h = hashlib.sha256()
-        h.update(
-            json.dumps(
-                [self.token, stored.where, stored.axis, stored.rows[0], stored.select]
-            ).encode()
-        )
+        h.update(json.dumps([self.token, *_placed(stored, stored.rows[0])]).encode())
         h.update(json.dumps(meta, sort_keys=True, default=str).encode())
         return h.hexdigest()
 
