@@ -308,16 +308,39 @@ def chunk_versions(array: Any) -> tuple[set[str], dict[str, tuple] | None]:
 
 
 def _objects(stored: StoredArray):
-    """``(coords, key)`` of every stored object under the read rows (every object
-    when the time axis is not known)."""
+    """``(coords, key)`` of every stored object under the read rows and the
+    other axes' selection (a batch's series: its own sensor's objects; every
+    object when the time axis is not known)."""
     array = stored.array
-    counts = _grid(array)[1]
+    size, counts = _grid(array)
     ax = stored.axis
     first = 0 if ax is None else stored.rows[0] // stored.step
     last = None if ax is None else -(-stored.rows[1] // stored.step)
+    allowed = _selected_objects(stored, size)
     for coords in np.ndindex(*counts):
-        if ax is None or first <= coords[ax] < last:
+        if ax is not None and not first <= coords[ax] < last:
+            continue
+        if allowed is None or all(coords[i] in ok for i, ok in allowed.items()):
             yield coords, array.metadata.encode_chunk_key(coords)
+
+
+def _selected_objects(stored: StoredArray, size: tuple[int, ...]) -> dict[int, set] | None:
+    """For each axis but time, the indices of the stored objects its selection
+    reads (None: every object, when the selection is not known)."""
+    ax = stored.axis
+    if ax is None or len(stored.select) != len(size) - 1:
+        return None
+    others = [i for i in range(len(size)) if i != ax]
+    allowed: dict[int, set] = {}
+    for i, entry in zip(others, stored.select, strict=True):
+        step = size[i]
+        if entry[0] == "s":
+            allowed[i] = set(range(entry[1] // step, -(-entry[2] // step)))
+        elif entry[0] == "i":
+            allowed[i] = {entry[1] // step}
+        else:
+            allowed[i] = {v // step for v in entry[1]}
+    return allowed
 
 
 def _absent(stored: StoredArray, present: set[str]):
@@ -473,8 +496,8 @@ class Origin:
     def slab_versions(self) -> tuple[int, dict[int, str]] | None:
         """``(step, versions)``: the samples per stored object along time and,
         for each run ``i`` of them (samples ``[i * step - rows[0], ...)``), a
-        hash of the versions of every object holding its rows (all channels);
-        None without a :meth:`lineage`."""
+        hash of the versions of every object holding its rows (of the channels
+        read: a batch's series, its own); None without a :meth:`lineage`."""
         found = self._direct_store()
         if found is None:
             return None

@@ -469,7 +469,13 @@ def batch_signals(
     dims = [batch_dims] if isinstance(batch_dims, str) else list(batch_dims)
     parts = split_batches(data, dims)
     listed: dict = {}  # each store is listed once for the whole batch
-    signals = [as_signal(sub, listed=listed, **kwargs) for _, sub in parts]
+    signals = []
+    for labels, sub in parts:
+        try:
+            signals.append(as_signal(sub, listed=listed, **kwargs))
+        except InputError as exc:  # which series of the batch
+            name = ", ".join(f"{k}={v}" for k, v in labels.items())
+            raise InputError(f"series {name}: {exc}") from None
     return dims, [labels for labels, _ in parts], signals
 
 

@@ -200,3 +200,33 @@ def test_a_job_whose_time_coordinate_changed_is_segmented_again(tmp_path):
     assert res.min_size == fresh.min_size == 200
     np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
     assert res.to_dataframe()["end"].iloc[0] == fresh.to_dataframe()["end"].iloc[0]
+
+
+def test_a_batch_series_is_versioned_by_its_own_sensor_s_chunks(tmp_path):
+    path = tmp_path / "b.zarr"
+    n = 200_000
+    x = np.random.default_rng(0).standard_normal((n, 3))
+    x[n // 2 :] *= 2
+    ds = xr.Dataset({"v": (("time", "sensor"), x)}, coords={"sensor": ["a", "b", "c"]})
+    ds.to_zarr(path, encoding={"v": {"chunks": (10_000, 1)}}, mode="w")
+    kw = {"batch_dims": "sensor", "features": "rff:32", "seed": 0, "n_bkps": 2}
+
+    def data():
+        return xr.open_zarr(path, chunks=None)["v"]
+
+    kcpstream.segment(data(), checkpoint=tmp_path / "ck", **kw)
+    zarr.open_group(path, mode="r+")["v"][100_000:110_000, 1] = 5.0  # sensor b's chunk
+    again = kcpstream.segment(data(), checkpoint=tmp_path / "ck", **kw)
+    read = {label["sensor"]: res.diagnostics.chunks_read for label, res in again}
+    states = {res.diagnostics.checkpoint for _, res in again}
+    assert states == {"updated"} and read["a"] == read["c"] == 0 < read["b"]
+    for (_, res), (_, fresh) in zip(again, kcpstream.segment(data(), **kw), strict=True):
+        _same(res, fresh)
+    # a chunk lost from sensor b's column: sensor a alone still reads all it needs
+    os.remove(path / "v" / "c" / "5" / "1")
+    single = {k: v for k, v in kw.items() if k != "batch_dims"}
+    assert len(kcpstream.segment(data().sel(sensor="a"), **single).changepoints) == 2
+    with pytest.raises(kcpstream.InputError, match="no chunk for samples"):
+        kcpstream.segment(data().sel(sensor="b"), **single)
+    with pytest.raises(kcpstream.InputError, match="^series sensor=b: .* no chunk for samples"):
+        kcpstream.segment(data(), **kw)
