@@ -31,15 +31,23 @@ __all__ = [
 
 
 class LazyCoord:
-    """A coordinate read only at the positions asked for: a zarr array (CF
-    times decoded as xarray decodes them) or a lazily loaded xarray variable.
-    A coordinate of 10**10 time stamps is 80 GB; a result needs a few dozen.
+    """A coordinate read only at the positions asked for: a zarr array (decoded
+    as xarray decodes it: CF times and durations, scale, offset, fill values)
+    or a lazily loaded xarray variable.  A coordinate of 10**10 time stamps
+    is 80 GB; a result needs a few dozen.
 
-    It is taken as stored: its order is not checked (that would read it all)."""
+    Its order cannot be checked whole (that would read it all); the values
+    read are: a missing time (NaT) there, or times that do not increase with
+    the positions, is an :class:`~kcpstream.InputError`, and so is a
+    position whose chunk the store lacks (zarr would read it as the fill
+    value) or cannot read."""
 
-    def __init__(self, read, n: int) -> None:
+    def __init__(self, read, n: int, name: str = "time", stored: Any = None) -> None:
         self._read = read
         self.n = int(n)
+        self.name = name
+        self._stored = stored  # the zarr array it is read from, when known
+        self._present: set[str] | None = None
 
     def __len__(self) -> int:
         return self.n
@@ -49,24 +57,81 @@ class LazyCoord:
         if positions.size and (positions.min() < 0 or positions.max() >= self.n):
             raise IndexError(f"positions outside a coordinate of {self.n} values")
         if not positions.size:
-            return np.asarray(self._read(np.zeros(1, np.int64)))[:0]
-        return np.asarray(self._read(positions))
+            return np.asarray(self._values(np.zeros(1, np.int64)))[:0]
+        values = np.asarray(self._values(positions))
+        self._check(positions, values)
+        return values
+
+    def _values(self, positions: np.ndarray) -> np.ndarray:
+        self._check_stored(positions)
+        try:
+            return self._read(positions)
+        except Exception as exc:  # a damaged chunk: one line, never a codec's traceback
+            from .errors import one_line
+
+            raise _error(
+                f"cannot read the {self.name!r} coordinate at positions "
+                f"{int(positions.min())}-{int(positions.max())}: {type(exc).__name__}: "
+                f"{one_line(exc)}; restore or rewrite its chunks"
+            ) from None
+
+    def _check_stored(self, positions: np.ndarray) -> None:
+        """A position in a chunk the store lacks would read as the fill value."""
+        if self._stored is None:
+            return
+        from .provenance import _grid, chunk_versions
+
+        array = self._stored
+        if self._present is None:
+            self._present = chunk_versions(array)[0]
+        step = _grid(array)[0][0]
+        for i in np.unique(positions // step):
+            if array.metadata.encode_chunk_key((int(i),)) not in self._present:
+                a, b = int(i) * step, min((int(i) + 1) * step, self.n)
+                raise _error(
+                    f"the {self.name!r} coordinate has no chunk for positions [{a}, {b}) "
+                    "(zarr would read the fill value as a time); restore the chunk"
+                )
+
+    def _check(self, positions: np.ndarray, values: np.ndarray) -> None:
+        if values.dtype.kind in "mM" and np.isnat(values).any():
+            bad = int(positions[int(np.argmax(np.isnat(values)))])
+            raise _error(f"the {self.name!r} coordinate has a missing value (NaT) at {bad}")
+        if values.dtype.kind not in "mMiuf" or values.size < 2:
+            return
+        order = np.argsort(positions, kind="stable")
+        p, v = positions[order], values[order]
+        apart = p[1:] > p[:-1]
+        falls = apart & ~(v[1:] > v[:-1])
+        if falls.any():
+            k = int(np.argmax(falls))
+            raise _error(
+                f"the {self.name!r} coordinate is not strictly increasing (at positions "
+                f"{int(p[k])} and {int(p[k + 1])}); sort the data along {self.name!r} and "
+                "drop duplicate times"
+            )
 
     @classmethod
-    def of_zarr(cls, array: Any) -> LazyCoord:
-        """The 1-D zarr array ``array`` as a coordinate (CF time units decoded)."""
-        units = array.attrs.get("units")
-        calendar = array.attrs.get("calendar")
+    def of_zarr(cls, array: Any, name: str = "time") -> LazyCoord:
+        """The 1-D zarr array ``array`` as a coordinate, decoded as xarray would."""
+        attrs = dict(array.attrs)
+        if "_FillValue" not in attrs and array.metadata.zarr_format == 2:
+            fill = array.metadata.fill_value  # (zarr 2 keeps it in the array's metadata)
+            if fill is not None:
+                attrs["_FillValue"] = fill
 
         def read(positions: np.ndarray) -> np.ndarray:
+            import warnings
+
+            import xarray as xr
+
             values = array.get_coordinate_selection(positions)
-            if isinstance(units, str) and " since " in units:
-                from xarray.coding.times import decode_cf_datetime
+            var = xr.Variable((name,), values, attrs)
+            with warnings.catch_warnings():  # xarray's notes on decoding defaults
+                warnings.simplefilter("ignore")
+                return np.asarray(xr.conventions.decode_cf_variable(name, var).values)
 
-                return np.asarray(decode_cf_datetime(values, units, calendar))
-            return values
-
-        return cls(read, array.shape[0])
+        return cls(read, array.shape[0], name, array)
 
 
 @dataclass(frozen=True)
@@ -108,8 +173,13 @@ def _time_axis(obj: Any, dim: str | None) -> TimeAxis:
     if dim not in obj.indexes and not isinstance(obj[dim].variable._data, np.ndarray):
         # a coordinate opened without an index (create_default_indexes=False) is
         # read at the positions a result needs, never whole
+        from .provenance import stored_array
+
         var = obj[dim].variable
-        return TimeAxis(dim, LazyCoord(lambda pos: var.isel({dim: pos}).values, var.shape[0]))
+        found = stored_array(obj[dim], dim)
+        stored = found.array if found is not None and found.rows == (0, var.shape[0]) else None
+        read = LazyCoord(lambda pos: var.isel({dim: pos}).values, var.shape[0], dim, stored)
+        return TimeAxis(dim, read)
     index = obj.indexes.get(dim) if dim in obj.indexes else None
     coord = index if index is not None else np.asarray(obj[dim].values)
     values = np.asarray(coord)
@@ -266,7 +336,7 @@ def stored_time_axis(group: Any, array: Any, dim: str | None) -> TimeAxis | None
         coord = None
     if coord is None or coord.ndim != 1 or coord.shape[0] != array.shape[0]:
         return TimeAxis(dim)
-    return TimeAxis(dim, LazyCoord.of_zarr(coord))
+    return TimeAxis(dim, LazyCoord.of_zarr(coord, dim))
 
 
 def open_zarr_lazily(path: str, storage_options: dict | None = None) -> Any:

@@ -208,8 +208,10 @@ def run_job(
 
     job = load_job(path)
     inp, out = job["input"], job["output"]
+    _check_outside_input(inp["store"], out)
     kwargs = _segment_kwargs(job)  # the feature map's parameters, checked before any work
     ds = _open_input(job)
+    _check_selection(job, ds)
     batch_dims = list(inp.get("batch_dims", []))
     series = split_batches(ds, batch_dims) if batch_dims else [({}, ds)]
     names = _names(series)
@@ -229,6 +231,66 @@ def run_job(
         return _run_locked(job, path, ds, series, names, params, scheduler, batch_dims, kwargs)
 
 
+def _check_selection(job: dict[str, Any], ds) -> None:
+    """What would fail every series, as one error before anything is written:
+    a time dimension the input lacks, a ``min_duration`` that is no duration
+    (or a number of no unit on time stamps)."""
+    import pandas as pd
+
+    dim = job["input"].get("dim")
+    if dim is not None and dim not in ds.dims:
+        raise JobError(
+            f"[input] dim = {dim!r} is not a dimension of the input; its dimensions are "
+            f"{', '.join(map(str, ds.dims))}"
+        )
+    duration = job.get("selection", {}).get("min_duration")
+    if duration is None:
+        return
+    time_dim = dim or ("time" if "time" in ds.dims else None)
+    stamps = time_dim in ds.coords and ds[time_dim].dtype.kind in "mM"
+    if isinstance(duration, str):
+        try:
+            wanted = None if _is_number(duration) else pd.Timedelta(duration)
+        except ValueError:
+            wanted = None
+        if wanted is None or pd.isna(wanted) or wanted <= pd.Timedelta(0):
+            raise JobError(
+                f"[selection] min_duration = {duration!r} is not a positive duration; give "
+                "one like '10min'"
+            )
+    elif stamps:
+        raise JobError(
+            f"[selection] min_duration = {duration!r} has no unit, and the {time_dim!r} "
+            "coordinate holds time stamps; give a duration such as '60s' or '10min'"
+        )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_outside_input(store: str, out: dict[str, Any]) -> None:
+    """Outputs written inside the input store would change the input (and its
+    identity) on every run, and mix kcpstream's files into the archive."""
+    if "://" in store:
+        return
+    root = os.path.realpath(store)
+    for key in ("store", "checkpoint"):
+        where = out.get(key)
+        if not where or "://" in str(where):
+            continue
+        real = os.path.realpath(where)
+        if real == root or real.startswith(root + os.sep):
+            raise JobError(
+                f"[output] {key} = {where!r} lies inside the input store {store!r}; "
+                "write the outputs to a folder outside it"
+            )
+
+
 def _previous(job, ds, params) -> tuple[dict[str, Any], dict[str, Any], str | None]:
     """The series of the last run that still hold (same parameters and input),
     what the manifest records as the input, and its identity."""
@@ -244,6 +306,8 @@ def _previous(job, ds, params) -> tuple[dict[str, Any], dict[str, Any], str | No
                 previous = json.load(fh)
         except (OSError, ValueError):
             previous = {}  # a damaged manifest: nothing is trusted, everything redone
+        if not isinstance(previous, dict) or not isinstance(previous.get("series", {}), dict):
+            previous = {}  # valid JSON of another shape: damaged too
         held = [v for v in previous.get("series", {}).values() if _status(v) == "done"]
         if held and (previous.get("params_hash") != params or previous.get("input") != where):
             raise JobError(
@@ -309,8 +373,6 @@ def _run_locked(
             manifest["series"][name] = entry
         else:
             todo.append((name, position, sub, target, labels))
-    _write_manifest(manifest_path, manifest)
-
     inp, out = job["input"], job["output"]
     group = out.get("group_size", DEFAULT_GROUP)
     failed: dict[str, str] = {}
@@ -319,7 +381,13 @@ def _run_locked(
     spec = scheduler or cluster.get("scheduler", "threads")
     _LOG.info("%d series to segment, %d up to date", len(todo), len(skipped))
     t0 = time.perf_counter()
+    # the scheduler first: one that cannot start leaves the outputs as they were
     with _cluster(spec, cluster.get("slurm"), cluster.get("timeout")):
+        _write_manifest(manifest_path, manifest)
+        # what the manifest no longer lists as done goes: a series that failed, was
+        # removed from the input, or is segmented again leaves no file of another
+        # input behind, even if this run is killed, and the table is written anew
+        _remove_stale(folder, {f"{name}.json" for name in skipped})
         for start in range(0, len(todo), group):
             chunk = todo[start : start + group]
             failures, digests = _run_group(chunk, ds, inp, kwargs, batch_dims)
@@ -348,6 +416,20 @@ def _run_locked(
     }
 
 
+def _remove_stale(folder: str, keep: set[str]) -> None:
+    """Remove the series files not in ``keep``, and the table of all series."""
+    table = os.path.join(folder, "segments.csv")
+    stale = [e.path for e in os.scandir(os.path.join(folder, "series"))
+             if e.name.endswith(".json") and e.name not in keep]  # fmt: skip
+    for path in [*stale, table]:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise JobError(f"[output] cannot remove {path}: {exc.strerror or exc}") from None
+
+
 def _write_table(folder: str, manifest: dict[str, Any]) -> None:
     """``segments.csv``: every finished series' segment table, with a column
     per label, in one file (rewritten atomically after each run)."""
@@ -364,9 +446,9 @@ def _write_table(folder: str, manifest: dict[str, Any]) -> None:
         for key, value in reversed(list(entry.get("labels", {}).items())):
             table.insert(0, key, value)
         frames.append(table)
-    if frames:
+    if frames:  # (none finished: no table, rather than one of an earlier run)
         text = pd.concat(frames, ignore_index=True).to_csv(index=False)
-        write_atomic(os.path.join(folder, "segments.csv"), text)
+        _write_output(os.path.join(folder, "segments.csv"), text)
 
 
 def _status(entry: Any) -> str | None:
@@ -374,7 +456,17 @@ def _status(entry: Any) -> str | None:
 
 
 def _write_manifest(path: str, manifest: dict[str, Any]) -> None:
-    write_atomic(path, json.dumps(manifest, indent=2, default=str))
+    _write_output(path, json.dumps(manifest, indent=2, default=str))
+
+
+def _write_output(path: str, text: str) -> None:
+    """Write a file of the output folder atomically; a failure is one line."""
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise JobError(
+            f"[output] cannot write {path}: {exc.strerror or exc}; free space or fix the folder"
+        ) from None
 
 
 def _run_group(chunk, ds, inp, kwargs, batch_dims) -> tuple[dict[str, str], dict[str, str]]:

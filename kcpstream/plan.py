@@ -237,6 +237,11 @@ def samples_of(duration: Any, signal: Signal, window: int) -> int:
     if np.asarray(span).dtype.kind == "m":
         import pandas as pd
 
+        if _unitless(duration):  # pandas would read it as nanoseconds
+            raise InputError(
+                f"min_duration={duration!r} has no unit, and the time coordinate holds "
+                "time stamps; give a duration such as '60s' or '10min'"
+            )
         try:
             wanted = pd.Timedelta(duration)
         except (TypeError, ValueError):
@@ -257,6 +262,21 @@ def samples_of(duration: Any, signal: Signal, window: int) -> int:
     if not (math.isfinite(ratio) and ratio > 0):
         raise InputError(f"min_duration={duration!r} must be a positive duration")
     return max(1, math.ceil(ratio / window - 1e-9))
+
+
+def _unitless(duration: Any) -> bool:
+    """A number, or the text of one: a duration without a unit."""
+    if isinstance(duration, bool):
+        return False
+    if isinstance(duration, int | float | np.number):
+        return True
+    if isinstance(duration, str):
+        try:
+            float(duration)
+        except ValueError:
+            return False
+        return True
+    return False
 
 
 def limit_in_memory(jobs: list[Job]) -> None:

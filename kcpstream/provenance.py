@@ -267,6 +267,7 @@ def _list_fsspec(store: Any, prefix: str) -> dict[str, tuple] | None:
 
     fs = store.fs
     root = f"{store.path.rstrip('/')}/{prefix}".rstrip("/")
+    _forget_listings(fs, root)
     if getattr(fs, "async_impl", False):
         found = sync(fs._find(root, detail=True))
     else:
@@ -285,6 +286,34 @@ def _list_fsspec(store: Any, prefix: str) -> dict[str, tuple] | None:
     return out
 
 
+def _forget_listings(fs: Any, root: str) -> None:
+    """Drop what the file system's directory cache holds under ``root``.
+
+    fsspec file systems are cached per process, and so are their listings: an
+    s3fs instance that listed a store once answers later listings, and the
+    existence checks of later reads, from that first listing, so chunks another
+    writer appended since would be missing, read as fill values.  Each
+    identity is made from a fresh listing, which the reads then use."""
+    cache = getattr(fs, "dircache", None)
+    if cache is None:
+        return
+    try:
+        base = fs._strip_protocol(root).rstrip("/")
+    except Exception:  # pragma: no cover - a file system without the helper
+        base = root
+    for key in [k for k in list(cache) if k == base or str(k).startswith(base + "/")]:
+        cache.pop(key, None)
+    invalidate = getattr(fs, "invalidate_cache", None)
+    if invalidate is not None:
+        invalidate(base)  # and its parents' entries
+
+
+def _is_local(fs: Any) -> bool:
+    protocol = getattr(fs, "protocol", ())
+    protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
+    return "file" in protocols or "local" in protocols
+
+
 def chunk_versions(array: Any) -> tuple[set[str], dict[str, tuple] | None]:
     """The keys the store holds under ``array`` (relative to it) and, when the
     store can tell, a version of each (else None): one listing, no chunk read."""
@@ -293,6 +322,9 @@ def chunk_versions(array: Any) -> tuple[set[str], dict[str, tuple] | None]:
     kind = type(store).__name__
     if kind == "LocalStore":
         versions = _list_local(os.path.join(str(store.root), path))
+        return set(versions), versions
+    if kind == "FsspecStore" and _is_local(store.fs):  # a file:// URL: the file's own stat
+        versions = _list_local(os.path.join(store.path, path))
         return set(versions), versions
     if kind == "FsspecStore":
         versions = _list_fsspec(store, path)
@@ -596,6 +628,10 @@ def stored_as_values(array: Any) -> bool:
     if any(k in attrs for k in CF_VALUE_KEYS):
         return False
     fill = attrs.get("_FillValue", None)
+    if fill is None and "_ARRAY_DIMENSIONS" in attrs:
+        # a zarr 2 array written by xarray keeps its _FillValue as the array's
+        # fill_value, which xarray masks as it reads
+        fill = getattr(array.metadata, "fill_value", None)
     if fill is None:
         return True
     try:

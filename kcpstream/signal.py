@@ -172,11 +172,16 @@ class ReadContext:
         found = pv.find_damaged(self.stores, start, end)
         where = "a chunk under them fails to read"
         if found is not None:
-            where, exc = f"{found.label} fails to decode", found.error
+            where, exc = f"{found.label} fails to read", found.error
             start, end = found.samples or (start, end)
+        if isinstance(exc, OSError):
+            # refused, timed out, unreachable: the store's answer, not the chunk's bytes
+            fix = "check access to the store (credentials, network) and run again"
+        else:
+            fix = "the chunk is damaged: restore or rewrite it"
         return InputError(
             f"cannot read samples [{start}, {end}) of {self.description}: {where} "
-            f"({type(exc).__name__}: {exc}); the chunk is damaged: restore or rewrite it"
+            f"({type(exc).__name__}: {exc}); {fix}"
         )
 
 
@@ -473,7 +478,11 @@ def batch_signals(
     for labels, sub in parts:
         try:
             signals.append(as_signal(sub, listed=listed, **kwargs))
-        except InputError as exc:  # which series of the batch
+        except InputError as exc:
+            if pv.stored_array(sub) is None:
+                # a dask-backed series is checked with its whole store: the error
+                # (a chunk of any series) is not this series' own
+                raise
             name = ", ".join(f"{k}={v}" for k, v in labels.items())
             raise InputError(f"series {name}: {exc}") from None
     return dims, [labels for labels, _ in parts], signals

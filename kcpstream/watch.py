@@ -23,6 +23,12 @@ def parse_every(text: str) -> float:
     import pandas as pd
 
     try:
+        float(text)
+    except ValueError:
+        pass
+    else:  # a bare number: pandas would read nanoseconds
+        raise InputError(f"--every {text!r} has no unit; give one such as 300s, 5min or 1h")
+    try:
         seconds = pd.Timedelta(text).total_seconds()
     except (ValueError, TypeError):
         seconds = float("nan")

@@ -230,3 +230,82 @@ def test_a_batch_series_is_versioned_by_its_own_sensor_s_chunks(tmp_path):
         kcpstream.segment(data().sel(sensor="b"), **single)
     with pytest.raises(kcpstream.InputError, match="^series sensor=b: .* no chunk for samples"):
         kcpstream.segment(data(), **kw)
+
+
+def test_a_zarr_2_fill_value_written_by_xarray_is_missing_data_by_path(tmp_path):
+    # xarray keeps a zarr 2 array's _FillValue as its fill_value, not an
+    # attribute, and masks it as it reads: by path, too, it is no sample
+    path = tmp_path / "v2.zarr"
+    x = np.random.default_rng(0).normal(size=20_000)
+    x[5_000:6_000] = -9999.0
+    ds = xr.Dataset({"v": ("time", x)}, coords={"time": np.arange(20_000)})
+    ds.to_zarr(path, zarr_format=2, encoding={"v": {"_FillValue": -9999.0}})
+    for data in (str(path), xr.open_zarr(path)["v"]):
+        kw = {"variable": "v"} if isinstance(data, str) else {}
+        with pytest.raises(kcpstream.InputError, match="NaN or inf.* at index 5000"):
+            kcpstream.segment(data, n_bkps=1, **kw)
+
+
+def test_a_file_url_is_versioned_like_its_path(tmp_path):
+    path = tmp_path / "u.zarr"
+    z = zarr.create_array(path, shape=(200_000,), chunks=(10_000,), dtype="f4", compressors=None)
+    z[:] = _signal()[:, 0]
+    url = path.as_uri()
+    ck = tmp_path / "ck"
+    kcpstream.segment(url, checkpoint=ck, **KW)
+    chunk = path / "c" / "7"
+    before = os.stat(chunk)
+    values = np.frombuffer(chunk.read_bytes(), dtype="f4").copy()
+    with open(chunk, "r+b") as fh:
+        fh.write((values[::-1] * 4).tobytes())
+    os.utime(chunk, ns=(before.st_atime_ns, before.st_mtime_ns))
+    again = kcpstream.segment(url, checkpoint=ck, **KW)
+    assert again.diagnostics.checkpoint != "loaded"
+    _same(again, kcpstream.segment(str(path), **KW))
+
+
+def _timed_store(path, n=13_000, **coord_encoding):
+    x = np.random.default_rng(0).normal(size=n)
+    x[7_000:] += 3
+    times = pd.date_range("2024-01-01", periods=n, freq="1s")
+    ds = xr.Dataset({"v": ("time", x.astype("f4"))}, coords={"time": times})
+    encoding = {"v": {"chunks": (4_000,)}, "time": {"chunks": (4_000,), **coord_encoding}}
+    ds.to_zarr(path, encoding=encoding)
+    return times
+
+
+def test_a_time_coordinate_read_lazily_is_checked_where_it_is_read(tmp_path):
+    from click.testing import CliRunner
+
+    from kcpstream.cli import main
+
+    path = tmp_path / "t.zarr"
+    _timed_store(path)
+    lazy = xr.open_zarr(path, create_default_indexes=False)["v"]
+    # a lost chunk of the coordinate would read as the fill value, a time
+    os.remove(path / "time" / "c" / "1")
+    for data, kw in ((str(path), {"variable": "v"}), (lazy, {})):
+        with pytest.raises(kcpstream.InputError, match="'time' coordinate"):
+            kcpstream.segment(data, n_bkps=1, **kw)
+    out = CliRunner().invoke(main, ["segment", str(path), "-v", "v", "--n-bkps", "1"])
+    assert out.exit_code == 1 and "coordinate has no chunk" in out.output
+    assert "Traceback" not in out.output
+    # a damaged one is one line too, never a codec's error
+    (path / "time" / "c" / "1").write_bytes(b"\x00" * 7)
+    with pytest.raises(kcpstream.InputError, match="cannot read the 'time' coordinate"):
+        kcpstream.segment(str(path), variable="v", n_bkps=1)
+
+
+def test_a_time_coordinate_is_decoded_by_path_as_xarray_decodes_it(tmp_path):
+    # a numeric coordinate with a scale: its values, not the stored numbers
+    path = tmp_path / "s.zarr"
+    x = np.random.default_rng(0).normal(size=13_000)
+    x[7_000:] += 3
+    seconds = np.arange(13_000) * 0.5
+    ds = xr.Dataset({"v": ("time", x)}, coords={"time": seconds})
+    ds.to_zarr(path, encoding={"time": {"dtype": "int32", "scale_factor": 0.5}})
+    by_path = kcpstream.segment(str(path), variable="v", n_bkps=1, min_duration=1000)
+    by_xarray = kcpstream.segment(xr.open_zarr(path)["v"], n_bkps=1, min_duration=1000)
+    assert by_path.min_size == by_xarray.min_size == 2000
+    np.testing.assert_array_equal(by_path.changepoint_times, by_xarray.changepoint_times)
+    assert by_path.changepoint_times[0] == 3500.0

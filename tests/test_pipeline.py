@@ -531,3 +531,77 @@ def test_a_batch_shows_each_series_change_points():
     text = repr(batch)
     for labels, res in batch:
         assert f"sensor={labels['sensor']}: 1 change-points [{res.changepoints[0]}]" in text
+
+
+def test_no_output_of_an_earlier_input_outlives_a_run(tmp_path):
+    # a series that fails now, or is gone from the input, leaves no file (nor a
+    # row of the table) of what the input held before
+    _labelled_archive(tmp_path / "archive.zarr", ["a", "b", "c"])
+    assert _run(tmp_path)["done"] == 3
+    series = tmp_path / "out" / "series"
+    ds = xr.open_zarr(tmp_path / "archive.zarr")
+    broken = ds.copy(deep=True).load()
+    broken["v"][100, 0] = np.nan  # sensor a
+    broken = broken.sel(sensor=["a", "b"])  # sensor c removed
+    broken.chunk({"time": 2_000}).to_zarr(tmp_path / "archive.zarr", mode="w")
+    report = _run(tmp_path)
+    assert set(report["failed"]) == {"sensor=a"} and report["done"] == 1
+    assert sorted(p.name for p in series.iterdir()) == ["sensor=b.json"]
+    table = pd.read_csv(tmp_path / "out" / "segments.csv")
+    assert set(table["sensor"]) == {"b"}
+    # every series failing: no table at all, rather than the last run's
+    broken["v"][100, :] = np.nan
+    broken.chunk({"time": 2_000}).to_zarr(tmp_path / "archive.zarr", mode="w")
+    assert _run(tmp_path)["done"] == 0
+    assert not list(series.iterdir()) and not (tmp_path / "out" / "segments.csv").exists()
+
+
+@pytest.mark.parametrize("text", ["[]", "3", '{"series": null}', '{"series": []}'])
+def test_a_manifest_of_another_shape_is_a_damaged_one(tmp_path, text):
+    _labelled_archive(tmp_path / "archive.zarr", ["a", "b"])
+    _run(tmp_path)
+    (tmp_path / "out" / "manifest.json").write_text(text)
+    assert _run(tmp_path)["done"] == 2
+
+
+@pytest.mark.parametrize(
+    ("selection", "cluster", "match"),
+    [
+        ('min_duration = "abc"', "", "is not a positive duration"),
+        ('min_duration = "-5min"', "", "is not a positive duration"),
+        ("min_duration = 600", "", "has no unit"),
+        ("", '[cluster]\nscheduler = "nowhere"', "cannot connect"),
+    ],
+)
+def test_what_fails_every_series_writes_no_output(tmp_path, selection, cluster, match):
+    from kcpstream.pipeline import JobError, run_job
+
+    _archive(tmp_path / "archive.zarr")
+    job = _job(tmp_path, extra=cluster)
+    job.write_text(job.read_text().replace("n_bkps = 3\n", f"n_bkps = 3\n{selection}\n"))
+    with pytest.raises((JobError, kcpstream.InputError), match=match):
+        run_job(job)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_time_dimension_the_input_lacks_is_one_error(tmp_path):
+    from kcpstream.pipeline import JobError, run_job
+
+    _archive(tmp_path / "archive.zarr")
+    job = _job(tmp_path)
+    dims = 'batch_dims = ["sensor"]'
+    text = job.read_text().replace(dims, f'{dims}\ndim = "tim"')
+    job.write_text(text)
+    with pytest.raises(JobError, match="dim = 'tim' is not a dimension"):
+        run_job(job)
+    assert not (tmp_path / "out").exists()
+
+
+def test_outputs_inside_the_input_store_are_refused(tmp_path):
+    from kcpstream.pipeline import JobError, run_job
+
+    _archive(tmp_path / "archive.zarr")
+    job = _job(tmp_path, output="archive.zarr/out")
+    with pytest.raises(JobError, match="lies inside the input store"):
+        run_job(job)
+    assert not (tmp_path / "archive.zarr" / "out").exists()

@@ -135,6 +135,27 @@ def test_an_append_to_an_s3_store_keeps_the_fit_and_reads_the_new_objects(bucket
     assert_same_segmentation(grown, kcpstream.segment(np.asarray(z[:])))
 
 
+def test_an_append_by_another_writer_is_read_in_the_same_process(bucket, tmp_path):
+    # s3fs keeps a listing per file system, and one per process: an append made
+    # by another client after a first call was missing from that listing, and
+    # the new objects were read as fill values (and so checkpointed)
+    name, opts = bucket
+    url = f"s3://{name}/x.zarr"
+    x = _signal()
+    _put(url, opts, x)
+    ck = tmp_path / "ck"
+    kcpstream.segment(url, storage_options=opts, n_bkps=2, checkpoint=ck)
+    other = s3fs.S3FileSystem(skip_instance_cache=True, asynchronous=True, **opts)
+    writer = zarr.open_array(zarr.storage.FsspecStore(other, path=f"{name}/x.zarr"), mode="r+")
+    extra = np.random.default_rng(5).normal(0, 1, 20_000).astype(np.float32)
+    writer.resize((N + 20_000,))
+    writer[N:] = extra
+    grown = np.concatenate([x, extra])
+    for checkpoint in (ck, None):
+        got = kcpstream.segment(url, storage_options=opts, n_bkps=2, checkpoint=checkpoint)
+        assert_same_segmentation(got, kcpstream.segment(grown, n_bkps=2))
+
+
 def test_an_object_missing_from_the_bucket_is_an_error(bucket):
     name, opts = bucket
     url = f"s3://{name}/x.zarr"
@@ -212,7 +233,9 @@ class _FlakyProxy:
     does under load) to the first request for each chunk object, and forwards
     everything else: transient server errors, on the wire."""
 
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str, refuse: bool = False):
+        """``refuse``: every chunk request is answered 403 (Access Denied), not
+        only the first 503."""
         import http.client
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -232,12 +255,15 @@ class _FlakyProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path.split("?")[0]
                 with lock:
-                    fail = self.command == "GET" and "/c/" in path and path not in seen
+                    chunk = self.command == "GET" and "/c/" in path
+                    fail = chunk and (refuse or path not in seen)
                     seen.add(path)
                 if fail:
                     outer.failed.append(path)
-                    payload = b"<Error><Code>SlowDown</Code><Message>Slow Down</Message></Error>"
-                    self.send_response(503)
+                    code, status = ("AccessDenied", 403) if refuse else ("SlowDown", 503)
+                    payload = f"<Error><Code>{code}</Code><Message>{code}</Message></Error>"
+                    payload = payload.encode()
+                    self.send_response(status)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
@@ -280,3 +306,18 @@ def test_transient_server_errors_are_retried(bucket):
         proxy.close()
     assert len(proxy.failed) >= N // CHUNK  # every chunk object failed once
     assert_same_segmentation(got, kcpstream.segment(x))
+
+
+def test_refused_chunk_reads_are_an_access_error_not_damage(bucket):
+    # an expired token or a policy on the chunks' prefix: the listing and the
+    # metadata read, the chunks refused; nothing to restore in the store
+    name, opts = bucket
+    url = f"s3://{name}/x.zarr"
+    _put(url, opts, _signal())
+    proxy = _FlakyProxy(opts["endpoint_url"], refuse=True)
+    try:
+        with pytest.raises(InputError, match="PermissionError.*check access to the store") as got:
+            kcpstream.segment(url, storage_options={**opts, "endpoint_url": proxy.url})
+    finally:
+        proxy.close()
+    assert "damaged" not in str(got.value) and len(str(got.value).splitlines()) == 1

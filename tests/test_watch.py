@@ -85,6 +85,13 @@ def test_an_interval_that_is_not_a_duration_is_refused(text):
     assert parse_every("5min") == 300.0 and parse_every("0s") == 0.0
 
 
+@pytest.mark.parametrize("text", ["300", "1.5"])
+def test_an_interval_without_a_unit_is_refused(text):
+    # pandas reads a bare number as nanoseconds: runs back to back
+    with pytest.raises(InputError, match="has no unit"):
+        parse_every(text)
+
+
 def test_watch_runs_a_job_and_skips_what_did_not_change(tmp_path):
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path)

@@ -292,6 +292,9 @@ def test_min_duration_becomes_samples_at_the_sampling_interval():
         ("timed", {"min_duration": "soon"}, "is not a duration"),
         ("timed", {"min_duration": "10min", "min_size": 3}, "not both"),
         ("numeric", {"min_duration": "1h"}, "give the duration as a number"),
+        # a number on time stamps would be read as nanoseconds
+        ("timed", {"min_duration": 60}, "has no unit"),
+        ("timed", {"min_duration": "60"}, "has no unit"),
     ],
 )
 def test_min_duration_errors(data, kwargs, match):
