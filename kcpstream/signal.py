@@ -174,7 +174,12 @@ class ReadContext:
         if found is not None:
             where, exc = f"{found.label} fails to read", found.error
             start, end = found.samples or (start, end)
-        if isinstance(exc, OSError):
+        if isinstance(exc, pv.ChunkAbsent):
+            fix = (
+                "it was removed after the store was listed (while it was read): run "
+                "again once the store is complete"
+            )
+        elif isinstance(exc, OSError):
             # refused, timed out, unreachable: the store's answer, not the chunk's bytes
             fix = "check access to the store (credentials, network) and run again"
         else:
@@ -428,7 +433,7 @@ def as_signal(
         )
     if _is_pandas(data):  # its index is the time axis: go through xarray
         data = _pandas_as_xarray(data)
-    read = _read_input(data, variable, variables, dim, chunks, storage_options)
+    read = _read_input(data, variable, variables, dim, chunks, storage_options, missing)
     x = _time_first(read, dim)
     if x.dtype == np.float16:  # the kernels compute in float32 or float64
         x = x.astype(np.float32)
@@ -504,18 +509,18 @@ class _Input:
     stored_chunk: int = 0  # a zarr store's chunk length along time
 
 
-def _read_input(data, variable, variables, dim, chunks, storage_options) -> _Input:
+def _read_input(data, variable, variables, dim, chunks, storage_options, missing="error") -> _Input:
     """Any supported input as a dask array and what it is read from."""
     if isinstance(data, str | os.PathLike):
         opened = open_zarr(data, variable, storage_options)
         if opened[2] is None or pv.stored_as_values(opened[0]):
-            return _from_path(data, variable, dim, *opened)
+            return _from_path(data, variable, dim, *opened, missing=missing)
         # CF-encoded values (a scale, a fill value to mask): xarray decodes them
         data = open_decoded(os.fspath(data), opened[0].basename, storage_options)
     if _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
-        return _stored(data, description, source)
+        return _stored(data, description, source, missing)
     if isinstance(data, da.Array):
         stores, arrays = pv.graph_sources(data)
         store_array = _direct(array_source(data), "dask array")
@@ -528,9 +533,11 @@ def _read_input(data, variable, variables, dim, chunks, storage_options) -> _Inp
     return _from_numpy(np.asarray(data), chunks)
 
 
-def _stored(arr, description: str, source: dict) -> _Input:
-    """A zarr array read directly, chunk runs sliced from it."""
-    store_array = CheckedArray(arr, description)
+def _stored(arr, description: str, source: dict, missing: str = "error") -> _Input:
+    """A zarr array read directly, chunk runs sliced from it (an absent chunk
+    an error at read time too, unless ``missing == "fill"``)."""
+    reader = pv.strict_reader(arr) if missing != "fill" else arr
+    store_array = CheckedArray(reader, description)
     rows = int(arr.shape[0]) if arr.ndim else 0
     return _Input(
         _from_zarr(store_array), description, source, store_array,
@@ -539,12 +546,12 @@ def _stored(arr, description: str, source: dict) -> _Input:
     )  # fmt: skip
 
 
-def _from_path(data, variable, dim, arr, description: str, group) -> _Input:
+def _from_path(data, variable, dim, arr, description: str, group, missing: str = "error") -> _Input:
     """A zarr store opened by path or URL: its array, and its group's time coordinate."""
     from .labeled import stored_time_axis
 
     source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
-    read = _stored(arr, description, source)
+    read = _stored(arr, description, source, missing)
     read.time = stored_time_axis(group, arr, dim)
     return read
 

@@ -309,3 +309,28 @@ def test_a_time_coordinate_is_decoded_by_path_as_xarray_decodes_it(tmp_path):
     assert by_path.min_size == by_xarray.min_size == 2000
     np.testing.assert_array_equal(by_path.changepoint_times, by_xarray.changepoint_times)
     assert by_path.changepoint_times[0] == 3500.0
+
+
+def test_a_chunk_removed_after_the_listing_is_an_error_not_fill_values(tmp_path, monkeypatch):
+    # a chunk deleted (or deleted to be written again) by another process
+    # between the store's listing and its read: zarr reads it as fill values
+    from kcpstream import provenance, signal
+
+    path = tmp_path / "r.zarr"
+    z = zarr.create_array(path, shape=(60_000,), chunks=(5_000,), dtype="f4")
+    z[:] = _signal(60_000)[:, 0]
+    listed = provenance.open_origin
+
+    def list_then_remove(*args, **kwargs):
+        origin = listed(*args, **kwargs)  # every chunk present
+        (path / "c" / "3").unlink(missing_ok=True)
+        return origin
+
+    monkeypatch.setattr(signal.pv, "open_origin", list_then_remove)
+    ck = tmp_path / "ck"
+    with pytest.raises(kcpstream.InputError, match=r"c/3 .*removed after the store was listed"):
+        kcpstream.segment(str(path), checkpoint=ck, **KW)
+    assert not ck.exists() or not [p for p in ck.iterdir() if not p.name.startswith(".")]
+    # what missing="fill" asks for: the fill value
+    res = kcpstream.segment(str(path), missing="fill", **KW)
+    assert res.n_samples == 60_000
