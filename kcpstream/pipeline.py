@@ -62,7 +62,18 @@ def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
     fmap: Any = "auto"  # the library's default for the series' channels
     if name != "auto" or feats:
         try:
-            fmap = get_feature_map_class(name)(**feats)
+            cls = get_feature_map_class(name)
+        except (TypeError, ValueError) as exc:
+            raise JobError(f"[features]: {str(exc).strip().splitlines()[0]}") from None
+        known = list(getattr(cls, "_param_names", ()) or ())
+        unknown = [k for k in feats if known and k not in known]
+        if unknown:
+            raise JobError(
+                f"[features] map = {name!r} takes no {unknown[0]!r}; its parameters are "
+                f"{', '.join(known)}"
+            )
+        try:
+            fmap = cls(**feats)
         except (TypeError, ValueError) as exc:
             raise JobError(f"[features]: {str(exc).strip().splitlines()[0]}") from None
     sel = dict(job.get("selection", {}))

@@ -22,6 +22,18 @@ from .provenance import stored_as_values
 __all__ = ["open_zarr", "open_decoded", "open_store", "open_dataset", "first_line"]
 
 
+def _check_options(path: str, storage_options: dict | None) -> bool:
+    """Whether ``path`` is the URL of an object store; storage options for a
+    local path are an error."""
+    remote = "://" in path and not path.startswith("file://")
+    if not remote and storage_options:
+        raise InputError(
+            f"storage_options apply to URLs of object stores (s3://, gs://, ...), not to the "
+            f"local path {path!r}; omit storage_options"
+        )
+    return remote
+
+
 def open_zarr(
     path: str | os.PathLike, variable: str | None, storage_options: dict | None = None
 ) -> tuple[Any, str, Any]:
@@ -30,12 +42,7 @@ def open_zarr(
     import zarr
 
     path_str = os.fspath(path)
-    remote = "://" in path_str and not path_str.startswith("file://")
-    if not remote and storage_options:
-        raise InputError(
-            f"storage_options apply to URLs of object stores (s3://, gs://, ...), not to the "
-            f"local path {path_str!r}; omit storage_options"
-        )
+    remote = _check_options(path_str, storage_options)
     _check_exists(path_str)
     try:
         kwargs = {"storage_options": storage_options} if remote and storage_options else {}
@@ -107,6 +114,7 @@ def open_store(
     is segmented by path as plain zarr arrays."""
     import zarr
 
+    _check_options(path, storage_options)
     _check_exists(path)
     with warnings.catch_warnings():  # zarr's notes on consolidated metadata
         warnings.simplefilter("ignore")

@@ -605,3 +605,15 @@ def test_outputs_inside_the_input_store_are_refused(tmp_path):
     with pytest.raises(JobError, match="lies inside the input store"):
         run_job(job)
     assert not (tmp_path / "archive.zarr" / "out").exists()
+
+
+def test_a_parameter_the_feature_map_lacks_is_named_with_those_it_takes(tmp_path):
+    from kcpstream.pipeline import JobError, run_job
+
+    _archive(tmp_path / "archive.zarr")
+    job = _job(tmp_path)
+    text = job.read_text().replace('map = "rff"', 'map = "quadrature"\nkernel = "laplacian"')
+    job.write_text(text)
+    with pytest.raises(JobError, match="'quadrature' takes no 'kernel'; its parameters are n_"):
+        run_job(job)
+    assert not (tmp_path / "out").exists()
