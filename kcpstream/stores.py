@@ -92,7 +92,10 @@ def open_decoded(path: str, name: str, storage_options: dict | None) -> Any:
 def first_line(exc: BaseException) -> str:
     """An exception in one line: its type when the text says nothing useful
     (a missing bucket is a bare ``FileNotFoundError('bucket/x.zarr')``)."""
-    text = (str(exc).strip().splitlines() or [""])[0]
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
+    text = lines[0]
+    if text.endswith(":") and len(lines) > 1:  # "Parameter validation failed:" and why
+        text = f"{text} {lines[1]}"
     name = type(exc).__name__
     return f"{name}: {text}" if text else name
 

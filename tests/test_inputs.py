@@ -469,3 +469,14 @@ def test_resizing_a_cache_drops_what_no_longer_fits_lowest_score_first():
     cache.resize(0)
     assert cache.nbytes == cache.chunk_bytes == cache.oversized_bytes == 0
     assert cache.get(0, 10) is None and cache.get(1000, 1010) is None
+
+
+def test_an_error_whose_first_line_announces_the_next_keeps_both():
+    # botocore: "Parameter validation failed:" and, on the next line, what failed
+    from kcpstream.stores import first_line
+
+    exc = ValueError('Parameter validation failed:\nInvalid bucket name "a_b!": must match')
+    assert first_line(exc) == (
+        'ValueError: Parameter validation failed: Invalid bucket name "a_b!": must match'
+    )
+    assert first_line(FileNotFoundError("bucket/x.zarr")) == "FileNotFoundError: bucket/x.zarr"
