@@ -423,11 +423,28 @@ def strict_reader(array: Any) -> Any:
     read).  The array itself is returned when it cannot be wrapped."""
     try:
         from zarr.core.array import Array, AsyncArray
-        from zarr.storage import StorePath, WrapperStore
-    except ImportError:  # pragma: no cover - zarr's layout before 3.1
+        from zarr.storage import StorePath
+
+        inner = array._async_array
+        wrapped = StorePath(_strict_store_class()(array.store), array.path)
+        return Array(AsyncArray(inner.metadata, wrapped, inner.config))
+    except Exception:  # another zarr's internals: reads as zarr does
         return array
 
+
+_STRICT: list = []
+
+
+def _strict_store_class() -> type:
+    """The store wrapper of :func:`strict_reader` (made once, on first use: zarr
+    is imported lazily), registered at module level so that it pickles."""
+    if _STRICT:
+        return _STRICT[0]
+    from zarr.storage import WrapperStore
+
     class StrictStore(WrapperStore):
+        """A store whose absent chunk is :class:`ChunkAbsent`."""
+
         @property
         def root(self):  # (for messages: StoredArray.where)
             return getattr(self._store, "root", None)
@@ -450,12 +467,17 @@ def strict_reader(array: Any) -> Any:
                     raise ChunkAbsent(f"{key} is absent from the store")
             return got
 
-    try:
-        inner = array._async_array
-        wrapped = StorePath(StrictStore(array.store), array.path)
-        return Array(AsyncArray(inner.metadata, wrapped, inner.config))
-    except Exception:  # another zarr's internals: reads as zarr does
-        return array
+    StrictStore.__qualname__ = "StrictStore"
+    _STRICT.append(StrictStore)
+    return StrictStore
+
+
+def __getattr__(name: str) -> Any:
+    # ``kcpstream.provenance.StrictStore`` is how a pickled reader names its
+    # store's class: a process that unpickles one (a dask worker) makes it here
+    if name == "StrictStore":
+        return _strict_store_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_complete(stored: StoredArray, present: set[str], description: str) -> None:
