@@ -47,7 +47,7 @@ class LazyCoord:
         self.n = int(n)
         self.name = name
         self._stored = stored  # the zarr array it is read from, when known
-        self._present: set[str] | None = None
+        self._missing: list[tuple[int, int]] | None = None  # runs of absent chunks
 
     def __len__(self) -> int:
         return self.n
@@ -79,15 +79,13 @@ class LazyCoord:
         """A position in a chunk the store lacks would read as the fill value."""
         if self._stored is None:
             return
-        from .provenance import _grid, chunk_versions
+        from . import provenance as pv
 
-        array = self._stored
-        if self._present is None:
-            self._present = chunk_versions(array)[0]
-        step = _grid(array)[0][0]
-        for i in np.unique(positions // step):
-            if array.metadata.encode_chunk_key((int(i),)) not in self._present:
-                a, b = int(i) * step, min((int(i) + 1) * step, self.n)
+        if self._missing is None:  # one listing
+            stored = pv.StoredArray(self._stored, 0, (0, self.n))
+            self._missing = pv.missing_rows(stored, pv.chunk_versions(self._stored)[0])
+        for a, b in self._missing:
+            if ((positions >= a) & (positions < b)).any():
                 raise _error(
                     f"the {self.name!r} coordinate has no chunk for positions [{a}, {b}) "
                     "(zarr would read the fill value as a time); restore the chunk"

@@ -246,7 +246,7 @@ def _check_selection(job: dict[str, Any], ds) -> None:
     """What would fail every series, as one error before anything is written:
     a time dimension the input lacks, a ``min_duration`` that is no duration
     (or a number of no unit on time stamps)."""
-    import pandas as pd
+    from .plan import unitless
 
     dim = job["input"].get("dim")
     if dim is not None and dim not in ds.dims:
@@ -261,7 +261,7 @@ def _check_selection(job: dict[str, Any], ds) -> None:
     stamps = time_dim in ds.coords and ds[time_dim].dtype.kind in "mM"
     if isinstance(duration, str):
         try:
-            wanted = None if _is_number(duration) else pd.Timedelta(duration)
+            wanted = None if unitless(duration) else pd.Timedelta(duration)
         except ValueError:
             wanted = None
         if wanted is None or pd.isna(wanted) or wanted <= pd.Timedelta(0):
@@ -274,14 +274,6 @@ def _check_selection(job: dict[str, Any], ds) -> None:
             f"[selection] min_duration = {duration!r} has no unit, and the {time_dim!r} "
             "coordinate holds time stamps; give a duration such as '60s' or '10min'"
         )
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _check_outside_input(store: str, out: dict[str, Any]) -> None:

@@ -237,7 +237,7 @@ def samples_of(duration: Any, signal: Signal, window: int) -> int:
     if np.asarray(span).dtype.kind == "m":
         import pandas as pd
 
-        if _unitless(duration):  # pandas would read it as nanoseconds
+        if unitless(duration):  # pandas would read it as nanoseconds
             raise InputError(
                 f"min_duration={duration!r} has no unit, and the time coordinate holds "
                 "time stamps; give a duration such as '60s' or '10min'"
@@ -264,8 +264,9 @@ def samples_of(duration: Any, signal: Signal, window: int) -> int:
     return max(1, math.ceil(ratio / window - 1e-9))
 
 
-def _unitless(duration: Any) -> bool:
-    """A number, or the text of one: a duration without a unit."""
+def unitless(duration: Any) -> bool:
+    """A number, or the text of one: a duration without a unit (which pandas
+    would read as nanoseconds)."""
     if isinstance(duration, bool):
         return False
     if isinstance(duration, int | float | np.number):

@@ -20,6 +20,7 @@ cannot be followed (a dask array computed from other arrays) has no identity.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -131,8 +132,6 @@ def _unwrap(obj: Any, strict: bool = True) -> tuple[Any, Any, str]:
 def _describe(func: Any) -> str | None:
     """A stable text of an elementwise decoding function (a ``functools.partial``
     of a module-level function and plain values), or None."""
-    import functools
-
     if not isinstance(func, functools.partial):
         return None
     inner = func.func
@@ -432,14 +431,10 @@ def strict_reader(array: Any) -> Any:
         return array
 
 
-_STRICT: list = []
-
-
+@functools.cache
 def _strict_store_class() -> type:
     """The store wrapper of :func:`strict_reader` (made once, on first use: zarr
-    is imported lazily), registered at module level so that it pickles."""
-    if _STRICT:
-        return _STRICT[0]
+    is imported lazily), named at module level (``__getattr__``) so it pickles."""
     from zarr.storage import WrapperStore
 
     class StrictStore(WrapperStore):
@@ -468,7 +463,6 @@ def _strict_store_class() -> type:
             return got
 
     StrictStore.__qualname__ = "StrictStore"
-    _STRICT.append(StrictStore)
     return StrictStore
 
 

@@ -22,11 +22,9 @@ def parse_every(text: str) -> float:
     """Seconds in an interval such as ``"5min"``, ``"1h"``, ``"30s"`` or ``"0s"``."""
     import pandas as pd
 
-    try:
-        float(text)
-    except ValueError:
-        pass
-    else:  # a bare number: pandas would read nanoseconds
+    from .plan import unitless
+
+    if unitless(text):
         raise InputError(f"--every {text!r} has no unit; give one such as 300s, 5min or 1h")
     try:
         seconds = pd.Timedelta(text).total_seconds()
