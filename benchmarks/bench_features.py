@@ -41,7 +41,7 @@ from kcpstream.features import (
     QuadratureFF,
     SketchedNystrom,
 )
-from kcpstream.passes import chunk_block_stats
+from kcpstream.passes.data import chunk_block_stats
 
 MAPS = {
     "rff": lambda p, s: RFF(p, seed=s),

@@ -28,7 +28,7 @@ import kcpstream
 from kcpstream import datasets
 from kcpstream._kernels.dense import dense_binseg, sample_prefix_sums
 from kcpstream.features.bandwidth import median_distance
-from kcpstream.signal import as_signal
+from kcpstream.inputs.signal import as_signal
 
 
 def _ms(fn, repeat: int) -> float:

@@ -43,7 +43,7 @@ from scipy.optimize import linprog
 import kcpstream
 from kcpstream import datasets
 from kcpstream.features.bandwidth import median_distance
-from kcpstream.select import log_binomial_shape, slope_heuristic
+from kcpstream.selection.rules import log_binomial_shape, slope_heuristic
 
 ALPHAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
 #: Grid of shared constants (on costs relative to C(1)) for the "shared constants" bound.

@@ -1,6 +1,6 @@
 """Small signals: the in-memory search against the block-grid search, in one run.
 
-A series with ``n * p <= kcpstream.plan.DENSE_MAX_VALUES`` is read whole,
+A series with ``n * p <= kcpstream.engine.plan.DENSE_MAX_VALUES`` is read whole,
 featurized once, and binary segmentation runs over the exact prefix sum of
 every position in one compiled loop.  Larger series use the block grid
 (statistics of blocks of 64 or more samples, pruned exact scans, refinement
@@ -31,7 +31,7 @@ import numpy as np
 from _report import machine, report
 
 import kcpstream
-import kcpstream.plan
+import kcpstream.engine.plan
 from kcpstream import datasets
 
 SIZES = (1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000)
@@ -62,18 +62,18 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--markdown", default=None)
     args = ap.parse_args()
-    threshold = kcpstream.plan.DENSE_MAX_VALUES
+    threshold = kcpstream.engine.plan.DENSE_MAX_VALUES
     rows = []
     for kind in ("scenario1", "multivariate8"):
         for n in args.sizes:
             x = signal(kind, n)
             for rule, kw in (("n_bkps=20", {"n_bkps": 20}), ("auto", {})):
                 t_grid, grid = timed(x, args.repeat, block_size=64, **kw)
-                kcpstream.plan.DENSE_MAX_VALUES = 2**62  # in memory at every n
+                kcpstream.engine.plan.DENSE_MAX_VALUES = 2**62  # in memory at every n
                 try:
                     t_mem, mem = timed(x, args.repeat, **kw)
                 finally:
-                    kcpstream.plan.DENSE_MAX_VALUES = threshold
+                    kcpstream.engine.plan.DENSE_MAX_VALUES = threshold
                 assert mem.diagnostics.in_memory and not grid.diagnostics.in_memory
                 assert np.array_equal(mem.changepoints, grid.changepoints), (kind, n, rule)
                 p = mem.features.n_features_out_

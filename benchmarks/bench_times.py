@@ -69,7 +69,7 @@ def _cli(store: str) -> dict:
     whole process, the peak RSS the command's own process reports."""
     script = PEAK_RSS_CODE + (
         "import contextlib, io, json, sys\n"
-        "from kcpstream.cli import main\n"
+        "from kcpstream.jobs.cli import main\n"
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
         f"    main(['segment', {store!r}, '--json'], standalone_mode=False)\n"

@@ -17,7 +17,7 @@ class KcpAccessor:
 
     def segment(self, **kwargs: Any):
         """Segment this object; see :func:`kcpstream.segment` for the parameters."""
-        from .api import segment
+        from kcpstream.api import segment
 
         return segment(self._obj, **kwargs)
 

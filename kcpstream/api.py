@@ -7,16 +7,16 @@ import os
 import time
 from typing import Any
 
-from . import checkpoint
-from .engine import prepare, run
-from .errors import InputError
-from .features import FeatureMap
-from .features.base import DEFAULT_TILE
-from .plan import settings_of
-from .progress import lines_on_stderr
-from .result import BatchSegmentation, Segmentation
-from .signal import as_signal, batch_signals
-from .significance import DEFAULT_ALPHA
+from kcpstream.engine.plan import settings_of
+from kcpstream.engine.run import prepare, run
+from kcpstream.errors import InputError
+from kcpstream.features import FeatureMap
+from kcpstream.features.base import DEFAULT_TILE
+from kcpstream.inputs.signal import as_signal, batch_signals
+from kcpstream.persist import checkpoint
+from kcpstream.progress import lines_on_stderr
+from kcpstream.result import BatchSegmentation, Segmentation
+from kcpstream.selection.significance import DEFAULT_ALPHA
 
 __all__ = ["segment"]
 
@@ -77,7 +77,7 @@ def segment(
     pen : float, "auto" or "slope", default "auto"
         How the number is chosen without ``n_bkps``.  ``"auto"``: each split
         is tested against the features' long-run covariance (serial
-        dependence is noise, not change; :mod:`kcpstream.significance`) at
+        dependence is noise, not change; :mod:`kcpstream.selection.significance`) at
         level ``alpha``, with a p-value per change-point (``pvalues``).
         ``"slope"``: Arlot, Celisse & Harchaoui's penalty calibrated by the
         slope heuristic (independent samples).  A number: a penalty per

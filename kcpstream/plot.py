@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .plotdata import envelope, segment_gains
+from kcpstream.plotdata import envelope, segment_gains
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .result import Segmentation
+    from kcpstream.result import Segmentation
 
 __all__ = ["plot_segmentation", "plot_path", "plot_gain"]
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._graph import TaskBatch
-from ._kernels.blockstats import split_gain
-from .passes import pass_runs
-from .signal import as_signal
+from kcpstream._kernels.blockstats import split_gain
+from kcpstream.inputs.signal import as_signal
+from kcpstream.passes.data import pass_runs
+from kcpstream.tasks.graph import TaskBatch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .result import Segmentation
+    from kcpstream.result import Segmentation
 
 __all__ = ["envelope", "segment_gains"]
 

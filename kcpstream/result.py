@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from .features import FeatureMap
-from .labeled import decode_times, encode_times
-from .select import Selection
+from kcpstream.features import FeatureMap
+from kcpstream.inputs.labeled import decode_times, encode_times
+from kcpstream.selection.rules import Selection
 
 __all__ = ["Segmentation", "BatchSegmentation", "Diagnostics"]
 
@@ -60,8 +60,8 @@ class Diagnostics:
         checkpoint was loaded or the series was searched in memory).
     in_memory : bool
         The series was small enough (``n * p`` at most
-        :data:`kcpstream.plan.DENSE_MAX_VALUES`, no ``block_size`` given; in a
-        batch, within :data:`kcpstream.plan.DENSE_BATCH_BYTES` of prefix sums
+        :data:`kcpstream.engine.plan.DENSE_MAX_VALUES`, no ``block_size`` given; in a
+        batch, within :data:`kcpstream.engine.plan.DENSE_BATCH_BYTES` of prefix sums
         for all such series) to be read whole, featurized once and searched
         with the exact prefix sum of every position (``block_size`` 1, no
         refinement read, no dask graph after the read), or its checkpoint
@@ -139,7 +139,7 @@ class Segmentation:
     pvalues : numpy.ndarray of float64
         How sure each change-point is: the p-value of its split between its
         two neighbours under the dependence-aware test of
-        :mod:`kcpstream.significance` (the chance of so large a gain in a
+        :mod:`kcpstream.selection.significance` (the chance of so large a gain in a
         stretch without change, with serial dependence accounted for; small
         is sure).  ``pen="auto"`` keeps only change-points with
         ``p <= alpha``, so thresholding these values needs no new run.  NaN where the noise
@@ -204,19 +204,19 @@ class Segmentation:
         one dask pass.  ``true_changepoints`` are drawn dashed.  Needs
         matplotlib (``pip install 'kcpstream[plot]'``).  Returns the axes.
         """
-        from .plot import plot_segmentation
+        from kcpstream.plot import plot_segmentation
 
         return plot_segmentation(self, data, true_changepoints=true_changepoints, ax=ax, **kwargs)
 
     def plot_path(self, *, ax: Any = None):
         """Draw the cost path against the number of segments, and the chosen one."""
-        from .plot import plot_path
+        from kcpstream.plot import plot_path
 
         return plot_path(self, ax=ax)
 
     def plot_gain(self, data: Any, segment: int = 0, *, ax: Any = None, **kwargs: Any):
         """Draw the gain of splitting one segment of the result at each position."""
-        from .plot import plot_gain
+        from kcpstream.plot import plot_gain
 
         return plot_gain(self, data, segment, ax=ax, **kwargs)
 

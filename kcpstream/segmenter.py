@@ -15,16 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from .cache import release_worker_caches
-from .engine import prepare, reselect, run, statistics
-from .errors import NotFittedError
-from .features import FeatureMap
-from .features.base import DEFAULT_TILE
-from .plan import Job, Settings, settings_of
-from .progress import lines_on_stderr
-from .result import Segmentation
-from .signal import as_signal
-from .significance import DEFAULT_ALPHA
+from kcpstream.engine.plan import Job, Settings, settings_of
+from kcpstream.engine.run import prepare, reselect, run, statistics
+from kcpstream.errors import NotFittedError
+from kcpstream.features import FeatureMap
+from kcpstream.features.base import DEFAULT_TILE
+from kcpstream.inputs.signal import as_signal
+from kcpstream.passes.cache import release_worker_caches
+from kcpstream.progress import lines_on_stderr
+from kcpstream.result import Segmentation
+from kcpstream.selection.significance import DEFAULT_ALPHA
 
 __all__ = ["Segmenter"]
 

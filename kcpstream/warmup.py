@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba.core import event
 
-from .api import segment
+from kcpstream.api import segment
 
 __all__ = ["WarmUp", "warm_up"]
 

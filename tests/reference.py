@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from kcpstream._kernels.blockstats import split_gain
-from kcpstream.plan import DEFAULT_D_MAX
+from kcpstream.engine.plan import DEFAULT_D_MAX
 
 
 @njit

@@ -9,7 +9,8 @@ import pytest
 import zarr
 
 import kcpstream
-from kcpstream import checkpoint, datasets
+from kcpstream import datasets
+from kcpstream.persist import checkpoint
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import dask
 import pytest
 from distributed import get_client
 
-from kcpstream.scheduling import scheduler_context
+from kcpstream.jobs.scheduling import scheduler_context
 
 
 def _kcpstream():

@@ -116,7 +116,7 @@ def test_dp_gains_are_local_merge_costs():
 def test_dp_kernels_equal_the_pairwise_reference(seed, m, p, min_size, d_max, magnitude):
     # the vectorised values (float prefix when exact, int64 above 2**53) and the
     # DP without inadmissibility tests give the reference's tables bit for bit
-    from kcpstream.dynp import _EXACT_FLOAT, _dp, _segment_values
+    from kcpstream.search.dynp import _EXACT_FLOAT, _dp, _segment_values
 
     from .reference import dp_reference, segment_values_reference
 

@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream import RFF, InputError, Linear, NotEnoughSplitsError, Nystrom
-from kcpstream.features import ORF, BrownianThreshold, MaternRFF, QuadratureFF, SketchedNystrom
+from kcpstream.features import (
+    ORF,
+    BrownianThreshold,
+    MaternRFF,
+    QuadratureFF,
+    SketchedNystrom,
+)
 
 from .reference import (
     best_among_candidates,

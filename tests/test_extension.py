@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 import kcpstream
-from kcpstream.features import FEATURE_MAPS, FeatureMap, make_feature_map, register_feature_map
+from kcpstream.features import (
+    FEATURE_MAPS,
+    FeatureMap,
+    make_feature_map,
+    register_feature_map,
+)
 from kcpstream.features.base import as_sample, exponent_for_amplitude
 
 

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kcpstream
-from kcpstream import checkpoint
-from kcpstream.cli import main
-from kcpstream.signal import InputError, as_signal
+from kcpstream.inputs.signal import InputError, as_signal
+from kcpstream.jobs.cli import main
+from kcpstream.persist import checkpoint
 
 from .helpers import assert_same_segmentation
 
@@ -458,7 +458,7 @@ def test_a_worker_dying_while_the_cluster_starts_is_retried_once(tmp_path, death
 
 def test_a_scheduler_address_that_does_not_answer_is_an_error_in_time():
     pytest.importorskip("distributed")
-    from kcpstream.scheduling import scheduler_context
+    from kcpstream.jobs.scheduling import scheduler_context
 
     with pytest.raises(
         InputError, match="cannot connect to the dask scheduler at tcp://127.0.0.1:9"
@@ -469,7 +469,7 @@ def test_a_scheduler_address_that_does_not_answer_is_an_error_in_time():
 
 def test_a_worker_stuck_while_the_cluster_starts_is_an_error_in_time(tmp_path):
     dask = pytest.importorskip("dask")
-    from kcpstream.scheduling import scheduler_context
+    from kcpstream.jobs.scheduling import scheduler_context
 
     (tmp_path / "stuck.py").write_text("import time\ntime.sleep(10**6)\n")
     with dask.config.set({"distributed.worker.preload": [str(tmp_path / "stuck.py")]}):
@@ -583,7 +583,7 @@ def _fsync_spy(monkeypatch) -> list[str]:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names open files through /proc")
 def test_results_and_checkpoints_reach_the_disk_before_they_are_published(tmp_path, monkeypatch):
-    from kcpstream._io import write_atomic
+    from kcpstream.persist.files import write_atomic
 
     synced = _fsync_spy(monkeypatch)
     write_atomic(tmp_path / "r.json", "{}")

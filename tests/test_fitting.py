@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kcpstream.autofeatures import stretch_windows
-from kcpstream.fitting import FitRecord, fit_reads, still_fits
-from kcpstream.signal import EPOCH_MIN, fit_windows
-from kcpstream.significance import MIN_BATCHES
+from kcpstream.engine.autofeatures import stretch_windows
+from kcpstream.engine.fitting import FitRecord, fit_reads, still_fits
+from kcpstream.inputs.signal import EPOCH_MIN, fit_windows
+from kcpstream.selection.significance import MIN_BATCHES
 
 
 def _record(n: int, features: str = "auto", window: int = 1, period=None) -> FitRecord:

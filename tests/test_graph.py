@@ -11,7 +11,7 @@ import pytest
 from dask._task_spec import TaskRef
 from distributed import Client, LocalCluster, get_task_stream, get_worker
 
-from kcpstream._graph import TaskBatch
+from kcpstream.tasks.graph import TaskBatch
 
 
 def _where(i: int, offset: int = 0):
@@ -68,7 +68,7 @@ import sys
 import dask
 import numpy as np
 import kcpstream
-from kcpstream._graph import active_client, in_process_scheduler
+from kcpstream.tasks.graph import active_client, in_process_scheduler
 
 x = np.random.default_rng(0).normal(size=5000)
 x[2500:] += 3
@@ -84,7 +84,7 @@ with dask.config.set(scheduler="sync"):
 
 
 def test_a_client_is_found_once_distributed_is_imported():
-    from kcpstream._graph import active_client
+    from kcpstream.tasks.graph import active_client
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False) as cluster:
         with Client(cluster) as client:

@@ -166,7 +166,7 @@ def test_runs_with_other_tiles_keep_each_other_s_groups(tmp_path):
 
 
 def test_a_job_whose_time_coordinate_changed_is_segmented_again(tmp_path):
-    from kcpstream.pipeline import run_job
+    from kcpstream.jobs.pipeline import run_job
 
     n = 40_000
     x = np.random.default_rng(0).standard_normal((n, 2))
@@ -277,7 +277,7 @@ def _timed_store(path, n=13_000, **coord_encoding):
 def test_a_time_coordinate_read_lazily_is_checked_where_it_is_read(tmp_path):
     from click.testing import CliRunner
 
-    from kcpstream.cli import main
+    from kcpstream.jobs.cli import main
 
     path = tmp_path / "t.zarr"
     _timed_store(path)
@@ -314,7 +314,7 @@ def test_a_time_coordinate_is_decoded_by_path_as_xarray_decodes_it(tmp_path):
 def test_a_chunk_removed_after_the_listing_is_an_error_not_fill_values(tmp_path, monkeypatch):
     # a chunk deleted (or deleted to be written again) by another process
     # between the store's listing and its read: zarr reads it as fill values
-    from kcpstream import provenance, signal
+    from kcpstream.inputs import provenance, signal
 
     path = tmp_path / "r.zarr"
     z = zarr.create_array(path, shape=(60_000,), chunks=(5_000,), dtype="f4")

@@ -12,14 +12,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kcpstream
-import kcpstream.plan
+import kcpstream.engine.plan
 from kcpstream import InputError, Linear, NotEnoughSplitsError, datasets
 from kcpstream._kernels.dense import SCAN_TILE, best_split_between, dense_binseg
-from kcpstream.features import RFF, BrownianThreshold, InvariantWindow, Nystrom, QuadratureFF
-from kcpstream.passes import data_passes, dense_stats
-from kcpstream.search import SearchLog, binseg_steps, dense_binseg_steps
-from kcpstream.signal import as_signal
-from kcpstream.stats import BlockStats
+from kcpstream.features import (
+    RFF,
+    BrownianThreshold,
+    InvariantWindow,
+    Nystrom,
+    QuadratureFF,
+)
+from kcpstream.inputs.signal import as_signal
+from kcpstream.passes.data import data_passes, dense_stats
+from kcpstream.search.binseg import SearchLog, binseg_steps, dense_binseg_steps
+from kcpstream.search.stats import BlockStats
 
 from .helpers import CountingStore
 from .reference import cusum_gains, quantized, reference_binseg
@@ -207,11 +213,11 @@ def test_in_memory_diagnostics_say_every_sample_was_read_and_featurized_once():
 
 def test_the_threshold_on_samples_times_features(monkeypatch):
     x = _signal(1000)
-    monkeypatch.setattr(kcpstream.plan, "DENSE_MAX_VALUES", 1000 * 64)
+    monkeypatch.setattr(kcpstream.engine.plan, "DENSE_MAX_VALUES", 1000 * 64)
     assert kcpstream.segment(x, n_bkps=3).diagnostics.in_memory  # 1000 x 64 features
     assert not kcpstream.segment(x, n_bkps=3, features="rff:66").diagnostics.in_memory
     assert not kcpstream.segment(x, n_bkps=3, block_size=64).diagnostics.in_memory
-    monkeypatch.setattr(kcpstream.plan, "DENSE_MAX_VALUES", 999 * 64)
+    monkeypatch.setattr(kcpstream.engine.plan, "DENSE_MAX_VALUES", 999 * 64)
     big = kcpstream.segment(x, n_bkps=3)
     assert not big.diagnostics.in_memory and big.diagnostics.block_size == 64
     monkeypatch.undo()
@@ -236,7 +242,7 @@ def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
     unlimited = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
     assert [r.diagnostics.in_memory for _, r in unlimited] == [True, True, True]
     each = 8 * 4_001 * 64  # exact prefix sums of one series
-    monkeypatch.setattr(kcpstream.plan, "DENSE_BATCH_BYTES", 2 * each + each // 2)
+    monkeypatch.setattr(kcpstream.engine.plan, "DENSE_BATCH_BYTES", 2 * each + each // 2)
     limited = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
     assert [r.diagnostics.in_memory for _, r in limited] == [True, True, False]
     assert limited["c"].diagnostics.block_size == 64
@@ -247,16 +253,19 @@ def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
 
 def test_a_large_batch_shares_the_automatic_grids_blocks(monkeypatch):
     da_ = _three_sensors()
-    monkeypatch.setattr(kcpstream.plan, "DENSE_MAX_VALUES", 0)  # the block grid
+    monkeypatch.setattr(kcpstream.engine.plan, "DENSE_MAX_VALUES", 0)  # the block grid
     alone = [kcpstream.segment(da_.sel(sensor=s), n_bkps=3) for s in "abc"]
     assert {r.diagnostics.block_size for r in alone} == {64}  # 4000 / 64 blocks each
-    monkeypatch.setattr(kcpstream.plan, "TARGET_BATCH_BLOCKS", 60)  # 20 blocks per series
+    monkeypatch.setattr(kcpstream.engine.plan, "TARGET_BATCH_BLOCKS", 60)  # 20 blocks per series
     batch = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
     assert [r.diagnostics.block_size for _, r in batch] == [200, 200, 200]
     for a, (_, b) in zip(alone, batch, strict=True):
         assert a.changepoints.tolist() == b.changepoints.tolist()
         assert a.gains.tolist() == b.gains.tolist()
-    assert kcpstream.plan.auto_block_size(10**9, series=10**9) == kcpstream.plan.MAX_BLOCK
+    assert (
+        kcpstream.engine.plan.auto_block_size(10**9, series=10**9)
+        == kcpstream.engine.plan.MAX_BLOCK
+    )
 
 
 @pytest.mark.parametrize("first", [{"block_size": 64}, {}])  # the block grid, in memory

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream import datasets
-from kcpstream.signal import as_signal
+from kcpstream.inputs.signal import as_signal
 
 from .helpers import CountingStore
 
@@ -173,7 +173,7 @@ def test_chunks_holding_changes_stay_cached_when_the_cache_is_small(tmp_path, si
 
 
 def test_sample_cache_joins_consecutive_chunks_for_a_piece_across_their_edge():
-    from kcpstream.cache import SampleCache
+    from kcpstream.passes.cache import SampleCache
 
     x = np.arange(400.0)[:, None]
     cache = SampleCache(block_size=16)
@@ -195,7 +195,7 @@ def test_a_cached_piece_does_not_keep_the_run_it_was_read_with():
     import gc
     import weakref
 
-    from kcpstream.cache import SampleCache
+    from kcpstream.passes.cache import SampleCache
 
     cache = SampleCache(block_size=16, max_bytes=2**20)
     for i in range(50):
@@ -214,9 +214,9 @@ def test_a_refinement_read_keeps_the_score_of_a_cached_chunk_and_caches_the_othe
     # data pass cached with its score: offering it again would reset the score
     import dask.array as da
 
-    from kcpstream.cache import SampleCache
-    from kcpstream.scan import ScanRequest, scan_run
-    from kcpstream.signal import as_signal
+    from kcpstream.inputs.signal import as_signal
+    from kcpstream.passes.cache import SampleCache
+    from kcpstream.passes.scan import ScanRequest, scan_run
 
     x = np.random.default_rng(4).normal(size=300)
     reader = as_signal(da.from_array(x, chunks=100)).reader
@@ -231,7 +231,7 @@ def test_a_refinement_read_keeps_the_score_of_a_cached_chunk_and_caches_the_othe
 
 
 def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
-    from kcpstream.cache import SampleCache
+    from kcpstream.passes.cache import SampleCache
 
     cache = SampleCache(block_size=10, max_bytes=4 * 800)  # chunks: 3 of 800 bytes
     chunk = [np.full((100, 1), float(i)) for i in range(5)]
@@ -255,7 +255,7 @@ def test_sample_cache_keeps_the_highest_scored_chunks_within_its_budget():
 
 
 def test_a_run_of_pieces_is_served_from_the_pieces_kept():
-    from kcpstream.cache import SampleCache
+    from kcpstream.passes.cache import SampleCache
 
     # refinement keeps the pieces of a run scanned as one request one by one; a
     # later run over some of them is joined from them, a gap is not served
@@ -315,7 +315,7 @@ def _kept_by_reference(budget: int, whole: int, offers) -> dict[int, float]:
     )
 )
 def test_sample_cache_keeps_what_the_reference_policy_keeps(offers):
-    from kcpstream.cache import SampleCache
+    from kcpstream.passes.cache import SampleCache
 
     cache = SampleCache(block_size=10, max_bytes=4 * 320)  # chunks: 960 bytes
     lengths: dict[int, int] = {}
@@ -338,7 +338,7 @@ def test_sample_cache_keeps_what_the_reference_policy_keeps(offers):
 
 
 def test_one_chunk_beyond_the_budget_per_process_whatever_the_number_of_caches():
-    from kcpstream.cache import SampleCache
+    from kcpstream.passes.cache import SampleCache
 
     # the caches of a batch: each a share of the budget, smaller than a chunk
     caches = [SampleCache(block_size=10, max_bytes=4 * 320) for _ in range(6)]
@@ -363,7 +363,7 @@ def test_one_chunk_beyond_the_budget_per_process_whatever_the_number_of_caches()
     st.sampled_from([1, 3, 64, 256]),
 )
 def test_pass_runs_group_consecutive_chunks_up_to_the_target(sizes, row_bytes, series):
-    from kcpstream.passes import MIN_PASS_TASKS, TASK_BYTES, pass_runs
+    from kcpstream.passes.data import MIN_PASS_TASKS, TASK_BYTES, pass_runs
 
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n = int(starts[-1])
@@ -393,8 +393,8 @@ def test_small_zarr_chunks_share_tasks_and_are_read_once(tmp_path, signal, refer
 
 
 def test_a_kept_chunk_of_a_run_read_at_once_owns_its_samples(tmp_path):
-    from kcpstream.cache import SampleCache
-    from kcpstream.passes import read_block_stats
+    from kcpstream.passes.cache import SampleCache
+    from kcpstream.passes.data import read_block_stats
 
     x = np.random.default_rng(0).normal(size=3_000)
     arr = _zarr(tmp_path, x, 1_000)
@@ -412,7 +412,7 @@ def test_a_kept_chunk_of_a_run_read_at_once_owns_its_samples(tmp_path):
 
 
 def test_a_run_of_chunks_is_sent_to_the_worker_holding_most_of_it():
-    from kcpstream.cache import SampleCache, home_of
+    from kcpstream.passes.cache import SampleCache, home_of
 
     cache = SampleCache(block_size=10)
     starts = np.array([0, 100, 350, 400, 500])
@@ -427,7 +427,7 @@ def test_array_source_only_for_a_plain_from_array():
 
     import dask.array as da
 
-    from kcpstream._dask import array_source
+    from kcpstream.tasks.internals import array_source
 
     class Rows:  # an array-like that is not numpy (dask embeds numpy chunks as data)
         def __init__(self, a):
@@ -451,7 +451,7 @@ def test_array_source_only_for_a_plain_from_array():
 
 
 def test_resizing_a_cache_drops_what_no_longer_fits_lowest_score_first():
-    from kcpstream.cache import SampleCache
+    from kcpstream.passes.cache import SampleCache
 
     cache = SampleCache(block_size=10, max_bytes=4 * 800)  # chunks: 3 of 800 bytes
     for i, score in enumerate([3.0, 1.0, 2.0]):
@@ -473,7 +473,7 @@ def test_resizing_a_cache_drops_what_no_longer_fits_lowest_score_first():
 
 def test_an_error_whose_first_line_announces_the_next_keeps_both():
     # botocore: "Parameter validation failed:" and, on the next line, what failed
-    from kcpstream.stores import first_line
+    from kcpstream.inputs.stores import first_line
 
     exc = ValueError('Parameter validation failed:\nInvalid bucket name "a_b!": must match')
     assert first_line(exc) == (

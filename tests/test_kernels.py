@@ -17,7 +17,7 @@ from kcpstream._kernels.blockstats import (
     segment_boundary_scan,
     split_gain,
 )
-from kcpstream.stats import BlockStats, PieceStats
+from kcpstream.search.stats import BlockStats, PieceStats
 
 from .reference import cusum_gains
 

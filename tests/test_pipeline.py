@@ -231,7 +231,7 @@ def _labelled_archive(path, labels, n=6_000, chunks=None):
 
 
 def _run(tmp_path, extra=""):
-    from kcpstream.pipeline import run_job
+    from kcpstream.jobs.pipeline import run_job
 
     return run_job(_job(tmp_path, extra=extra))
 
@@ -252,7 +252,7 @@ def test_labels_that_need_escaping_get_their_own_bounded_files(tmp_path):
 
 @pytest.mark.parametrize("labels", [["S1", "S1"], [np.nan, np.nan, 1.0]])
 def test_duplicate_labels_are_refused_before_anything_runs(tmp_path, labels):
-    from kcpstream.pipeline import JobError
+    from kcpstream.jobs.pipeline import JobError
 
     _labelled_archive(tmp_path / "archive.zarr", labels)
     with pytest.raises(JobError, match="have the same labels"):
@@ -309,7 +309,7 @@ def test_a_nightly_append_reads_only_the_new_chunks_of_each_series(tmp_path):
     job = _job(tmp_path, extra='checkpoint = "ck"')
     text = job.read_text().replace('[features]\nmap = "rff"\nn_features = 32\n', "")
     job.write_text(text.replace("n_bkps = 3", 'pen = "auto"'))
-    from kcpstream.pipeline import run_job
+    from kcpstream.jobs.pipeline import run_job
 
     assert run_job(job)["done"] == 2
     extra = rng.normal(size=(n // 100, 2)).astype("f4") + 3
@@ -342,12 +342,12 @@ def test_one_corrupt_series_fails_alone(tmp_path):
 
 @pytest.mark.parametrize("size", [0, -1, "2"])
 def test_group_size_must_be_a_positive_integer(tmp_path, size):
-    from kcpstream.pipeline import JobError
+    from kcpstream.jobs.pipeline import JobError
 
     _labelled_archive(tmp_path / "archive.zarr", ["a"])
     text = _job(tmp_path).read_text().replace("group_size = 2", f"group_size = {size!r}")
     (tmp_path / "job.toml").write_text(text.replace("'", '"'))
-    from kcpstream.pipeline import run_job
+    from kcpstream.jobs.pipeline import run_job
 
     with pytest.raises(JobError, match="group_size must be an integer >= 1"):
         run_job(tmp_path / "job.toml")
@@ -356,7 +356,7 @@ def test_group_size_must_be_a_positive_integer(tmp_path, size):
 def test_a_second_copy_of_a_running_job_is_refused(tmp_path):
     import fcntl
 
-    from kcpstream.pipeline import JobError
+    from kcpstream.jobs.pipeline import JobError
 
     _labelled_archive(tmp_path / "archive.zarr", ["a"])
     (tmp_path / "out").mkdir()
@@ -371,7 +371,7 @@ def test_a_job_that_failed_every_series_does_not_lock_its_folder(tmp_path):
     _labelled_archive(tmp_path / "archive.zarr", ["a", "b"])
     bad = _job(tmp_path).read_text().replace("n_bkps = 3", "n_bkps = 3\nmin_size = 5000")
     (tmp_path / "job.toml").write_text(bad)
-    from kcpstream.pipeline import run_job
+    from kcpstream.jobs.pipeline import run_job
 
     report = run_job(tmp_path / "job.toml")
     assert report["done"] == 0 and len(report["failed"]) == 2
@@ -427,7 +427,7 @@ def test_results_are_readable_by_the_group(tmp_path):
     ],
 )
 def test_job_keys_are_typed_and_checked(tmp_path, section, line, match):
-    from kcpstream.jobfile import JobError, load_job
+    from kcpstream.jobs.jobfile import JobError, load_job
 
     key = line.split("=")[0].strip()
     text, current = [], None
@@ -446,7 +446,7 @@ def test_job_keys_are_typed_and_checked(tmp_path, section, line, match):
 
 
 def test_an_array_of_tables_is_refused(tmp_path):
-    from kcpstream.jobfile import JobError, load_job
+    from kcpstream.jobs.jobfile import JobError, load_job
 
     (tmp_path / "job.toml").write_text('[[input]]\nstore = "a"\n[output]\nstore = "o"\n')
     with pytest.raises(JobError, match=r"\[input\] must be a table"):
@@ -454,7 +454,7 @@ def test_an_array_of_tables_is_refused(tmp_path):
 
 
 def test_slurm_keys_are_an_allow_list_and_shell_needs_consent(tmp_path):
-    from kcpstream.jobfile import JobError, load_job
+    from kcpstream.jobs.jobfile import JobError, load_job
 
     base = _job(tmp_path).read_text()
     cases = [
@@ -494,7 +494,7 @@ def test_a_job_without_features_uses_the_library_default_and_records_its_setting
     text = _job(tmp_path).read_text()
     text = text.replace('[features]\nmap = "rff"\nn_features = 32\n', "")
     (tmp_path / "job.toml").write_text(text)
-    from kcpstream.pipeline import run_job
+    from kcpstream.jobs.pipeline import run_job
 
     assert run_job(tmp_path / "job.toml")["done"] == 1
     res = kcpstream.Segmentation.from_json(
@@ -574,7 +574,7 @@ def test_a_manifest_of_another_shape_is_a_damaged_one(tmp_path, text):
     ],
 )
 def test_what_fails_every_series_writes_no_output(tmp_path, selection, cluster, match):
-    from kcpstream.pipeline import JobError, run_job
+    from kcpstream.jobs.pipeline import JobError, run_job
 
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path, extra=cluster)
@@ -585,7 +585,7 @@ def test_what_fails_every_series_writes_no_output(tmp_path, selection, cluster, 
 
 
 def test_a_time_dimension_the_input_lacks_is_one_error(tmp_path):
-    from kcpstream.pipeline import JobError, run_job
+    from kcpstream.jobs.pipeline import JobError, run_job
 
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path)
@@ -598,7 +598,7 @@ def test_a_time_dimension_the_input_lacks_is_one_error(tmp_path):
 
 
 def test_outputs_inside_the_input_store_are_refused(tmp_path):
-    from kcpstream.pipeline import JobError, run_job
+    from kcpstream.jobs.pipeline import JobError, run_job
 
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path, output="archive.zarr/out")
@@ -608,7 +608,7 @@ def test_outputs_inside_the_input_store_are_refused(tmp_path):
 
 
 def test_a_parameter_the_feature_map_lacks_is_named_with_those_it_takes(tmp_path):
-    from kcpstream.pipeline import JobError, run_job
+    from kcpstream.jobs.pipeline import JobError, run_job
 
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path)

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kcpstream
-from kcpstream import checkpoint
-from kcpstream.reuse import kept_pieces, plan_reuse
-from kcpstream.search import SegmentSplit, bound_segment
-from kcpstream.stats import BlockStats
+from kcpstream.persist import checkpoint
+from kcpstream.persist.reuse import kept_pieces, plan_reuse
+from kcpstream.search.binseg import SegmentSplit, bound_segment
+from kcpstream.search.stats import BlockStats
 
 
 def _write(path, x, chunk):
@@ -313,8 +313,8 @@ def test_xarray_variables_opened_lazily_are_updated_too(tmp_path):
 
 
 def test_the_epoch_keeps_fit_grid_and_min_size_while_a_series_grows():
-    from kcpstream.plan import Settings, block_size_of, default_min_size, planned_length
-    from kcpstream.signal import EPOCH_MIN, epoch_length
+    from kcpstream.engine.plan import Settings, block_size_of, default_min_size, planned_length
+    from kcpstream.inputs.signal import EPOCH_MIN, epoch_length
 
     assert epoch_length(1000) == planned_length(1000) == 1000
     assert epoch_length(EPOCH_MIN) == planned_length(EPOCH_MIN) == EPOCH_MIN
@@ -437,7 +437,7 @@ def test_segments_an_append_makes_longer_are_scanned_from_the_samples_kept(tmp_p
 def test_the_pieces_refinement_scanned_are_those_its_bounds_give(tmp_path, monkeypatch):
     """kept_pieces takes the pieces a segment refined in this run scanned, and
     recomputes them for the others: both are bound_segment's."""
-    from kcpstream import engine
+    from kcpstream.engine import run as engine
 
     checked = []
 

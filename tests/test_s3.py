@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from moto.server import ThreadedMotoServer
 
 import kcpstream
-from kcpstream.cli import main
 from kcpstream.errors import InputError
+from kcpstream.jobs.cli import main
 
 from .helpers import assert_same_segmentation
 
@@ -188,7 +188,7 @@ def test_storage_options_need_a_url(tmp_path):
 
 
 def test_a_job_reads_its_input_from_s3(bucket, tmp_path):
-    from kcpstream.pipeline import run_job
+    from kcpstream.jobs.pipeline import run_job
 
     name, opts = bucket
     rng = np.random.default_rng(0)

@@ -6,9 +6,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kcpstream import RFF, ranges
+from kcpstream import RFF
 from kcpstream.features import BrownianThreshold
-from kcpstream.scan import ScanRequest, scan_batch, scan_piece
+from kcpstream.passes import ranges
+from kcpstream.passes.scan import ScanRequest, scan_batch, scan_piece
 
 from .reference import quantized
 
@@ -108,7 +109,7 @@ def test_featurize_range_into_the_thread_scratch_equals_one_tile(
 def test_held_pieces_scanned_in_threads_equal_one_scan_batch_per_signal(seed, signals, threads):
     import dask
 
-    from kcpstream import scan
+    from kcpstream.passes import scan
 
     rng = np.random.default_rng(seed)
     batches, here, expected = [], [], []
@@ -197,7 +198,7 @@ def test_a_run_of_pieces_scans_what_its_pieces_scan_one_by_one(
 
 @given(chosen=st.sets(st.integers(0, 60), min_size=1), most=st.integers(1, 7))
 def test_runs_cover_the_chosen_pieces_in_consecutive_runs_of_at_most_most(chosen, most):
-    from kcpstream.search import _runs
+    from kcpstream.search.binseg import _runs
 
     values = np.array(sorted(chosen))
     first, last = _runs(values, most)

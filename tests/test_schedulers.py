@@ -11,7 +11,7 @@ from distributed import Client, LocalCluster
 
 import kcpstream
 from kcpstream import datasets
-from kcpstream.signal import as_signal
+from kcpstream.inputs.signal import as_signal
 
 
 def _stored(tmp_path_factory, name: str, chunks: int) -> str:
@@ -71,7 +71,7 @@ def test_a_pool_of_processes_gives_the_same_result_with_a_warning(store, threade
 
 @pytest.mark.parametrize("scheduler", ["threads", "sync", "processes"])
 def test_one_large_chunk_is_read_once_and_featurized_in_slices(one_chunk, threaded, scheduler):
-    from kcpstream.passes import SPLIT_CHUNK_TASKS, pass_target
+    from kcpstream.passes.data import SPLIT_CHUNK_TASKS, pass_target
 
     target = pass_target(300_000, 8)
     assert 300_000 > SPLIT_CHUNK_TASKS * target  # large enough to be sliced
@@ -139,16 +139,16 @@ def test_no_sample_cache_gives_the_same_result(store, threaded):
 
 
 def _worker_caches_held() -> int:
-    from kcpstream.cache import _WORKER_CACHES
+    from kcpstream.passes.cache import _WORKER_CACHES
 
     return len(_WORKER_CACHES)
 
 
 def _pass_reads_again(path: str) -> int:
     """Samples the data pass reads again after the fit sample (with a cache)."""
-    from kcpstream.cache import SampleCache, release_worker_caches
-    from kcpstream.passes import data_passes, fit_sample
-    from kcpstream.signal import as_signal
+    from kcpstream.inputs.signal import as_signal
+    from kcpstream.passes.cache import SampleCache, release_worker_caches
+    from kcpstream.passes.data import data_passes, fit_sample
 
     signal = as_signal(path)
     cache = SampleCache(block_size=64)

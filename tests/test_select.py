@@ -9,14 +9,14 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream import datasets
-from kcpstream.select import (
+from kcpstream.selection.rules import (
     Selection,
     log_binomial_shape,
     select_by_penalty,
     significant_splits,
     slope_heuristic,
 )
-from kcpstream.significance import DEFAULT_ALPHA
+from kcpstream.selection.significance import DEFAULT_ALPHA
 
 
 def _path(n: int, d_star: int, d_max: int, s1: float, s2: float, drop: float) -> np.ndarray:

@@ -13,7 +13,7 @@ from scipy.signal import lfilter
 
 import kcpstream
 from kcpstream import datasets
-from kcpstream.significance import (
+from kcpstream.selection.significance import (
     LongRunNoise,
     cycle_noise,
     discrete_span,

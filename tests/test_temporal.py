@@ -12,8 +12,8 @@ from scipy.signal import lfilter
 import kcpstream
 from kcpstream import NotEnoughSplitsError, datasets
 from kcpstream.features import QuadratureFF, Temporal
-from kcpstream.period import _shortest_divisor, dominant_period
-from kcpstream.stats import BlockStats
+from kcpstream.features.period import _shortest_divisor, dominant_period
+from kcpstream.search.stats import BlockStats
 
 from .reference import quantized, reference_binseg
 

@@ -10,8 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import kcpstream
-from kcpstream.stats import BlockStats, PieceStats
-from kcpstream.trend import GridMoments, line_gain
+from kcpstream.search.stats import BlockStats, PieceStats
+from kcpstream.selection.trend import GridMoments, line_gain
 
 from .reference import line_gain_reference
 

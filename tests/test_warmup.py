@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kcpstream.cli import main
+from kcpstream.jobs.cli import main
 
 
 def _python(code: str, cache: Path) -> str:

@@ -17,7 +17,7 @@ import xarray as xr
 
 import kcpstream
 from kcpstream.errors import InputError
-from kcpstream.watch import parse_every, watch
+from kcpstream.jobs.watch import parse_every, watch
 
 from .test_pipeline import _archive, _job, _kcpstream
 

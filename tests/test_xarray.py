@@ -214,7 +214,7 @@ def test_a_lazily_opened_variable_is_read_a_run_of_chunks_at_a_time(tmp_path):
     import dask.array as da
     import zarr
 
-    from kcpstream.signal import as_signal
+    from kcpstream.inputs.signal import as_signal
 
     sig = datasets.changing_distribution(60_000, 4, seed=3)
     datasets.write_zarr(sig.x, tmp_path / "s.zarr", chunks=500)  # 120 chunks
@@ -307,7 +307,7 @@ def test_min_duration_errors(data, kwargs, match):
 def test_min_duration_from_the_cli(tmp_path):
     from click.testing import CliRunner
 
-    from kcpstream.cli import main
+    from kcpstream.jobs.cli import main
 
     _timed().to_dataset(name="v").to_zarr(tmp_path / "t.zarr")
     res = CliRunner().invoke(
@@ -329,8 +329,8 @@ def _stored(tmp_path, scale=False, zarr_format=3):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_a_store_opened_by_path_gives_the_times_of_its_coordinate(tmp_path, zarr_format):
-    from kcpstream.labeled import LazyCoord
-    from kcpstream.signal import as_signal
+    from kcpstream.inputs.labeled import LazyCoord
+    from kcpstream.inputs.signal import as_signal
 
     path, da = _stored(tmp_path, zarr_format=zarr_format)
     by_path = kcpstream.segment(path, variable="v")
@@ -345,8 +345,8 @@ def test_a_store_opened_by_path_gives_the_times_of_its_coordinate(tmp_path, zarr
 def test_the_cli_gives_the_same_times_by_path_and_through_xarray(tmp_path):
     from click.testing import CliRunner
 
-    from kcpstream.cli import main
-    from kcpstream.stores import open_store
+    from kcpstream.inputs.stores import open_store
+    from kcpstream.jobs.cli import main
 
     path, da = _stored(tmp_path)
     assert open_store(path, None, None) == (path, "v")  # one plain array: by path
@@ -358,7 +358,7 @@ def test_the_cli_gives_the_same_times_by_path_and_through_xarray(tmp_path):
 
 
 def test_cf_encoded_values_go_through_xarray_with_a_lazy_time_coordinate(tmp_path):
-    from kcpstream.stores import open_store
+    from kcpstream.inputs.stores import open_store
 
     path, da = _stored(tmp_path, scale=True)
     data, _ = open_store(path, None, None)
@@ -383,9 +383,9 @@ def test_the_series_of_a_batch_share_one_cache_budget():
     # of a batch's series keeps its share (256 series once kept 256 budgets)
     import dataclasses
 
-    from kcpstream.engine import prepare
-    from kcpstream.plan import settings_of
-    from kcpstream.signal import as_signal
+    from kcpstream.engine.plan import settings_of
+    from kcpstream.engine.run import prepare
+    from kcpstream.inputs.signal import as_signal
 
     st, features = settings_of(
         features="rff:8", n_bkps=None, pen=None, method="binseg", d_max=None, min_size=None,
@@ -425,7 +425,7 @@ def test_a_batch_too_large_for_its_cache_is_searched_a_group_at_a_time(tmp_path,
     # 6 series of 80 kB in a budget of 200 kB: each series' share (33 kB) holds
     # none of its chunk, so refinement would decode it again in every round; a
     # group of two shares the budget instead, reads each chunk once and keeps it
-    from kcpstream import engine
+    from kcpstream.engine import run as engine
 
     n, k = 20_000, 6
     x = np.stack([datasets.changing_distribution(n, 3, seed=s).x for s in range(k)], axis=1)

@@ -1,6 +1,6 @@
 """Kernels of the noise estimate: consecutive differences of batch sums.
 
-:mod:`kcpstream.significance` estimates the features' long-run covariance
+:mod:`kcpstream.selection.significance` estimates the features' long-run covariance
 from the sums over batches of consecutive blocks.  These kernels give what
 its numpy expressions give, bit for bit (the same operations in the same
 order), in one pass over the prefix sums instead of one per operation.

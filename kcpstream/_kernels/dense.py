@@ -8,7 +8,7 @@ operations of its loop, in its order, one position per vector lane), so the
 search returns exactly what the block-grid search returns.
 
 ``prefix`` is feature-major, ``(p, n + 1)`` int64 with a leading zero column,
-as :attr:`kcpstream.stats.BlockStats.prefix` with ``block_size = 1``.
+as :attr:`kcpstream.search.stats.BlockStats.prefix` with ``block_size = 1``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .blockstats import ordered_sumsq
+from kcpstream._kernels.blockstats import ordered_sumsq
 
 __all__ = ["sample_prefix_sums", "best_split_between", "dense_binseg"]
 

@@ -8,19 +8,23 @@ spec string ``"name"`` or ``"name:p"`` (``"rff:64"``, ``"orf:64"``,
 
 from __future__ import annotations
 
-from ..errors import InputError
-from .base import FeatureMap, NotFittedError
-from .linear import Linear
-from .matern import MaternRFF
-from .nystrom import Nystrom
-from .orthogonal import ORF
-from .quadrature import QuadratureFF
-from .registry import FEATURE_MAPS, get_feature_map_class, register_feature_map
-from .rff import RFF, FourierFeatures
-from .sketched import SketchedNystrom
-from .temporal import Temporal
-from .threshold import BrownianThreshold
-from .window import InvariantWindow
+from kcpstream.errors import InputError
+from kcpstream.features.base import FeatureMap, NotFittedError
+from kcpstream.features.linear import Linear
+from kcpstream.features.matern import MaternRFF
+from kcpstream.features.nystrom import Nystrom
+from kcpstream.features.orthogonal import ORF
+from kcpstream.features.quadrature import QuadratureFF
+from kcpstream.features.registry import (
+    FEATURE_MAPS,
+    get_feature_map_class,
+    register_feature_map,
+)
+from kcpstream.features.rff import RFF, FourierFeatures
+from kcpstream.features.sketched import SketchedNystrom
+from kcpstream.features.temporal import Temporal
+from kcpstream.features.threshold import BrownianThreshold
+from kcpstream.features.window import InvariantWindow
 
 __all__ = [
     "FeatureMap",

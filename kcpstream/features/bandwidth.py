@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels.distances import (
+from kcpstream._kernels.distances import (
     kth_distance_1d,
     largest_distance_below_1d,
     order_statistic_pair,
     pairwise_sums,
 )
-from ..errors import InputError
+from kcpstream.errors import InputError
 
 __all__ = ["AUTO_FRACTION", "median_distance", "resolve_bandwidth"]
 

@@ -10,9 +10,9 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from .._kernels.featurize import groups_to_rows, quantize
-from ..errors import InputError, NotFittedError
-from .registry import get_feature_map_class
+from kcpstream._kernels.featurize import groups_to_rows, quantize
+from kcpstream.errors import InputError, NotFittedError
+from kcpstream.features.registry import get_feature_map_class
 
 __all__ = ["FeatureMap", "NotFittedError", "QUANTUM_BITS", "exponent_for_amplitude"]
 

@@ -6,9 +6,9 @@ from typing import Self
 
 import numpy as np
 
-from .._kernels.featurize import linear_tile
-from ..errors import InputError
-from .base import FeatureMap, as_sample, exponent_for_amplitude
+from kcpstream._kernels.featurize import linear_tile
+from kcpstream.errors import InputError
+from kcpstream.features.base import FeatureMap, as_sample, exponent_for_amplitude
 
 __all__ = ["Linear"]
 

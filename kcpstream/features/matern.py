@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from .rff import FourierFeatures, _check_even
+from kcpstream.errors import InputError
+from kcpstream.features.rff import FourierFeatures, _check_even
 
 __all__ = ["MaternRFF"]
 

@@ -6,11 +6,11 @@ from typing import Literal, Self
 
 import numpy as np
 
-from .._kernels.featurize import nystrom_tile
-from ..errors import InputError
-from .bandwidth import resolve_bandwidth
-from .base import FeatureMap, as_sample, exponent_for_amplitude
-from .rff import resolve_seed
+from kcpstream._kernels.featurize import nystrom_tile
+from kcpstream.errors import InputError
+from kcpstream.features.bandwidth import resolve_bandwidth
+from kcpstream.features.base import FeatureMap, as_sample, exponent_for_amplitude
+from kcpstream.features.rff import resolve_seed
 
 __all__ = ["Nystrom"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rff import FourierFeatures, _check_even
+from kcpstream.features.rff import FourierFeatures, _check_even
 
 __all__ = ["ORF"]
 

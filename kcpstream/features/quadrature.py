@@ -7,8 +7,8 @@ import itertools
 
 import numpy as np
 
-from ..errors import InputError
-from .rff import FourierFeatures, _check_even
+from kcpstream.errors import InputError
+from kcpstream.features.rff import FourierFeatures, _check_even
 
 __all__ = ["QuadratureFF"]
 

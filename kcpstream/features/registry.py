@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import InputError
+from kcpstream.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .base import FeatureMap
+    from kcpstream.features.base import FeatureMap
 
 __all__ = ["FEATURE_MAPS", "register_feature_map", "get_feature_map_class"]
 

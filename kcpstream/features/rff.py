@@ -14,10 +14,10 @@ from typing import Literal, Self
 
 import numpy as np
 
-from .._kernels.featurize import rff_tile
-from ..errors import InputError
-from .bandwidth import resolve_bandwidth
-from .base import FeatureMap, as_sample, exponent_for_amplitude
+from kcpstream._kernels.featurize import rff_tile
+from kcpstream.errors import InputError
+from kcpstream.features.bandwidth import resolve_bandwidth
+from kcpstream.features.base import FeatureMap, as_sample, exponent_for_amplitude
 
 __all__ = ["FourierFeatures", "RFF", "resolve_seed"]
 

@@ -6,8 +6,8 @@ from typing import Literal, Self
 
 import numpy as np
 
-from ..errors import InputError
-from .nystrom import Nystrom
+from kcpstream.errors import InputError
+from kcpstream.features.nystrom import Nystrom
 
 __all__ = ["SketchedNystrom"]
 

@@ -1,7 +1,7 @@
 """Temporal features: what a window holds and the shapes it traces.
 
 The signal is cut into windows of ``window`` consecutive samples (typically
-one period of the signal's dominant cycle, see :mod:`kcpstream.period`); each
+one period of the signal's dominant cycle, see :mod:`kcpstream.features.period`); each
 window ``W`` gets one feature vector, the concatenation of
 
 * the **mean of the pointwise Gaussian-kernel features** of its samples
@@ -39,13 +39,13 @@ from typing import Self
 
 import numpy as np
 
-from .._kernels.featurize import rff_tile, threshold_shares, window_means
-from ..errors import InputError
-from .bandwidth import resolve_bandwidth
-from .base import as_sample, exponent_for_amplitude
-from .quadrature import MAX_DIM, QuadratureFF
-from .rff import RFF
-from .window import InvariantWindow, check_window_and_bins
+from kcpstream._kernels.featurize import rff_tile, threshold_shares, window_means
+from kcpstream.errors import InputError
+from kcpstream.features.bandwidth import resolve_bandwidth
+from kcpstream.features.base import as_sample, exponent_for_amplitude
+from kcpstream.features.quadrature import MAX_DIM, QuadratureFF
+from kcpstream.features.rff import RFF
+from kcpstream.features.window import InvariantWindow, check_window_and_bins
 
 __all__ = ["Temporal"]
 

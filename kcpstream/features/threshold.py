@@ -6,9 +6,9 @@ from typing import Self
 
 import numpy as np
 
-from .._kernels.blockstats import threshold_tile_stats
-from ..errors import InputError
-from .base import FeatureMap, as_sample, exponent_for_amplitude
+from kcpstream._kernels.blockstats import threshold_tile_stats
+from kcpstream.errors import InputError
+from kcpstream.features.base import FeatureMap, as_sample, exponent_for_amplitude
 
 __all__ = ["BrownianThreshold"]
 

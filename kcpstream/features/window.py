@@ -26,10 +26,10 @@ from typing import Self
 
 import numpy as np
 
-from .._kernels.featurize import threshold_shares
-from ..errors import InputError
-from .base import FeatureMap, as_sample, exponent_for_amplitude
-from .rff import resolve_seed
+from kcpstream._kernels.featurize import threshold_shares
+from kcpstream.errors import InputError
+from kcpstream.features.base import FeatureMap, as_sample, exponent_for_amplitude
+from kcpstream.features.rff import resolve_seed
 
 __all__ = ["InvariantWindow"]
 

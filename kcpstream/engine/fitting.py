@@ -1,0 +1,117 @@
+"""What a feature map's fit read, and a fit a checkpoint kept for a later version.
+
+``features="auto"`` first looks at a few stretches of the series for a cycle
+(:mod:`kcpstream.engine.autofeatures`), and an unfitted map is fitted on a sample of
+the series: both read whole chunks spread over its first epoch
+(:func:`~kcpstream.inputs.signal.epoch_length`).  A checkpoint keeps the fitted map
+with what the fit was made of (:class:`FitRecord`: the ``features`` argument,
+``sample_size``, ``seed``, the period found and the windows of samples read).
+A later call on another version of the same stored array (appended to, or
+rewritten elsewhere) whose fit would read the same windows, all of them in
+stored objects whose versions did not change, takes the fitted map from the
+record and reads nothing for it: the same samples make the same fit
+(:func:`still_fits`).
+
+I/O-free: :mod:`kcpstream.engine.run` reads and fits, :mod:`kcpstream.persist.checkpoint`
+stores the records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from kcpstream.engine.autofeatures import auto_window, stretch_windows
+from kcpstream.inputs.signal import fit_windows
+
+__all__ = ["FitRecord", "fit_reads", "still_fits"]
+
+
+@dataclass(frozen=True)
+class FitRecord:
+    """A fitted feature map and what it was fitted on.
+
+    Attributes
+    ----------
+    features : str
+        The ``features`` argument (a spec string, or ``"auto"``).
+    sample_size, seed : int
+        The fit's settings.
+    channels : int
+        Channels of the series.
+    period : int or None
+        The cycle ``"auto"`` found in its stretches (None: none, or not ``"auto"``).
+    window : int
+        Samples per feature vector of the fitted map.
+    auto : bool
+        ``"auto"`` that segments sample by sample.
+    reads : tuple of (int, int)
+        The ``[start, end)`` windows of samples the fit read (:func:`fit_reads`).
+    fmap : str
+        The fitted map's JSON.
+    """
+
+    features: str
+    sample_size: int
+    seed: int | None
+    channels: int
+    period: int | None
+    window: int
+    auto: bool
+    reads: tuple[tuple[int, int], ...]
+    fmap: str
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "reads": [list(w) for w in self.reads]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FitRecord:
+        return cls(**{**data, "reads": tuple((int(a), int(b)) for a, b in data["reads"])})
+
+
+def fit_reads(n: int, auto: bool, sample_size: int, window: int) -> list[tuple[int, int]]:
+    """The windows of samples a fit reads on a series of ``n`` samples: the
+    stretches of the period check with ``features="auto"``, and the fit
+    sample's windows (of the series in windows of ``window`` samples) unless
+    ``"auto"`` cut it from those stretches (sample by sample)."""
+    reads = stretch_windows(n, sample_size)[0] if auto else []
+    if not (auto and window == 1):
+        reads += [(a * window, b * window) for a, b in fit_windows(n // window, sample_size)]
+    return reads
+
+
+def still_fits(
+    record: FitRecord,
+    features: str,
+    n: int,
+    channels: int,
+    sample_size: int,
+    seed: int | None,
+    versions: tuple[int, int, dict[int, str], dict[int, str]],
+) -> bool:
+    """Whether ``record``'s fitted map is the fit of a series of ``n`` samples
+    with these settings: the same settings, the same windows read, and every
+    stored object under them of the same version.
+
+    ``versions`` is ``(row0, step, old, new)``: sample ``i`` is row ``row0 + i``
+    of the store, whose slab ``k`` of objects holds rows ``[k * step, (k + 1) *
+    step)``, and ``old`` / ``new`` map a slab to the hash of its objects'
+    versions when the record was made and now.
+    """
+    if (record.features, record.sample_size, record.seed, record.channels) != (
+        features,
+        sample_size,
+        seed,
+        channels,
+    ):
+        return False
+    auto = features.strip().lower() == "auto"
+    if auto and auto_window(record.period, n) != record.window:
+        return False  # the same cycle, a window this length no longer allows
+    if tuple(fit_reads(n, auto, sample_size, record.window)) != record.reads:
+        return False
+    row0, step, old, new = versions
+    for a, b in record.reads:
+        for k in range((row0 + a) // step, (row0 + b - 1) // step + 1):
+            if old.get(k) is None or old.get(k) != new.get(k):
+                return False
+    return True

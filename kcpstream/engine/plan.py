@@ -1,0 +1,367 @@
+"""Pure choices for one call: its settings, each series' job, block size, ``min_size``, ``d_max``.
+
+Nothing here reads data or runs dask: :func:`kcpstream.segment` checks its
+arguments into :class:`Settings`, and each series gets a :class:`Job` whose
+sizes these functions choose.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kcpstream.errors import InputError
+from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
+from kcpstream.inputs.signal import EPOCH_MIN, Signal, epoch_length
+from kcpstream.passes.cache import SampleCache
+from kcpstream.search.binseg import SearchLog
+from kcpstream.search.dynp import MAX_GRID
+from kcpstream.search.stats import BlockStats
+from kcpstream.selection.significance import DEFAULT_ALPHA, LongRunNoise
+
+#: Blocks the automatic grid aims at: enough for tight pruning bounds, few enough
+#: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
+#: scans stay small (16 MiB of prefix sums at p = 64).
+TARGET_BLOCKS = 2**15
+
+#: Blocks all the series of one call aim at together: past 32 series a batch
+#: shares them (the statistics take about ``8 (p + 3)`` bytes per block, 17 MiB
+#: per series at 2**15 blocks and p = 64), so they stay within about 0.5 GiB.
+TARGET_BATCH_BLOCKS = 2**20
+
+#: The default ``min_size`` is this share of the series (at least 2 samples): on a
+#: long signal a segment of a few samples is below any plot's resolution and
+#: its gain is dominated by the few samples' own noise, not by a change.
+MIN_SEGMENT_SHARE = 1e-4
+
+#: ... and, segmented sample by sample, at least this many samples (a tenth of a
+#: shorter series): a segment's law is told from its neighbour's by its mean
+#: features, and the test's Gaussian tail for the maximum over positions does
+#: not hold for sums of a few samples of skewed or discrete features.
+MIN_SEGMENT_SAMPLES = 10
+
+#: Default largest number of segments on the path (pen="auto"; bounds the n_bkps default).
+DEFAULT_D_MAX = 100
+
+#: Largest d_max accepted (a path of segmentations longer than this costs minutes).
+MAX_D_MAX = 1000
+
+#: Smallest automatic block size: below it the per-block work (statistics, and
+#: the boundary scans of every segment) costs more than the samples it saves
+#: reading again.
+MIN_AUTO_BLOCK = 64
+
+#: Largest block size: a refinement read keeps one block's features in memory.
+MAX_BLOCK = 2**18
+
+#: Largest ``n * p`` (samples times features) searched in memory: the signal is
+#: read whole, every sample featurized once and the exact prefix sum of every
+#: position kept (``8 n p`` bytes, 32 MiB at this size), so binary segmentation
+#: is one compiled loop with no dask graph after the read.  ``benchmarks/bench_small.py``
+#: places it: at n = 64000 with 64 features in memory is as fast as the block
+#: grid with ``n_bkps`` and faster with ``pen="auto"``; beyond, the block grid's
+#: pruned scans win.
+DENSE_MAX_VALUES = 2**22
+
+#: Most bytes of exact prefix sums the series searched in memory may hold together
+#: in one call: a batch of many small series would otherwise keep ``8 n p`` bytes
+#: for each of them at once.  The series beyond it use the block grid (the same
+#: change-points, statistics of ``8 n p / B`` bytes).
+DENSE_BATCH_BYTES = 2**30
+
+
+def auto_block_size(n: int, series: int = 1) -> int:
+    """Block size B for ``n`` samples: about :data:`TARGET_BLOCKS` blocks, at least
+    :data:`MIN_AUTO_BLOCK` samples; fewer when the ``series`` segmented in one
+    call would hold more than :data:`TARGET_BATCH_BLOCKS` together.
+
+    Smaller blocks make the pruning bounds tighter (fewer samples read again)
+    at the price of a larger grid (about ``8 (p + 3)`` bytes of statistics per
+    block) and longer boundary scans.
+    """
+    target = max(1, min(TARGET_BLOCKS, TARGET_BATCH_BLOCKS // max(1, series)))
+    return int(min(MAX_BLOCK, max(MIN_AUTO_BLOCK, -(-n // target))))
+
+
+def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def planned_length(n: int) -> int:
+    """The length the block grid and the default ``min_size`` are planned for:
+    ``n`` up to :data:`~kcpstream.inputs.signal.EPOCH_MIN`, beyond it the end of the
+    series' epoch (the smallest power of two above ``n``): fixed while an
+    archive grows (a checkpoint of it stays usable), and on the side of fewer,
+    longer blocks and segments than ``n`` itself gives (at most 2x)."""
+    return n if n <= EPOCH_MIN else 2 * epoch_length(n)
+
+
+def default_min_size(n: int, window: int = 1) -> int:
+    """``min_size`` when none is given, for ``n`` feature vectors of ``window``
+    samples each: :data:`MIN_SEGMENT_SHARE` of the series (of its
+    :func:`planned_length`), at least 2 windows, or, samples segmented one by
+    one, at least :data:`MIN_SEGMENT_SAMPLES` (a tenth of a shorter series)."""
+    floor = 2 if window > 1 else max(2, min(MIN_SEGMENT_SAMPLES, n // 10))
+    return max(floor, int(planned_length(n) * MIN_SEGMENT_SHARE))
+
+
+@dataclass(frozen=True)
+class Settings:
+    rule: str
+    n_bkps: int | None
+    pen: float | None
+    method: str
+    d_max: int | None
+    min_size: int | None  # None: default_min_size(n)
+    block_size: int | None
+    seed: int | None
+    sample_size: int
+    tile: int
+    cache_bytes: int
+    checkpoint: str | None
+    progress: bool
+    n_series: int = 1  # segmented in this call (a batch shares the automatic grid's blocks)
+    alpha: float = DEFAULT_ALPHA
+    min_duration: Any = None  # min_size as a duration of the time coordinate
+
+
+@dataclass
+class Job:
+    """One series: its signal, fitted map, block size, cache and what the search found."""
+
+    signal: Signal
+    fmap: FeatureMap
+    block_size: int
+    d_max: int
+    cache: SampleCache
+    min_size: int = 2
+    noise: LongRunNoise | None = None  # the features' long-run covariance
+    spreads: dict = field(default_factory=dict)  # each tested segment's own short-range spread
+    diffs: Any = None  # consecutive differences of the series' batch sums (choose)
+    moments: Any = None  # kcpstream.selection.trend.GridMoments of the series (choose)
+    lines: dict = field(default_factory=dict)  # (start, end) -> a line's gain, quantized units
+    pvalues: dict = field(default_factory=dict)  # (start, split, end, gain, noise) -> p-value
+    gains: dict = field(default_factory=dict)  # (start, split, end) -> gain, quantized units
+    log: SearchLog = field(default_factory=SearchLog)
+    stats: BlockStats | None = None
+    window: int = 1  # samples per feature vector
+    original: Signal | None = None  # the signal before windowing
+    key: str | None = None  # checkpoint fingerprint
+    known: dict = field(default_factory=dict)  # segments evaluated exactly
+    loaded: bool = False
+    params: dict = field(default_factory=dict)  # the call's settings, for the result
+    damaged: bool = False  # a checkpoint was found damaged: recomputed, written again
+    in_memory: bool = False  # one block per sample, searched without reading data again
+    auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
+    samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
+    pass_series: int = 1  # the series read by the same data pass (its tasks' size)
+    featurized: int | None = None  # samples the data pass featurized (read chunks' if None)
+    tail: Any = None  # (start, end, digest) of the last chunk: the next version's Reuse.head
+    base_tail: Any = None  # the ``tail`` of the checkpoint group ``reuse`` came from
+    like: Any = None  # (key, prefix, checksums) of the checkpoint group the stats came from
+    reuse: Any = None  # kcpstream.persist.reuse.Reuse: an earlier version's statistics to keep
+    base_key: str | None = None  # the checkpoint group ``reuse`` came from
+    base_known: dict = field(default_factory=dict)  # that group's exact segments
+    hints: dict = field(default_factory=dict)  # start -> its segment that ended at its end
+    fit: Any = None  # kcpstream.engine.fitting.FitRecord: what the feature map was fitted on
+    fit_chunks_read: int = 0  # chunks the fit (and the period check) read
+
+
+def searched_in_memory(n: int, p: int, st: Settings) -> bool:
+    """Whether a series of ``n`` samples and ``p`` features is searched in memory."""
+    return st.block_size in (None, 1) and n * p <= DENSE_MAX_VALUES
+
+
+def min_size_of(st: Settings, signal: Signal, n: int, window: int) -> int:
+    """``min_size`` in feature vectors, for ``n`` of them of ``window`` samples
+    of ``signal`` each: ``min_duration`` or ``min_size`` (samples: a window map
+    keeps the whole windows that hold them), else :func:`default_min_size`."""
+    if st.min_duration is not None:
+        return samples_of(st.min_duration, signal, window)
+    return default_min_size(n, window) if st.min_size is None else -(-st.min_size // window)
+
+
+def d_max_of(st: Settings, n: int, min_size: int) -> int:
+    """The most segments of the path for ``n`` samples (windows) and ``min_size``."""
+    if st.n_bkps is not None and st.d_max is None:
+        # binary segmentation proposes twice as many candidates as change-points
+        # asked for (within the default path), among which the best are chosen
+        return max(st.n_bkps + 1, min(2 * st.n_bkps + 1, DEFAULT_D_MAX, n // min_size))
+    if st.n_bkps is not None:
+        return max(st.d_max, st.n_bkps + 1)
+    return min(st.d_max or DEFAULT_D_MAX, n // min_size)
+
+
+def block_size_of(n: int, st: Settings, window: int = 1) -> int:
+    """The block size of the statistics grid of a series of ``n`` samples (or
+    windows of ``window`` samples: blocks of about as many samples as the
+    samples' own grid would have, since a refinement reads whole blocks)."""
+    if st.block_size is None:
+        # a growing series keeps its grid until it doubles
+        B = max(1, auto_block_size(planned_length(n * window), st.n_series) // window)
+        if st.method == "dynp":  # a grid of every sample when the DP can afford it
+            B = max(1, min(B, -(-n // MAX_GRID)))
+        return B
+    B = check_positive_int("block_size", st.block_size)
+    if B > MAX_BLOCK:
+        raise InputError(
+            f"block_size={B} is larger than {MAX_BLOCK}: a refinement read keeps one "
+            "block's features in memory; use a smaller block_size"
+        )
+    return B
+
+
+def is_auto(features) -> bool:
+    return isinstance(features, str) and features.strip().lower() == "auto"
+
+
+def samples_of(duration: Any, signal: Signal, window: int) -> int:
+    """``min_duration`` as a number of samples (windows, for a window map) at
+    the mean sampling interval of the signal's time coordinate."""
+    axis = signal.time
+    if axis is None or axis.coord is None:
+        raise InputError(
+            f"min_duration needs a time coordinate, and {signal.description} has none; "
+            "give min_size in samples, or an xarray object with a time coordinate"
+        )
+    if signal.n < 2:
+        return 1
+    first, last = axis.at([0, signal.n - 1])
+    span = last - first
+    if np.asarray(span).dtype.kind == "m":
+        import pandas as pd
+
+        if unitless(duration):  # pandas would read it as nanoseconds
+            raise InputError(
+                f"min_duration={duration!r} has no unit, and the time coordinate holds "
+                "time stamps; give a duration such as '60s' or '10min'"
+            )
+        try:
+            wanted = pd.Timedelta(duration)
+        except (TypeError, ValueError):
+            raise InputError(
+                f"min_duration={duration!r} is not a duration; give one like '10min' or "
+                "pandas.Timedelta(minutes=10)"
+            ) from None
+        if pd.isna(wanted):
+            raise InputError(f"min_duration={duration!r} is not a duration")
+        ratio = wanted / pd.Timedelta(span) * (signal.n - 1)
+    else:
+        if isinstance(duration, bool) or not isinstance(duration, int | float | np.number):
+            raise InputError(
+                f"min_duration={duration!r}: the time coordinate holds numbers, so give the "
+                "duration as a number in its units"
+            )
+        ratio = float(duration) / float(span) * (signal.n - 1)
+    if not (math.isfinite(ratio) and ratio > 0):
+        raise InputError(f"min_duration={duration!r} must be a positive duration")
+    return max(1, math.ceil(ratio / window - 1e-9))
+
+
+def unitless(duration: Any) -> bool:
+    """A number, or the text of one: a duration without a unit (which pandas
+    would read as nanoseconds)."""
+    if isinstance(duration, bool):
+        return False
+    if isinstance(duration, int | float | np.number):
+        return True
+    if isinstance(duration, str):
+        try:
+            float(duration)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def limit_in_memory(jobs: list[Job]) -> None:
+    """Series past :data:`DENSE_BATCH_BYTES` of in-memory prefix sums, in order,
+    go to the block grid instead."""
+    held = 0
+    for job in jobs:
+        if job.in_memory and not job.loaded:
+            size = 8 * (job.signal.n + 1) * job.fmap.n_features_out_
+            if held + size > DENSE_BATCH_BYTES:
+                job.in_memory = False
+            else:
+                held += size
+
+
+def settings_of(
+    *, features, n_bkps, pen, method, d_max, min_size, min_duration, alpha, window, block_size,
+    seed, sample_size, tile, cache_bytes, checkpoint, progress,
+) -> tuple[Settings, Any]:  # fmt: skip
+    """:func:`kcpstream.segment`'s arguments checked into :class:`Settings`, and
+    the feature map (``window=`` stands for the temporal map of that window);
+    an :class:`InputError` naming the argument and the fix otherwise."""
+    if min_size is not None:
+        min_size = check_positive_int("min_size", min_size)
+        if min_duration is not None:
+            raise InputError("give min_size (samples) or min_duration (time), not both")
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, int | float | np.number)
+        or not (0.0 < float(alpha) < 1.0)
+    ):
+        raise InputError(f"alpha must be a number in (0, 1), got {alpha!r}")
+    tile = check_positive_int("tile", tile)
+    cache_bytes = check_positive_int("cache_bytes", cache_bytes, 0)
+    sample_size = check_positive_int("sample_size", sample_size, 2)
+    if n_bkps is not None and pen is not None:
+        raise InputError("give n_bkps or pen, not both")
+    features = _window_features(window, features)
+    rule, n_bkps, pen = _rule_of(n_bkps, pen)
+    if method not in ("binseg", "dynp"):
+        raise InputError(f"method must be 'binseg' or 'dynp', got {method!r}")
+    if d_max is not None:
+        d_max = _checked_d_max(d_max)
+    settings = Settings(
+        rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
+        cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),
+        alpha=float(alpha), min_duration=min_duration,
+    )  # fmt: skip
+    return settings, features
+
+
+def _window_features(window, features):
+    """The feature map ``window=`` chooses (``features`` must be left "auto")."""
+    if window is None:
+        return features
+    window = check_positive_int("window", window, 2)
+    if not is_auto(features):
+        raise InputError(
+            "window= chooses the temporal feature map; give window or features, not both "
+            "(a window map takes its own window: features=Temporal(window=...))"
+        )
+    return Temporal(DEFAULT_FEATURES, window=window)
+
+
+def _rule_of(n_bkps, pen) -> tuple[str, int | None, float | None]:
+    """``(rule, n_bkps, pen)``: how the number of change-points is chosen."""
+    if n_bkps is not None:
+        return "n_bkps", check_positive_int("n_bkps", n_bkps, 0), None
+    if pen is None or (isinstance(pen, str) and pen in ("auto", "slope")):
+        return pen or "auto", None, None
+    if isinstance(pen, bool) or not isinstance(pen, int | float | np.number):
+        raise InputError(f"pen must be a number >= 0, 'auto' or 'slope', got {pen!r}")
+    pen = float(pen)
+    if not (math.isfinite(pen) and pen >= 0):
+        raise InputError(f"pen must be a finite number >= 0, 'auto' or 'slope', got {pen!r}")
+    return "pen", None, pen
+
+
+def _checked_d_max(d_max) -> int:
+    d_max = check_positive_int("d_max", d_max, 1)
+    if d_max > MAX_D_MAX:
+        raise InputError(
+            f"d_max={d_max} is more than the {MAX_D_MAX} segments kcpstream searches a "
+            f"path of (longer paths cost minutes); ask for d_max <= {MAX_D_MAX}, or give "
+            "pen= to let the penalty choose"
+        )
+    return d_max

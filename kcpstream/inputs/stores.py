@@ -1,0 +1,185 @@
+"""Opening zarr stores: the one place the API, the command line and jobs open
+a store from a path or URL, with :class:`~kcpstream.InputError` for what
+cannot be opened.
+
+* :func:`open_zarr`: the array to segment by path (``segment("x.zarr")``);
+* :func:`open_decoded`: a variable through xarray's CF decoding;
+* :func:`open_store`: what the command line segments in a store, by path or
+  through xarray;
+* :func:`open_dataset`: a job's input, a lazily opened xarray Dataset.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+from kcpstream.errors import InputError
+from kcpstream.inputs.labeled import open_zarr_lazily
+from kcpstream.inputs.provenance import stored_as_values
+
+__all__ = ["open_zarr", "open_decoded", "open_store", "open_dataset", "first_line"]
+
+
+def _check_options(path: str, storage_options: dict | None) -> bool:
+    """Whether ``path`` is the URL of an object store; storage options for a
+    local path are an error."""
+    remote = "://" in path and not path.startswith("file://")
+    if not remote and storage_options:
+        raise InputError(
+            f"storage_options apply to URLs of object stores (s3://, gs://, ...), not to the "
+            f"local path {path!r}; omit storage_options"
+        )
+    return remote
+
+
+def open_zarr(
+    path: str | os.PathLike, variable: str | None, storage_options: dict | None = None
+) -> tuple[Any, str, Any]:
+    """The zarr array at ``path`` (``variable`` in a group), its description and
+    the group it is in (None for a store that is one array)."""
+    import zarr
+
+    path_str = os.fspath(path)
+    remote = _check_options(path_str, storage_options)
+    _check_exists(path_str)
+    try:
+        kwargs = {"storage_options": storage_options} if remote and storage_options else {}
+        node = zarr.open(path_str, mode="r", **kwargs)
+    except Exception as exc:  # zarr raises several types for unreadable stores
+        raise InputError(f"cannot open {path_str!r} as a zarr store: {first_line(exc)}") from exc
+    if isinstance(node, zarr.Array):
+        if variable is not None:
+            raise InputError(
+                f"{path_str!r} is a single zarr array, so variable={variable!r} does not apply; "
+                "omit variable"
+            )
+        return node, path_str, None
+    names = sorted(node.array_keys())
+    if variable is None:
+        if len(names) == 1:
+            variable = names[0]
+        else:
+            raise InputError(
+                f"the zarr group {path_str!r} holds {len(names)} arrays "
+                f"({', '.join(names) or 'none'}); "
+                "choose one with variable=<name>"
+            )
+    try:
+        arr = node[variable]
+    except KeyError:
+        raise InputError(
+            f"the zarr group {path_str!r} has no array {variable!r}; "
+            f"available arrays: {', '.join(names) or 'none'}"
+        ) from None
+    if not isinstance(arr, zarr.Array):
+        raise InputError(f"{variable!r} in {path_str!r} is a group, not an array")
+    return arr, f"{path_str}/{variable}", node
+
+
+def open_decoded(path: str, name: str, storage_options: dict | None) -> Any:
+    """Variable ``name`` of a store through xarray's CF decoding, without loading
+    the time index where xarray allows it."""
+    try:
+        return open_zarr_lazily(path, storage_options)[name]
+    except Exception as exc:
+        raise InputError(
+            f"cannot decode {path!r}/{name} (CF attributes) with xarray: {first_line(exc)}"
+        ) from exc
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception in one line: its type when the text says nothing useful
+    (a missing bucket is a bare ``FileNotFoundError('bucket/x.zarr')``)."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
+    text = lines[0]
+    if text.endswith(":") and len(lines) > 1:  # "Parameter validation failed:" and why
+        text = f"{text} {lines[1]}"
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
+
+
+def open_store(
+    path: str,
+    variable: str | None,
+    dim: str | None,
+    storage_options: dict | None = None,
+    batch: bool = False,
+):
+    """What to segment in a zarr store, as ``(data, variable)``.
+
+    One array whose values are stored as they are is segmented by path: its
+    time coordinate is then read only at the change-points.  Several
+    variables, batch dimensions, or CF-encoded values (scale factors, fill
+    values to mask) go through xarray, opened without loading the time
+    index where xarray allows it; a store not written with dimension names
+    is segmented by path as plain zarr arrays."""
+    import zarr
+
+    _check_options(path, storage_options)
+    _check_exists(path)
+    with warnings.catch_warnings():  # zarr's notes on consolidated metadata
+        warnings.simplefilter("ignore")
+        try:
+            node = zarr.open(path, mode="r", storage_options=storage_options)
+        except Exception:  # let segment() say what is wrong with the store
+            return path, variable
+    if isinstance(node, zarr.Array) or not list(node.array_keys()):
+        return path, variable
+    time_dim = dim or "time"
+    arrays = {name: node[name] for name in node.array_keys()}
+
+    def dims(a) -> tuple:
+        names = getattr(a.metadata, "dimension_names", None) or a.attrs.get("_ARRAY_DIMENSIONS")
+        return tuple(names or ())
+
+    if variable is None:
+        coords = {n for n, a in arrays.items() if dims(a) == (n,)}
+        names = [n for n, a in arrays.items() if n not in coords and time_dim in dims(a)]
+        if not names:
+            return path, variable
+    else:
+        if variable not in arrays:
+            raise InputError(
+                f"the store {path!r} has no variable {variable!r}; its arrays are "
+                f"{', '.join(sorted(arrays)) or 'none'}"
+            )
+        names = [variable]
+    if len(names) == 1 and not batch and not dims(arrays[names[0]]):
+        return path, names[0]  # no dimension names: xarray cannot open it, zarr can
+    if (
+        len(names) == 1
+        and not batch
+        and dims(arrays[names[0]])[:1] == (time_dim,)
+        and stored_as_values(arrays[names[0]])
+    ):
+        return path, names[0]
+    ds = open_zarr_lazily(path, storage_options)
+    return (ds[names[0]] if len(names) == 1 else ds[names]), None
+
+
+def _check_exists(path: str) -> None:
+    """A local path that names nothing is refused before zarr makes a guess of it."""
+    if "://" not in path and not os.path.exists(path):
+        raise InputError(f"no zarr store at {path!r}: check the path")
+
+
+def open_dataset(store: str, variables: list[str] | None, storage_options: dict | None = None):
+    """A job's input: the store as an xarray Dataset opened lazily (no time index
+    loaded), restricted to ``variables`` when given."""
+    if "://" not in store and not os.path.exists(store):
+        raise InputError(f"store {store!r} does not exist")
+    try:
+        ds = open_zarr_lazily(store, storage_options)
+    except Exception as exc:
+        raise InputError(f"cannot open {store!r} as an xarray zarr store: {exc}") from None
+    if variables:
+        missing = [v for v in variables if v not in ds.data_vars]
+        if missing:
+            raise InputError(
+                f"the store has no variable {missing[0]!r}; "
+                f"its variables are {', '.join(map(str, ds.data_vars))}"
+            )
+        ds = ds[variables]
+    return ds

@@ -1,0 +1,459 @@
+"""The ``kcpstream`` command line.
+
+Exit codes: 0 success; 1 the input or a parameter cannot be used (one line
+saying why, no traceback); 2 wrong usage (unknown option, missing argument).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+import click
+
+from kcpstream.errors import one_line
+from kcpstream.jobs.scheduling import scheduler_context
+from kcpstream.persist.files import probe_writable, write_atomic
+from kcpstream.progress import lines_on_stderr
+from kcpstream.selection.significance import DEFAULT_ALPHA
+
+__all__ = ["main", "scheduler_context"]
+
+#: Errors that are the user's input or parameters, reported in one line (not
+#: TypeError: the CLI hands typed values on, so one is a bug and keeps its traceback).
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFoundError)
+
+
+def check_writable(path: str, folder: bool = False) -> None:
+    """Raise a one-line error now, before any computation, when ``path`` (a
+    file, or a folder with ``folder=True``) cannot be written."""
+    target = os.path.abspath(path if folder else os.path.dirname(os.path.abspath(path)))
+    what = "folder" if folder else "file"
+    try:
+        probe_writable(target)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot write the {what} {path}: {exc.strerror or exc}; choose a writable place"
+        ) from None
+    if not folder and os.path.isdir(path):
+        raise click.ClickException(f"cannot write the file {path}: it is a folder")
+
+
+def parse_storage_options(items: tuple[str, ...] | list[str]) -> dict | None:
+    """``KEY=VALUE`` pairs as a dict; a value that reads as JSON (``true``,
+    ``3``, ``{"region_name": "eu"}``) is taken as such, any other as text."""
+    if not items:
+        return None
+    out: dict = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise click.BadParameter(
+                f"{item!r} is not KEY=VALUE (e.g. endpoint_url=http://localhost:9000)",
+                param_hint="--storage-option",
+            )
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
+def _duration(text: str | None):
+    """A --min-duration value: a number for numeric coordinates, else the text."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _summary(res) -> dict:
+    from kcpstream.result import BatchSegmentation
+
+    if isinstance(res, BatchSegmentation):
+        return {
+            "series": [
+                {"labels": {k: str(v) for k, v in labels.items()}, **_summary(r)}
+                for labels, r in res
+            ]
+        }
+    d = res.diagnostics
+    return {
+        "changepoints": res.changepoints.tolist(),
+        "times": [str(t) for t in res.changepoint_times] if res.times is not None else None,
+        "n_segments": res.selection.n_segments,
+        "rule": res.selection.rule,
+        "min_size": res.min_size,
+        "cost": res.cost,
+        "passes": d.passes,
+        "seconds": d.seconds,
+        "checkpoint": d.checkpoint,
+    }
+
+
+def _quiet_unraisable(unraisable) -> None:
+    """Drop one known message at exit, pass every other on.
+
+    When an object store cannot be reached, zarr gives up on requests that
+    s3fs (aiobotocore) still holds; Python finalizes those coroutines at exit
+    and aiobotocore then fails to reset a context variable, printing a long
+    "was created in a different Context" traceback after the command's own
+    one-line error.  The request had already failed and been reported."""
+    exc = unraisable.exc_value
+    if isinstance(exc, ValueError) and "was created in a different Context" in str(exc):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on stderr (not the source line Python shows under it)."""
+    click.echo(f"Warning: {message}", err=True)
+
+
+@click.group()
+@click.version_option(package_name="kcpstream")
+def main() -> None:
+    """kcpstream: kernel change-point detection for very long signals."""
+    sys.unraisablehook = _quiet_unraisable
+    warnings.showwarning = _warning_line
+
+
+@main.command()
+@click.argument("store")
+@click.option("--variable", "-v", default=None, help="Array or variable in the store.")
+@click.option("--dim", default=None, help="Time dimension (xarray stores).")
+@click.option(
+    "--batch-dim", "batch_dims", multiple=True, help="Dimension of independent series (repeatable)."
+)
+@click.option("--n-bkps", type=int, default=None, help="Number of change-points.")
+@click.option(
+    "--pen", default=None, help="Penalty per change-point, 'auto' (default: the test) or 'slope'."
+)
+@click.option(
+    "--alpha",
+    type=float,
+    default=DEFAULT_ALPHA,
+    show_default=True,
+    help="Level of each split's test.",
+)
+@click.option(
+    "--window", type=int, default=None, help="Length of the temporal patterns, in samples (hint)."
+)
+@click.option(
+    "--method", type=click.Choice(["binseg", "dynp"]), default="binseg", show_default=True
+)
+@click.option(
+    "--features", default="auto", show_default=True, help="Feature map, e.g. rff:64 or brownian:32."
+)
+@click.option(
+    "--min-size",
+    type=int,
+    default=None,
+    help="Shortest segment (default: n / 10^4, at least 10 samples or 2 windows).",
+)
+@click.option(
+    "--min-duration",
+    default=None,
+    help="Shortest segment as a duration of the time coordinate, e.g. 10min (instead of "
+    "--min-size).",
+)
+@click.option("--seed", type=int, default=None, help="Seed of the feature map.")
+@click.option(
+    "--missing",
+    type=click.Choice(["error", "fill"]),
+    default="error",
+    show_default=True,
+    help="An absent chunk of the store: an error, or the fill value (stores that leave out "
+    "chunks of fill values).",
+)
+@click.option(
+    "--storage-option",
+    "storage_option",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Option of the object store a URL opens (repeat): endpoint_url=..., anon=true, ...",
+)
+@click.option(
+    "--checkpoint", type=click.Path(file_okay=False), default=None, help="Checkpoint directory."
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False), default=None, help="Write the result as JSON."
+)
+@click.option(
+    "--scheduler",
+    default="threads",
+    show_default=True,
+    help="threads, processes, sync, local[:N] or an address.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bar on stderr (default: on a terminal).",
+)
+def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method, features,
+            min_size, min_duration, seed, missing, storage_option, checkpoint, out, scheduler,
+            as_json, progress) -> None:  # fmt: skip
+    """Segment the signal in a zarr STORE."""
+    from kcpstream import segment as run_segment
+
+    if pen is not None and pen not in ("auto", "slope"):
+        try:
+            pen = float(pen)
+        except ValueError:
+            raise click.BadParameter(
+                f"--pen must be a number, 'auto' or 'slope', got {pen!r}"
+            ) from None
+    show = sys.stderr.isatty() if progress is None else progress
+    if out:
+        check_writable(out)
+    if checkpoint:
+        check_writable(checkpoint, folder=True)
+    options = parse_storage_options(storage_option)
+    from kcpstream.inputs.stores import open_store
+
+    try:
+        data, var = open_store(store, variable, dim, options, batch=bool(batch_dims))
+        if isinstance(data, str) and options:
+            extra = {"storage_options": options}
+        else:
+            extra = {}
+        with scheduler_context(scheduler):
+            res = run_segment(
+                data, variable=var, dim=dim, batch_dims=list(batch_dims) or None, n_bkps=n_bkps,
+                pen=pen, alpha=alpha, window=window, method=method, features=features,
+                min_size=min_size, min_duration=_duration(min_duration), seed=seed,
+                missing=missing, checkpoint=checkpoint,
+                progress=show, **extra,
+            )  # fmt: skip
+    except USER_ERRORS as exc:
+        raise click.ClickException(one_line(exc)) from None
+    if out:
+        write_atomic(out, res.to_json())
+    summary = _summary(res)
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        click.echo(repr(res))
+        if "series" not in summary:
+            for i, c in enumerate(res.changepoints):
+                when = f"  {res.changepoint_times[i]}" if res.times is not None else ""
+                click.echo(f"{c:>14,}{when}")
+
+
+@main.command()
+@click.argument("job", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--scheduler",
+    default=None,
+    help="Override the job's cluster: threads, processes, local[:N] or an address.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@click.option(
+    "--dry-run", is_flag=True, help="Check the job and show the plan; compute and write nothing."
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool, quiet: bool) -> None:
+    """Run a pipeline JOB (a TOML file; see pipelines/README.md).
+
+    A line on stderr says how many series are left, and another after each
+    group of series is written, so that a job's log shows how far it got."""
+    from kcpstream.jobs.pipeline import JobError, run_job
+
+    try:
+        with lines_on_stderr(not quiet):
+            report = run_job(job, scheduler=scheduler, dry_run=dry_run)
+    except (JobError, *USER_ERRORS) as exc:
+        raise click.ClickException(one_line(exc)) from None
+    if dry_run:
+        if as_json:
+            click.echo(json.dumps(report))
+            return
+        click.echo(f"job:        {report['job']}")
+        click.echo(f"input:      {report['input']['store']} {report['input']['variables']}")
+        click.echo(f"output:     {report['output']}")
+        click.echo(f"checkpoint: {report['checkpoint'] or '-'}")
+        click.echo(f"scheduler:  {report['scheduler']}")
+        click.echo(
+            f"series:     {report['series']} ({len(report['would_run'])} to segment, "
+            f"{len(report['would_skip'])} already done)"
+        )
+        return
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        click.echo(
+            f"{report['done']} series segmented, {report['skipped']} already done; "
+            f"outputs in {report['output']}"
+        )
+    if report["failed"]:
+        for name, msg in report["failed"].items():
+            click.echo(f"failed: {name}: {msg}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("job", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--every", default="1h", show_default=True, help="Interval between runs: 30s, 5min, 1h, ..."
+)
+@click.option("--runs", type=click.IntRange(min=1), default=None, help="Stop after this many runs.")
+@click.option("--scheduler", default=None, help="Override the job's cluster (as for run).")
+@click.option("--json", "as_json", is_flag=True, help="A JSON line per run on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+def watch(job: str, every: str, runs: int | None, scheduler: str | None, as_json: bool,
+          quiet: bool) -> None:  # fmt: skip
+    """Run a pipeline JOB again every --every until stopped (Ctrl-C, SIGTERM).
+
+    Each run is `kcpstream run JOB`: unchanged series are skipped, series of a
+    grown or rewritten input are updated from the job's checkpoint. A line per
+    run says what it did; a run's error is reported and the next run tried
+    (the first run's error ends the command). Exit code 1 when a run failed."""
+    import signal
+
+    from kcpstream.jobs.pipeline import JobError, run_job
+    from kcpstream.jobs.watch import parse_every
+    from kcpstream.jobs.watch import watch as watch_job
+
+    def stamp() -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+    def on_report(i: int, report: dict) -> None:
+        if as_json:
+            click.echo(json.dumps({"run": i, "time": stamp(), **report}))
+        else:
+            click.echo(
+                f"{stamp()} run {i}: {report['done']} series segmented, "
+                f"{report['skipped']} unchanged"
+            )
+        for name, msg in report["failed"].items():
+            click.echo(f"failed: {name}: {msg}", err=True)
+
+    def on_error(i: int, exc: BaseException) -> None:
+        click.echo(f"{stamp()} run {i} failed: {one_line(exc)}", err=True)
+
+    def stop(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        seconds = parse_every(every)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    previous = signal.signal(signal.SIGTERM, stop)
+    failed = 0
+    try:
+        with lines_on_stderr(not quiet):
+            failed = watch_job(
+                lambda: run_job(job, scheduler=scheduler), seconds, runs,
+                on_report=on_report, on_error=on_error, errors=(JobError, *USER_ERRORS),
+            )  # fmt: skip
+    except (JobError, *USER_ERRORS) as exc:
+        raise click.ClickException(one_line(exc)) from None
+    except KeyboardInterrupt:
+        # the run stopped may leave reads pending on zarr's I/O loop: at exit
+        # asyncio would print each dropped task ("Task was destroyed but it is
+        # pending!") with the traceback of its exception
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        click.echo(f"{stamp()} watch stopped", err=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.option(
+    "--n", "n", default=10_000_000, show_default=True, help="Samples in the synthetic signal."
+)
+@click.option("--n-bkps", default=10, show_default=True, help="True (and requested) change-points.")
+@click.option("--features", default="auto", show_default=True, help="Feature map spec.")
+@click.option("--chunk", default=2**20, show_default=True, help="zarr chunk length.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the signal and the features.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: bool) -> None:
+    """Segment a synthetic signal with known change-points stored in a temporary zarr store."""
+    from kcpstream import datasets, metrics
+    from kcpstream import segment as run_segment
+    from kcpstream.warmup import warm_up
+
+    # compiled apart, so that the time printed is the segmentation's, not numba's
+    # first compile of the kernels (once per environment; benchmarks/results/first.md)
+    kernels = warm_up()
+    sig = datasets.changing_distribution(n, n_bkps, seed=seed)
+    with tempfile.TemporaryDirectory(prefix="kcpstream-demo-") as tmp:
+        store = os.path.join(tmp, "signal.zarr")
+        t0 = time.perf_counter()
+        datasets.write_zarr(sig.x, store, chunks=chunk)
+        t_write = time.perf_counter() - t0
+        try:
+            res = run_segment(store, variable="x", n_bkps=n_bkps, features=features, seed=seed)
+        except USER_ERRORS as exc:
+            raise click.ClickException(one_line(exc)) from None
+    found = res.changepoints
+    true = sig.changepoints
+    hausdorff = int(metrics.hausdorff(true, found)) if len(found) and len(true) else 0
+    d = res.diagnostics
+    outcome = {
+        "n": n,
+        "true": true.tolist(),
+        "found": found.tolist(),
+        "hausdorff": hausdorff,
+        "seconds_write": round(t_write, 3),
+        "seconds_compile": round(kernels.seconds, 3),
+        "functions_compiled": kernels.compiled,
+        "seconds_segment": round(d.seconds, 3),
+        "passes": round(d.passes, 4),
+        "block_size": d.block_size,
+    }
+    if as_json:
+        click.echo(json.dumps(outcome))
+        return
+    click.echo(
+        f"signal: {n:,} samples, {n_bkps} change-points, zarr chunks of {chunk:,} "
+        f"(written in {t_write:.2f} s)"
+    )
+    click.echo(_kernels_line(kernels))
+    click.echo(f"features: {res.features!r}")
+    click.echo(f"{'true':>12} {'found':>12} {'offset':>8}")
+    for t, f in zip(true, found, strict=False):
+        click.echo(f"{t:>12,} {f:>12,} {int(f) - int(t):>8}")
+    click.echo(f"Hausdorff distance: {hausdorff} samples ({hausdorff / n:.2e} of n)")
+    click.echo(
+        f"segmented in {d.seconds:.2f} s (data pass {d.seconds_data_pass:.2f} s); "
+        f"samples featurized = {d.passes:.4f} x n; {d.rounds} refinement rounds"
+    )
+
+
+def _kernels_line(kernels) -> str:
+    if kernels.compiled:
+        return (
+            f"kernels: {kernels.compiled} functions compiled in {kernels.seconds:.1f} s "
+            "(once per environment: cached for the next calls)"
+        )
+    return f"kernels: loaded from numba's cache in {kernels.seconds:.1f} s"
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def warmup(as_json: bool) -> None:
+    """Compile kcpstream's kernels into numba's cache (run once where an
+    environment or a worker image is built, so that no job's first call
+    compiles them)."""
+    from kcpstream.warmup import warm_up
+
+    kernels = warm_up()
+    if as_json:
+        click.echo(json.dumps({"seconds": round(kernels.seconds, 3), "compiled": kernels.compiled}))
+    else:
+        click.echo(_kernels_line(kernels))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

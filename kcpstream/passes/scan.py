@@ -1,0 +1,378 @@
+"""Refinement's reads: every split of the pieces a search asks for, scanned exactly.
+
+A search (:mod:`kcpstream.search.binseg`, :mod:`kcpstream.search.dynp`) asks for pieces of
+segments (:class:`ScanRequest`); :func:`scan_many` scans them from the job's
+sample cache or reads their chunks again, one task per run of chunks, and
+returns each piece's best split (:class:`ScanResult`).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import dask
+import numpy as np
+from dask.system import CPU_COUNT
+
+from kcpstream._kernels.blockstats import piece_stats, snapshot_every
+from kcpstream._kernels.blockstats import scan_piece as _scan_piece_kernel
+from kcpstream._kernels.blockstats import scan_pieces as _scan_pieces_kernel
+from kcpstream.features.base import FeatureMap
+from kcpstream.inputs.signal import Signal, SourceSlice
+from kcpstream.passes import ranges
+from kcpstream.passes.cache import (
+    CacheHandle,
+    SampleCache,
+    caches_reachable,
+    chunks_holding,
+    home_of,
+)
+from kcpstream.passes.ranges import as_2d, featurize_range, scratch_features
+from kcpstream.search.stats import PieceStats
+from kcpstream.tasks.graph import TaskBatch
+
+__all__ = ["ScanRequest", "ScanResult", "scan_piece", "scan_batch", "scan_run", "scan_many"]
+
+
+def _split_pieces(
+    z: np.ndarray, scale: float, cut: int, every: int
+) -> tuple[PieceStats, PieceStats]:
+    """Statistics of the features ``z`` (k, L, m) before and after ``cut``
+    (bridge evaluated every ``every`` samples)."""
+    p = z.shape[0] * z.shape[2]
+    S = np.empty((2, p), np.int64)
+    Q, M2, R = np.empty(2), np.empty(2), np.empty(2)
+    cnt = np.empty(2, np.int64)
+    piece_stats(z, scale, np.array([0, cut, z.shape[1]], np.int64), S, Q, M2, R, cnt, -1.0, every)
+    left, right = (
+        PieceStats(count=int(cnt[i]), S=S[i], Q=float(Q[i]), M2=float(M2[i]), R=float(R[i]))
+        for i in (0, 1)
+    )
+    return left, right
+
+
+@dataclass(frozen=True)
+class ScanRequest:
+    """Scan every split strictly inside ``[piece_start, piece_end)`` of a segment."""
+
+    segment: tuple[int, int]
+    piece_start: int
+    piece_end: int
+    left_at_piece: np.ndarray  # exact sum of the segment's samples before piece_start
+    total: np.ndarray  # exact sum of the segment
+    #: 0: one piece; else a run of consecutive pieces of a block grid of this
+    #: size, scanned strictly inside each piece (one request, not one per piece)
+    grid: int = 0
+
+    @property
+    def pieces(self) -> int:
+        """How many pieces the request scans."""
+        return len(_pieces_of(self))
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """The best split ``pos`` (``-1``: none) of a scanned piece and its ``gain``;
+    ``left``/``right`` are the statistics of the piece's two halves (given for
+    the split that wins among the scanned pieces of its segment)."""
+
+    request: ScanRequest
+    gain: float
+    pos: int
+    left: PieceStats | None
+    right: PieceStats | None
+
+    @property
+    def piece(self) -> tuple[int, int]:
+        """The piece holding ``pos`` (of a run, the one of its grid), whose halves
+        ``left`` and ``right`` are."""
+        return _piece_of(self.request, self.pos)
+
+
+def _pieces_of(req: ScanRequest) -> list[tuple[int, int]]:
+    """The pieces a request scans: itself, or the pieces of its run."""
+    if not req.grid:
+        return [(req.piece_start, req.piece_end)]
+    g = req.grid
+    inner = range((req.piece_start // g + 1) * g, req.piece_end, g)
+    edges = [req.piece_start, *inner, req.piece_end]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _piece_of(req: ScanRequest, pos: int) -> tuple[int, int]:
+    if not req.grid or pos < 0:
+        return req.piece_start, req.piece_end
+    block = pos - pos % req.grid
+    return max(req.piece_start, block), min(req.piece_end, block + req.grid)
+
+
+def scan_piece(
+    x: np.ndarray, fmap: FeatureMap, req: ScanRequest, min_size: int, tile: int
+) -> ScanResult:
+    """Featurize one piece (its raw samples ``x``) and scan it sample by sample.
+
+    The one-piece form of :func:`scan_batch` (which the search uses), kept as
+    the plain reference the batch is tested against."""
+    x = as_2d(x)
+    z = featurize_range(fmap, x, tile, scratch_features(fmap, x.shape[0]))
+    scale = float(2.0**fmap.quantum_exponent_)
+    a, e = req.segment
+    gain, pos = _scan_piece_kernel(
+        z, scale, req.piece_start, a, e, req.left_at_piece, req.total, min_size, req.grid
+    )
+    left = right = None
+    if pos >= 0:
+        every = snapshot_every(fmap.window_samples)
+        lo, hi = (b - req.piece_start for b in _piece_of(req, pos))
+        left, right = _split_pieces(z[:, lo:hi], scale, pos - req.piece_start - lo, every)
+    return ScanResult(req, float(gain), int(pos), left, right)
+
+
+def scan_batch(
+    xs: list[np.ndarray], fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, tile: int
+) -> list[ScanResult]:
+    """:func:`scan_piece` of several pieces (their raw samples ``xs``), featurized
+    together and scanned in one compiled loop, without the per-piece overhead
+    that dominates when pieces are short.  The same gains and positions; the
+    statistics of the two halves are given only for the split that wins among
+    the scanned pieces of its segment (the only one a search keeps)."""
+    out: list[ScanResult] = []
+    limit = max(1, ranges.MAX_SCRATCH_BYTES // (4 * fmap.n_features_out_))  # samples per batch
+    i = 0
+    while i < len(reqs):
+        j, length = i, 0
+        while j < len(reqs) and (j == i or length + len(xs[j]) <= limit):
+            length += len(xs[j])
+            j += 1
+        out += _scan_group([as_2d(x) for x in xs[i:j]], fmap, reqs[i:j], min_size, tile)
+        i = j
+    return out
+
+
+def _scan_group(xs, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, tile: int):
+    offsets = np.zeros(len(xs) + 1, np.int64)
+    np.cumsum([len(x) for x in xs], out=offsets[1:])
+    x = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=0)
+    z = featurize_range(fmap, x, tile, scratch_features(fmap, len(x)))
+    scale = float(2.0**fmap.quantum_exponent_)
+    meta = np.array([(r.piece_start, *r.segment, r.grid) for r in reqs], np.int64)
+    gains, positions = _scan_pieces_kernel(
+        z, scale, offsets, meta[:, 0], meta[:, 1], meta[:, 2],
+        np.stack([r.left_at_piece for r in reqs]), np.stack([r.total for r in reqs]), min_size,
+        meta[:, 3],
+    )  # fmt: skip
+    best: dict[tuple[int, int], int] = {}  # per segment, the piece whose split wins here
+    for i, r in enumerate(reqs):
+        if positions[i] < 0:
+            continue
+        j = best.get(r.segment)
+        if j is None or (gains[i], -positions[i]) > (gains[j], -positions[j]):
+            best[r.segment] = i
+    split = np.zeros(len(reqs), bool)
+    split[list(best.values())] = True
+    every = snapshot_every(fmap.window_samples)
+    # each winner's piece, in z's samples: the request, or the piece of its run holding the split
+    pieces = np.array([_piece_of(r, int(p)) for r, p in zip(reqs, positions, strict=True)])
+    edges = offsets[:-1, None] + pieces - meta[:, :1]
+    halves = _split_halves(z, scale, edges, positions - meta[:, 0] + offsets[:-1], split, every)
+    return [
+        ScanResult(r, float(gain), int(pos), *halves.get(i, (None, None)))
+        for i, (r, gain, pos) in enumerate(zip(reqs, gains, positions, strict=True))
+    ]
+
+
+def _split_halves(
+    z: np.ndarray,
+    scale: float,
+    pieces: np.ndarray,
+    cuts: np.ndarray,
+    split: np.ndarray,
+    every: int,
+) -> dict[int, tuple[PieceStats, PieceStats]]:
+    """Statistics of both halves of every split piece (piece ``i`` is
+    ``z[:, pieces[i, 0]:pieces[i, 1]]``, cut at ``cuts[i]``), from one
+    :func:`piece_stats` call over all their edges."""
+    found = np.flatnonzero(split)
+    if not found.size:
+        return {}
+    starts = pieces[found, 0]
+    middles = cuts[found]
+    edges = np.unique(np.concatenate([starts, middles, pieces[found, 1]]))
+    n = len(edges) - 1
+    S = np.empty((n, z.shape[0] * z.shape[2]), np.int64)
+    Q, M2, R = np.empty(n), np.empty(n), np.empty(n)
+    cnt = np.empty(n, np.int64)
+    piece_stats(z, scale, edges, S, Q, M2, R, cnt, -1.0, every)
+
+    def stats(edge: int) -> PieceStats:
+        j = int(np.searchsorted(edges, edge))
+        return PieceStats(count=int(cnt[j]), S=S[j], Q=float(Q[j]), M2=float(M2[j]), R=float(R[j]))
+
+    return {int(i): (stats(a), stats(c)) for i, a, c in zip(found, starts, middles, strict=True)}
+
+
+def scan_run(
+    source: SourceSlice,
+    fmap: FeatureMap,
+    reqs: list[ScanRequest],
+    min_size: int,
+    tile: int,
+    cache: CacheHandle | None,
+) -> tuple[list[ScanResult], bool]:
+    """Scan several pieces of one run of chunks, a dask task.
+
+    Pieces are taken from the job's sample cache in this process when all of
+    them are there; otherwise the run is read once and its pieces are added
+    to the cache.  Returns the scans and whether the source was read.
+    """
+    local = cache.resolve() if cache is not None else None
+    xs = [None] * len(reqs)
+    if local is not None:
+        xs = [local.get(r.piece_start, r.piece_end) for r in reqs]
+    read = any(x is None for x in xs)
+    if read:
+        x = source.read()
+        xs = [x[r.piece_start - source.start : r.piece_end - source.start] for r in reqs]
+        if local is not None:
+            # whole chunks: kept where the budget has room (the data pass's chunks,
+            # scored by their gains, are never dropped for them, nor offered again,
+            # which would reset their score; none are offered under a pool of
+            # processes), an oversized one always, since reading any piece of it
+            # again decodes all of it; of a run of several, copies (a view would
+            # keep the whole run for one chunk counted)
+            several = len(source.starts) > 2
+            for a, b in zip(source.starts[:-1], source.starts[1:], strict=True):
+                if local.chunk(int(a)) is None:
+                    part = x[int(a) - source.start : int(b) - source.start]
+                    local.add_chunk(int(a), part, copy=several)
+        if local is not None:
+            for r, xr in zip(reqs, xs, strict=True):
+                for a, b in _pieces_of(r):  # a run's pieces one by one, as if asked alone
+                    local.add_piece(a, b, xr[a - r.piece_start : b - r.piece_start])
+    results = scan_batch(xs, fmap, reqs, min_size, tile)
+    return results, read
+
+
+def _chunk_groups(
+    starts: np.ndarray, reqs: list[ScanRequest]
+) -> list[tuple[int, int, list[ScanRequest]]]:
+    """Requests grouped by runs of overlapping chunks: ``(first, last, requests)``."""
+    groups: list[tuple[int, int, list[ScanRequest]]] = []
+    for r in sorted(reqs, key=lambda r: r.piece_start):
+        c0, c1 = chunks_holding(starts, r.piece_start, r.piece_end)
+        if groups and c0 <= groups[-1][1]:
+            first, last, members = groups[-1]
+            groups[-1] = (first, max(last, c1), [*members, r])
+        else:
+            groups.append((c0, c1, [r]))
+    return groups
+
+
+#: Fewest samples of held pieces worth a thread of their own (below, a thread
+#: costs more than the scan).
+MIN_THREAD_SAMPLES = 2**14
+
+
+def _scan_here(batches, here, min_size: int, tile: int):
+    """Scan the pieces this process holds (``here``: per signal ``b``, the indices
+    of its held requests and their samples), yielding ``(b, indices, results)``.
+
+    In threads, a few signals' pieces each (the kernels release the GIL): a
+    batch of short series holds every series' samples, and a single series
+    in a round may hold hundreds of pieces.  The results do not depend on
+    how the pieces are grouped (each piece's best split is its own; the
+    halves of a segment's winning piece are computed in whichever group
+    holds it)."""
+    work = []
+    for b, held, samples in here:
+        fmap, requests = batches[b][1], batches[b][2]
+        for lo, hi in _even_parts([len(x) for x in samples], _threads()):
+            work.append((b, held[lo:hi], samples[lo:hi], fmap, [requests[i] for i in held[lo:hi]]))
+    total = sum(len(x) for _, _, xs, _, _ in work for x in xs)
+    workers = min(len(work), _threads(), max(1, total // MIN_THREAD_SAMPLES))
+    if workers <= 1:
+        for b, held, xs, fmap, reqs in work:
+            yield b, held, scan_batch(xs, fmap, reqs, min_size, tile)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="kcpstream-scan") as pool:
+        scans = [pool.submit(scan_batch, xs, fmap, reqs, min_size, tile)
+                 for _, _, xs, fmap, reqs in work]  # fmt: skip
+        for (b, held, _, _, _), scan in zip(work, scans, strict=True):
+            yield b, held, scan.result()
+
+
+def _threads() -> int:
+    """Threads for scans in this process: dask's ``num_workers`` if set, else its CPU count."""
+    return max(1, int(dask.config.get("num_workers", None) or CPU_COUNT))
+
+
+def _even_parts(lengths: list[int], parts: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` index ranges splitting ``lengths`` into at most ``parts``
+    consecutive runs of about equal sums."""
+    total = sum(lengths)
+    if parts <= 1 or len(lengths) <= 1 or total < 2 * MIN_THREAD_SAMPLES:
+        return [(0, len(lengths))]
+    edges = np.searchsorted(np.cumsum(lengths), np.arange(1, parts) * total / parts, side="right")
+    bounds = [0, *sorted(set(int(e) for e in edges) - {0, len(lengths)}), len(lengths)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def scan_many(
+    batches: list[tuple[Signal, FeatureMap, list[ScanRequest], SampleCache | None]],
+    min_size: int,
+    tile: int,
+) -> list[list[ScanResult]]:
+    """Scan the requested pieces of several signals: pieces in the client's cache
+    on the spot, the others in one graph with one task per run of
+    chunks of a signal.  A task uses the samples its process already holds (a
+    worker's cache) or reads its run once; under a distributed client it is sent
+    to the worker that read the run's first chunk in the data pass.  Results
+    come back per signal, in request order; samples are never sent back.
+
+    Under a pool of processes (dask's ``processes`` scheduler) the scans run
+    in this process's threads instead: the pool's processes keep no cache
+    between computations, so every round of refinement (tens of rounds of a
+    few reads each) would pay for shipping its tasks and their samples, and
+    read its pieces again (at 10^8 samples: 23 s of refinement against 1 s
+    in threads, the whole series read a second time).  The kernels release
+    the GIL, so threads lose nothing the pool would give."""
+    if not caches_reachable():
+        with dask.config.set(scheduler="threads"):
+            return scan_many(batches, min_size, tile)
+    out: list[dict[int, ScanResult]] = []
+    batch, owners = TaskBatch("scan", merge_per_thread=True), []
+    here: list[tuple[int, list[int], list[np.ndarray]]] = []  # pieces this process holds
+    for b, (signal, fmap, requests, cache) in enumerate(batches):
+        results: dict[int, ScanResult] = {}
+        out.append(results)
+        to_read, held, samples = [], [], []
+        for i, r in enumerate(requests):
+            x = None if cache is None else cache.get(r.piece_start, r.piece_end)
+            if x is None:
+                to_read.append(r)
+            else:
+                held.append(i)
+                samples.append(x)
+        if held:
+            here.append((b, held, samples))
+        if not to_read:
+            continue
+        reader = signal.reader
+        handle = cache.handle if cache is not None else None
+        for c0, c1, members in _chunk_groups(reader.starts, to_read):
+            home = None if cache is None else home_of(cache, reader.starts, c0, c1)
+            reader.add_task(batch, scan_run, c0, c1, fmap, members, min_size, tile, handle,
+                            home=home)  # fmt: skip
+            owners.append((b, int(reader.starts[c1 + 1] - reader.starts[c0])))
+    for b, held, found in _scan_here(batches, here, min_size, tile):
+        out[b].update(zip(held, found, strict=True))
+    for (b, length), (group, read) in zip(owners, batch.compute(), strict=True):
+        _, _, requests, cache = batches[b]
+        index = {(r.segment, r.piece_start, r.piece_end): i for i, r in enumerate(requests)}
+        for res in group:
+            req = res.request
+            out[b][index[(req.segment, req.piece_start, req.piece_end)]] = res
+        if read and cache is not None:
+            cache.samples_read_again += length
+    return [[res[i] for i in range(len(batches[b][2]))] for b, res in enumerate(out)]

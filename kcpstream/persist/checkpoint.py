@@ -1,0 +1,637 @@
+"""Checkpoints: block statistics and exact refinement results kept in a folder.
+
+A checkpoint directory holds one *group* (a folder of ``.npy`` arrays and a
+JSON file of attributes, :data:`ATTRS`) per *fingerprint* of
+
+* the input's identity (:mod:`kcpstream.inputs.provenance`: the array's metadata
+  and the version of every chunk of a zarr store, a hash of an in-memory
+  array's bytes) and its kind, shape and dtype;
+* the fitted feature map (its JSON);
+* the block size.
+
+The chunking is deliberately not part of it: the feature sums are exact
+integers, the same for every chunking (a block cut by a chunk boundary sums
+its squared norms and its bridge bound in two parts, so those can differ by a
+rounding: costs in the last bit, never the gains that place a split).  A second run on the same
+input with another ``pen``, ``n_bkps`` or ``method`` loads the statistics
+(no data pass) and the segments already evaluated exactly (no refinement
+read it has made before).  A changed input (a chunk rewritten in place, an
+append, another codec) or parameter gives another fingerprint: a stale
+checkpoint is never used.
+
+A group also keeps the *lineage* of a stored input (which array, how it is
+stored; not its length or chunk versions) and the version of each run of
+its chunks along time: a later call on a changed version of the same array
+keeps the statistics of the unchanged blocks (:mod:`kcpstream.persist.reuse`) and
+replaces the group with its own.  With them it keeps the record of the fit
+(:mod:`kcpstream.engine.fitting`: the fitted map and the windows of samples it was
+fitted on, which a later version's fit on the same samples takes as it is)
+and the samples refinement scanned for the segments that end at the
+series' end (which an append makes longer) or at their splits (which it
+may move: ``kept_*``, see :func:`kcpstream.persist.reuse.kept_pieces`).
+
+A group is a plain folder rather than a zarr group because it is a local,
+private cache that is read and written whole: a zarr array's metadata round
+trip cost more than its bytes (19 arrays at 10^8 samples: 0.20 s to write
+and flush, 0.053 s to read, against 0.016 s and 0.013 s as ``.npy``
+files), and an update pays both.
+
+The prefix sums, most of a group's bytes, are stored in slabs of
+:data:`PREFIX_SLAB_BYTES` (4096 blocks at 64 features).  A group written
+from the statistics of another (an update's, from the group of the earlier
+version; a run that loaded a group, from it) hard-links each slab whose
+content is the other's, instead of writing, hashing and flushing it again:
+after an append at 10^8 samples, all but the last two of seven.
+
+Every array is stored with a SHA-256 of its dtype, shape and bytes, and the
+attributes with one of their own, checked on load; a group that is missing
+a piece, fails its checksums or does not fit the series is a cache miss
+(recomputed and written again), never data.
+Writes are atomic: the group is written and flushed to disk under a temporary
+name in the same directory and then renamed, so a killed run leaves the
+previous checkpoint (or none), never half of one; the next save removes the
+temporary folders that killed runs left.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kcpstream._version import __version__
+from kcpstream.persist.files import fsync_dir, probe_writable
+from kcpstream.search.binseg import SegmentSplit
+from kcpstream.search.stats import BlockStats
+
+__all__ = [
+    "Base",
+    "fingerprint",
+    "load",
+    "load_base",
+    "remove_outdated",
+    "stored_fits",
+    "save",
+    "check_writable",
+    "FORMAT",
+]
+
+#: Bumped whenever the stored layout changes (older checkpoints are then not used).
+FORMAT = 5
+
+#: Bytes of prefix sums per file: ``prefix.<i>.npy`` holds the columns
+#: ``[i * w, (i + 1) * w)`` for ``w`` = :func:`slab_columns`.  An update after
+#: an append changes the last few, and the others are linked from the group
+#: it updates (at 64 features, 4096 blocks a slab).
+PREFIX_SLAB_BYTES = 2 * 2**20
+
+
+def slab_columns(n_features: int) -> int:
+    """Columns of the prefix sums of ``n_features`` features per slab file."""
+    return max(1, PREFIX_SLAB_BYTES // (8 * max(1, n_features)))
+
+
+#: The file of a group's attributes (its arrays are ``<name>.npy`` beside it).
+ATTRS = "attrs.json"
+
+#: Temporary folders of another machine's runs older than this are removed.
+STALE_SECONDS = 24 * 3600
+
+
+def fingerprint(
+    identity: str,
+    source: dict[str, Any],
+    fmap_json: str,
+    block_size: int,
+    tile: int | None = None,
+    pass_chunk: int | None = None,
+) -> str:
+    """A stable hash of what the statistics depend on, to the bit.
+
+    ``tile``: the samples featurized together, when blocks are longer (a
+    block's sums of squares are then merged from its tiles' pieces, one
+    rounding apart for another tile); None otherwise.  ``pass_chunk``: the
+    data pass's chunk length, when blocks hold more than one sample (a block
+    cut by a chunk boundary is merged from the two chunks' parts, and where
+    tiles start depends on where chunks do); None otherwise."""
+    ident = {k: v for k, v in source.items() if k in ("kind", "shape", "dtype", "window")}
+    key = {"format": FORMAT, "source": ident, "block_size": block_size, "identity": identity}
+    if tile is not None:
+        key["tile"] = tile
+    if pass_chunk is not None:
+        key["pass_chunk"] = pass_chunk
+    h = hashlib.sha256()
+    h.update(json.dumps(key, sort_keys=True).encode())
+    h.update(fmap_json.encode())
+    return h.hexdigest()[:32]
+
+
+def _checksum(value: np.ndarray) -> str:
+    value = np.ascontiguousarray(value)
+    h = hashlib.sha256(json.dumps([value.dtype.str, list(value.shape)]).encode())
+    h.update(memoryview(value).cast("B") if value.size else b"")
+    return h.hexdigest()
+
+
+def _local_dir(path: str | os.PathLike) -> str:
+    path = os.fspath(path)
+    if "://" in path:
+        raise ValueError(
+            f"checkpoint={path!r}: checkpoints are written atomically to a local directory; "
+            "give a local path"
+        )
+    return path
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise :class:`~kcpstream.errors.InputError` now, before any work, when
+    the checkpoint directory cannot be created or written."""
+    from kcpstream.errors import InputError
+
+    root = _local_dir(path)
+    try:
+        probe_writable(root)
+    except OSError as exc:
+        raise InputError(
+            f"checkpoint={root!r} cannot be written: {exc.strerror or exc}; choose a writable "
+            "directory"
+        ) from None
+
+
+def load(
+    path: str | os.PathLike,
+    key: str,
+    min_size: int,
+    n: int,
+    block_size: int,
+    with_attrs: bool = False,
+) -> tuple | str | None:
+    """The statistics and exact segments stored under ``key``; None when there
+    are none; ``"damaged"`` when the group is there but incomplete, fails its
+    checksums or does not fit a series of ``n`` samples in blocks of
+    ``block_size`` (or of one sample: an in-memory search's; the caller
+    recomputes and writes it again).
+
+    A segment's best split depends on ``min_size`` (the splits it admits),
+    which the key does not hold: the segments are returned only when they
+    were stored for the same ``min_size`` (none otherwise; the statistics
+    hold for every ``min_size``).  With ``with_attrs``, the group's
+    attributes come third."""
+    where = os.path.join(_local_dir(path), key)
+    if not os.path.isdir(where):
+        return None
+    try:
+        stats, known, _, attrs = _read(where, key, min_size, n, block_size)
+    except Exception:  # a missing file, a codec error, a mismatch: all the same miss
+        return "damaged"
+    return (stats, known, attrs) if with_attrs else (stats, known)
+
+
+@dataclass(frozen=True)
+class Base:
+    """What a checkpoint group keeps of an earlier version of a stored input.
+
+    Attributes
+    ----------
+    key : str
+        The group's fingerprint.
+    stats : BlockStats
+        Its statistics.
+    known : dict
+        Its exact segments, as :func:`load` gives them for the ``min_size`` asked.
+    attrs : dict
+        The group's attributes.
+    slabs : dict of int to str
+        The versions of the stored objects the statistics were computed from
+        (checksummed like the statistics).
+    kept : dict of (int, int) to numpy.ndarray
+        Samples ``[a, b)`` of that version that refinement scanned for the
+        segments ending at its last sample or at their splits
+        (:func:`kcpstream.persist.reuse.kept_pieces`): the segments an append makes
+        new scan them again.
+    """
+
+    key: str
+    stats: BlockStats
+    known: dict
+    attrs: dict
+    slabs: dict
+    kept: dict
+
+
+def load_base(
+    path: str | os.PathLike, lineage: str, features: str, block_size: int, min_size: int
+) -> Base | None:
+    """The newest intact statistics stored for an earlier version of the input
+    of ``lineage`` (:attr:`kcpstream.inputs.provenance.Origin.lineage`) with the
+    same fitted feature map (JSON ``features``) and blocks of ``block_size``,
+    or None."""
+    for name, where, attrs in _groups_of(path, lineage):
+        try:
+            if attrs.get("features") != features or attrs.get("block_size") != block_size:
+                continue
+            # the attributes the arrays were checked against (the group may have
+            # been replaced since the look above)
+            stats, known, arrays, attrs = _read(where, name, min_size, None, block_size, kept=True)
+            slabs = _slabs_of(arrays)
+        except Exception:  # damaged, being replaced, or without versions: not a base
+            continue
+        same = attrs.get("features") == features and attrs.get("lineage") == lineage
+        if same and stats.block_size == block_size:
+            return Base(name, stats, known, attrs, slabs, _kept_of(arrays))
+    return None
+
+
+def _groups_of(path: str | os.PathLike, lineage: str):
+    """``(key, folder, attrs)`` of the groups stored for inputs of ``lineage``,
+    newest first."""
+    root = _local_dir(path)
+    groups = []
+    try:
+        for entry in os.scandir(root):
+            if re.fullmatch(r"[0-9a-f]{32}", entry.name):
+                try:
+                    groups.append((-entry.stat().st_mtime_ns, entry.name, entry.path))
+                except OSError:  # replaced by another run meanwhile
+                    pass
+    except FileNotFoundError:
+        return
+    for _, name, where in sorted(groups):
+        try:
+            attrs = read_attrs(where)
+        except Exception:  # damaged, or being replaced
+            continue
+        if attrs.get("lineage") == lineage:
+            yield name, where, attrs
+
+
+def stored_fits(path: str | os.PathLike, lineage: str):
+    """``(record, step, slabs)`` of every group stored for an input of
+    ``lineage`` that keeps the record of its fit (a dict, see
+    :class:`kcpstream.engine.fitting.FitRecord`), newest first: ``slabs`` maps each
+    slab of ``step`` rows to the hash of its objects' versions (checksummed)."""
+    for _, where, attrs in _groups_of(path, lineage):
+        if "fit" not in attrs or "slab_step" not in attrs:
+            continue
+        # the record says what was read, not how it was fitted: only the fit
+        # of this very release (and layout) is the one it would make
+        if attrs.get("format") != FORMAT or attrs.get("kcpstream") != __version__:
+            continue
+        if attrs.get("fit_checksum") != _record_checksum(attrs["fit"]):
+            continue
+        try:
+            arrays = {name: read_array(where, name) for name in ("slab_index", "slab_version")}
+            if any(_checksum(v) != attrs["checksums"][k] for k, v in arrays.items()):
+                continue
+        except Exception:  # damaged, or being replaced: not a record
+            continue
+        yield attrs["fit"], int(attrs["slab_step"]), _slabs_of(arrays)
+
+
+def _slabs_of(arrays: dict[str, np.ndarray]) -> dict[int, str]:
+    """The slab versions :func:`save` stored (``slab_index``, ``slab_version``)."""
+    return {
+        int(i): bytes(v).hex()
+        for i, v in zip(arrays["slab_index"], arrays["slab_version"], strict=True)
+    }
+
+
+def _record_checksum(record: Any) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def _kept_of(arrays: dict[str, np.ndarray]) -> dict[tuple[int, int], np.ndarray]:
+    """The samples :func:`save` kept (``kept_bounds``, ``kept_samples``), by piece."""
+    if "kept_bounds" not in arrays:
+        return {}
+    bounds, values = arrays["kept_bounds"], arrays["kept_samples"]
+    ends = np.cumsum(bounds[:, 1] - bounds[:, 0])
+    starts = ends - (bounds[:, 1] - bounds[:, 0])
+    return {
+        (int(a), int(b)): values[int(lo) : int(hi)]
+        for (a, b), lo, hi in zip(bounds, starts, ends, strict=True)
+    }
+
+
+def remove(path: str | os.PathLike, key: str) -> None:
+    """Remove the group ``key`` (atomically out of sight first), if present."""
+    root = _local_dir(path)
+    final = os.path.join(root, key)
+    if os.path.isdir(final):
+        old = _temp_name(root, key, "old")
+        try:
+            os.replace(final, old)
+        except OSError:  # removed or replaced meanwhile
+            return
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def remove_outdated(path: str | os.PathLike, lineage: str) -> None:
+    """Remove the groups of inputs of ``lineage`` written in another layout
+    (:data:`FORMAT`): no run of this release uses them."""
+    for name, _, attrs in list(_groups_of(path, lineage)):
+        if attrs.get("format") != FORMAT:
+            remove(path, name)
+
+
+class _Damaged(Exception):
+    pass
+
+
+def read_attrs(where: str) -> dict[str, Any]:
+    """The attributes of the group in folder ``where``, checked against the
+    SHA-256 :func:`write_attrs` stored with them (a changed digit of a
+    ``min_size`` would otherwise pass for another setting)."""
+    with open(os.path.join(where, ATTRS), encoding="utf-8") as fh:
+        attrs = json.load(fh)
+    if not isinstance(attrs, dict) or attrs.pop(_ATTRS_SUM, None) != _attrs_checksum(attrs):
+        raise _Damaged(ATTRS)
+    return attrs
+
+
+def write_attrs(where: str, attrs: dict[str, Any]) -> None:
+    """Write the attributes of the group in folder ``where`` with their
+    checksum (not atomically: :func:`save` writes a group under a temporary
+    name)."""
+    attrs = json.loads(json.dumps(attrs, default=_plain))  # as they will be read
+    with open(os.path.join(where, ATTRS), "w", encoding="utf-8") as fh:
+        json.dump({**attrs, _ATTRS_SUM: _attrs_checksum(attrs)}, fh)
+
+
+#: The key of the attributes' own checksum in :data:`ATTRS`.
+_ATTRS_SUM = "attrs_checksum"
+
+
+def _attrs_checksum(attrs: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(attrs, sort_keys=True).encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar (a block size, a min_size) as the Python number it is."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def read_array(where: str, name: str) -> np.ndarray:
+    """Array ``name`` of the group in folder ``where`` (its checksum unchecked)."""
+    return np.load(os.path.join(where, f"{name}.npy"), allow_pickle=False)
+
+
+def _read(where: str, key: str, min_size: int, n: int | None, block_size: int, kept: bool = False):
+    """The group's statistics, exact segments, arrays (the samples it kept
+    only with ``kept``: a later version's update scans them, a load of this
+    very version does not) and attributes."""
+    attrs = read_attrs(where)
+    if attrs.get("format") != FORMAT or attrs.get("fingerprint") != key:
+        raise _Damaged("format")
+    sums = attrs["checksums"]
+    names = [name for name in sums if kept or not name.startswith("kept_")]
+    arrays = {name: read_array(where, name) for name in names}
+    for name, value in arrays.items():
+        if _checksum(value) != sums[name]:
+            raise _Damaged(name)
+    stats = BlockStats.from_arrays(
+        _joined({k: v for k, v in arrays.items() if not k.startswith(("seg_", "slab_", "kept_"))})
+    )
+    # an in-memory search stores one block per sample under the same key
+    if (n is not None and stats.n != n) or stats.block_size not in (1, block_size):
+        raise _Damaged("size")
+    blocks = -(-stats.n // stats.block_size)
+    if stats.prefix.shape[1] != blocks + 1 or len(stats.block_q) != blocks:
+        raise _Damaged("shape")
+    known: dict[tuple[int, int], SegmentSplit] = {}
+    if attrs.get("min_size") != min_size:
+        return stats, known, arrays, attrs
+    for row, piece in zip(arrays["seg_bounds"], arrays["seg_piece"], strict=True):
+        start, end, split = (int(v) for v in row[:3])
+        seg = SegmentSplit(start, end, split=split)
+        seg.gain = seg.upper = float(arrays["seg_gain"][len(known)])
+        if piece[0] >= 0:
+            seg.piece = (int(piece[0]), int(piece[1]))
+            seg.left = stats._pieces.get((seg.piece[0], split))
+            seg.right = stats._pieces.get((split, seg.piece[1]))
+        known[(start, end)] = seg
+    return stats, known, arrays, attrs
+
+
+def _sliced(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:meth:`BlockStats.to_arrays` with the prefix sums in slabs of columns
+    (``prefix.<i>``, :func:`slab_columns` each)."""
+    out = {k: v for k, v in arrays.items() if k != "prefix"}
+    prefix = arrays["prefix"]
+    width = slab_columns(prefix.shape[0])
+    for i, c0 in enumerate(range(0, prefix.shape[1], width)):
+        out[f"prefix.{i}"] = prefix[:, c0 : c0 + width]
+    return out
+
+
+def _joined(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The inverse of :func:`_sliced`."""
+    slabs = sorted((int(k.split(".")[1]), v) for k, v in arrays.items() if k.startswith("prefix."))
+    if [i for i, _ in slabs] != list(range(len(slabs))) or not slabs:
+        raise _Damaged("prefix")
+    out = {k: v for k, v in arrays.items() if not k.startswith("prefix.")}
+    out["prefix"] = np.concatenate([v for _, v in slabs], axis=1)
+    return out
+
+
+def _linked(
+    where: str, name: str, value: np.ndarray, other: str, other_arrays: dict, other_sums: dict
+) -> str | None:
+    """Hard-link array ``name`` of the group in folder ``other`` (in memory
+    ``other_arrays``, checksums ``other_sums``: what its files held when read)
+    as that of the group being written in ``where``, when ``value`` is the
+    same array.  Returns its checksum, or None (not linked: write it)."""
+    before = other_arrays.get(name)
+    digest = other_sums.get(name)
+    if before is None or digest is None or before.dtype != value.dtype:
+        return None
+    if before.shape != value.shape or not np.array_equal(before, value):
+        return None
+    try:
+        os.link(os.path.join(other, f"{name}.npy"), os.path.join(where, f"{name}.npy"))
+    except OSError:  # gone meanwhile, or a file system without hard links
+        return None
+    return digest
+
+
+def _fsync_tree(folder: str, skip: frozenset[str] = frozenset()) -> None:
+    """Flush every file and folder under ``folder`` to disk (before the rename
+    that publishes it: a crash then leaves the old checkpoint or the new one),
+    but the files ``skip`` (links to files flushed when they were written)."""
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            if name in skip:
+                continue
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(dirpath)
+
+
+def _temp_name(root: str, key: str, kind: str) -> str:
+    return os.path.join(
+        root, f".{key}.{kind}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex}"
+    )
+
+
+_LEFTOVER = re.compile(r"^\.[0-9a-f]+\.(tmp|old)-(?P<host>.*)-(?P<pid>\d+)-[0-9a-f]{32}$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _clean_leftovers(root: str) -> None:
+    """Remove the temporary folders of runs that were killed: this machine's
+    whose process is gone, other machines' after :data:`STALE_SECONDS`."""
+    host = socket.gethostname()
+    now = time.time()
+    for entry in os.scandir(root):
+        if not entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+            continue
+        match = _LEFTOVER.match(entry.name)
+        if match is None:
+            continue
+        owner, pid = match["host"], match["pid"]
+        try:
+            dead = (
+                not _alive(int(pid))
+                if owner == host
+                else now - entry.stat().st_mtime > STALE_SECONDS
+            )
+        except (ValueError, OSError):
+            continue
+        if dead:
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _publish(root: str, key: str, tmp: str, final: str) -> None:
+    """Rename the written group ``tmp`` to ``final``, moving a group already
+    there out of sight first (and removing it once ``tmp`` is in place).
+    Other processes may save or remove the same key meanwhile (the group
+    seen may be gone before it is moved, or another be back before the
+    rename): each step is tried again, up to :data:`_PUBLISH_TRIES` times."""
+    moved: list[str] = []
+    try:
+        for _ in range(_PUBLISH_TRIES):
+            if os.path.isdir(final):
+                old = _temp_name(root, key, "old")
+                try:
+                    os.replace(final, old)
+                    moved.append(old)
+                except FileNotFoundError:  # moved away by another save meanwhile
+                    continue
+            try:
+                os.replace(tmp, final)
+                return
+            except OSError as exc:  # another save put its group there meanwhile
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EACCES, errno.EPERM):
+                    raise
+                if not os.path.isdir(final):
+                    raise
+        raise OSError(f"checkpoint group {final!r} kept being replaced by other runs")
+    finally:
+        for old in moved:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _like(root: str, like: tuple[str, np.ndarray, dict] | None):
+    """``(folder, arrays, checksums)`` of the group :func:`save` links from,
+    or ``(None, {}, {})``: its prefix slabs and their checksums as they were
+    when it was read (and checked).  Should its files have changed since, the
+    links carry the change into the new group, whose checksums then fail on
+    load: a miss, never data."""
+    if like is None or not isinstance(like[2], dict):
+        return None, {}, {}
+    key, prefix, sums = like
+    return os.path.join(root, key), _sliced({"prefix": prefix}), sums
+
+
+#: Attempts :func:`_publish` makes while other runs replace the same group.
+_PUBLISH_TRIES = 64
+
+
+def save(
+    path: str | os.PathLike,
+    key: str,
+    stats: BlockStats,
+    known: dict[tuple[int, int], SegmentSplit],
+    attrs: dict[str, Any],
+    kept: dict[tuple[int, int], np.ndarray] | None = None,
+    like: tuple[str, np.ndarray, dict] | None = None,
+) -> None:
+    """Write the statistics and the exact segments under ``key``, atomically
+    (``attrs["min_size"]``: the ``min_size`` the segments were found with;
+    ``kept``: samples of pieces a later version may scan again, see :class:`Base`).
+
+    ``like``: ``(key, prefix, checksums)`` of a group these statistics were
+    made from (the earlier version's, or the group loaded): its prefix sums
+    and its arrays' checksums as they were read.  Its slabs that hold the
+    same sums are hard-linked, not written again."""
+    root = _local_dir(path)
+    os.makedirs(root, exist_ok=True)
+    _clean_leftovers(root)
+    final = os.path.join(root, key)
+    tmp = _temp_name(root, key, "tmp")
+    exact = [seg for seg in known.values() if seg.exact]
+    arrays = _sliced(stats.to_arrays())
+    arrays["seg_bounds"] = np.array([(s.start, s.end, s.split) for s in exact], np.int64).reshape(
+        -1, 3
+    )
+    arrays["seg_gain"] = np.array([s.gain for s in exact], np.float64)
+    arrays["seg_piece"] = np.array(
+        [s.piece if s.piece is not None else (-1, -1) for s in exact], np.int64
+    ).reshape(-1, 2)
+    if kept:
+        arrays["kept_bounds"] = np.array(list(kept), np.int64).reshape(-1, 2)
+        arrays["kept_samples"] = np.concatenate(list(kept.values()), axis=0)
+    attrs = dict(attrs)
+    if "fit" in attrs:  # data, not a key: checked on load like the arrays
+        attrs["fit_checksum"] = _record_checksum(attrs["fit"])
+    slabs = attrs.pop("slabs", None)
+    if slabs is not None:  # which versions of the stored objects the statistics hold
+        arrays["slab_index"] = np.array(list(slabs), np.int64)
+        arrays["slab_version"] = np.array(
+            [np.frombuffer(bytes.fromhex(v), np.uint8) for v in slabs.values()], np.uint8
+        ).reshape(len(slabs), -1)
+    arrays = {name: np.ascontiguousarray(value) for name, value in arrays.items()}
+    other, other_arrays, other_sums = _like(root, like)
+    try:
+        os.makedirs(tmp)
+        sums = {}
+        for name, value in arrays.items():
+            digest = None
+            if other is not None and name.startswith("prefix."):
+                digest = _linked(tmp, name, value, other, other_arrays, other_sums)
+            if digest is None:
+                np.save(os.path.join(tmp, f"{name}.npy"), value, allow_pickle=False)
+            sums[name] = digest
+        linked = frozenset(f"{name}.npy" for name, digest in sums.items() if digest is not None)
+        sums = {k: _checksum(arrays[k]) if v is None else v for k, v in sums.items()}
+        write_attrs(tmp, {**attrs, "format": FORMAT, "fingerprint": key, "checksums": sums})
+        _fsync_tree(tmp, linked)
+        _publish(root, key, tmp, final)
+        fsync_dir(root)
+    finally:
+        if os.path.isdir(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)

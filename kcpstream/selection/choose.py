@@ -1,0 +1,379 @@
+"""How many change-points: from binary segmentation's path to the segmentation returned.
+
+``n_bkps``, a penalty, the slope heuristic, or (``pen="auto"``) the test of
+each split against the features' long-run covariance
+(:mod:`kcpstream.selection.significance`), with the exact DP over the path's
+change-points (:mod:`kcpstream.search.dynp`).  I/O-free: it works on a job's block
+statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from kcpstream._kernels.blockstats import split_gain
+from kcpstream.engine.plan import Job, Settings
+from kcpstream.errors import InputError
+from kcpstream.search.binseg import NotEnoughSplitsError, check_enough_splits
+from kcpstream.search.dynp import dp_grid, optimal_partitions
+from kcpstream.search.stats import BlockStats
+from kcpstream.selection.rules import (
+    Selection,
+    select_by_penalty,
+    significant_splits,
+    slope_heuristic,
+)
+from kcpstream.selection.significance import (
+    MIN_BATCHES,
+    BatchSums,
+    LongRunNoise,
+    cycle_noise,
+    local_batch,
+    local_noise,
+    long_run_noise,
+    robust_cov,
+    segment_spread,
+    split_pvalue,
+)
+from kcpstream.selection.trend import GridMoments, line_gain
+
+#: Rounds of noise estimation without the changes accepted so far (``pen="auto"``).
+MAX_NOISE_ROUNDS = 8
+
+
+def choose(job: Job, order, st: Settings) -> dict:
+    """The path's costs, the chosen number of segments and its change-points
+    (``job.noise``: the features' long-run covariance they were tested against)."""
+    stats, n = job.stats, job.stats.n
+    # the estimates of the noise share their work (BatchSums); a batch's series
+    # are chosen one after the other, so one series' is held at a time
+    sums, short = batch_sums(stats), short_range(stats)
+    job.noise = noise_of(stats, short, pointwise=job.window == 1, sums=sums)
+    path = [seg.split for seg in order]
+    if st.method == "binseg" and st.rule == "pen":
+        costs = _binseg_path_costs(stats, order)
+        # binary segmentation's rule: every split the search made had a gain above
+        # pen (the costs, in float, cannot tell a gain of a few quanta from none)
+        selection = Selection("pen", len(path) + 1, len(costs), pen=float(st.pen))
+        changepoints = np.array(sorted(path[: selection.n_segments - 1]), dtype=np.int64)
+        gain_of = {seg.split: seg.gain * stats.unit for seg in order}
+        return {
+            "costs": costs,
+            "selection": selection,
+            "changepoints": changepoints,
+            "gains": np.array([gain_of[c] for c in changepoints]),
+            "order": np.array(path[: selection.n_segments - 1], dtype=np.int64),
+        }
+    if st.method == "binseg":
+        # the best segmentation for each D among binary segmentation's candidates
+        # (an exact DP over at most d_max points, no data read): never costlier
+        # than the greedy first splits, which it recovers from where the greedy
+        # order went wrong, and the path the slope heuristic is fitted on (the
+        # greedy path's costs fall too slowly)
+        if st.rule == "n_bkps":
+            check_enough_splits(len(path), st.n_bkps, job.min_size, allow_fewer=False)
+        grid = np.array([0, *sorted(path), n])
+        costs, partitions = optimal_partitions(stats, grid, job.d_max, job.min_size)
+        selection = _select(st, costs, n, job, order, partitions, (sums, short))
+        changepoints = partitions[selection.n_segments - 1]
+        rank = {c: i for i, c in enumerate(path)}
+        return {
+            "costs": costs,
+            "selection": selection,
+            "changepoints": changepoints,
+            "gains": local_gains(stats, changepoints),
+            "order": np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64),
+        }
+    grid = dp_grid(stats, path)
+    d_dp = st.n_bkps + 1 if st.rule == "n_bkps" else job.d_max  # the DP's largest D
+    costs, partitions = optimal_partitions(stats, grid, d_dp, job.min_size)
+    selection = _select(st, costs, n, job, order, partitions, (sums, short))
+    chosen = partitions[selection.n_segments - 1]
+    if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
+        raise NotEnoughSplitsError(
+            f"no segmentation into {selection.n_segments} segments of at least "
+            f"{job.min_size} samples exists on the grid; lower n_bkps or min_size"
+        )
+    return {"costs": costs, "selection": selection, "changepoints": chosen, "grid": grid}
+
+
+def _binseg_path_costs(stats, order) -> np.ndarray:
+    """Cost after each split: a split replaces one segment's cost by its two halves'."""
+    costs = [stats.cost(0, stats.n)]
+    for seg in order:
+        a, c, e = seg.start, seg.split, seg.end
+        costs.append(costs[-1] - stats.cost(a, e) + stats.cost(a, c) + stats.cost(c, e))
+    return np.asarray(costs)
+
+
+def _select(st: Settings, costs, n, job, order, partitions, noise_work) -> Selection:
+    rule = st.rule
+    finite = costs[np.isfinite(costs)] if rule != "n_bkps" else costs
+    if rule == "n_bkps":
+        return Selection("n_bkps", st.n_bkps + 1, len(costs))
+    if rule == "pen":
+        return select_by_penalty(finite, st.pen)
+    if rule == "auto":
+        return _select_by_test(job, order, partitions, st.alpha, len(costs), *noise_work)
+    if len(finite) < 4:
+        raise InputError(
+            f"the automatic penalty needs a path of at least 4 segmentations, but only "
+            f"{len(finite)} exist for this signal with min_size; give n_bkps or pen"
+        )
+    return slope_heuristic(finite, n)
+
+
+def _select_by_test(
+    job: Job,
+    order,
+    partitions,
+    alpha: float,
+    d_max: int,
+    sums: BatchSums,
+    short: tuple[int, np.ndarray] | None,
+) -> Selection:
+    """The number of change-points that are significant (:func:`_significant`).
+
+    The noise is estimated again without the change-points chosen so far,
+    until they no longer change: with none chosen (every series without
+    change, but for about ``alpha``) the whole series is the noise.
+    ``job.noise`` ends as the estimate the change-points were last tested
+    against.
+    """
+    if job.noise is None:
+        raise InputError(
+            f"{job.signal.description} is too short to estimate its noise (the test "
+            f"needs {MIN_BATCHES} blocks of samples); give n_bkps or pen"
+        )
+    accepted: list[int] = []
+    try:
+        for _ in range(MAX_NOISE_ROUNDS):
+            found = _significant(job, order, partitions, alpha)
+            if found == accepted:
+                break
+            noise = noise_of(
+                job.stats, short, np.asarray(found, dtype=np.int64), job.window == 1, sums
+            )
+            if noise is None:
+                break
+            accepted, job.noise = found, noise
+    finally:  # a batch's series are chosen one after the other: one holds them at a time
+        job.diffs = job.moments = None
+    return Selection(
+        "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=job.noise.to_dict()
+    )
+
+
+def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
+    """The change-points that are significant, from binary segmentation's
+    splits ``order`` and the best segmentation into D segments
+    ``partitions[D - 1]`` among their positions.
+
+    * Top down: a split counts when its p-value is at most ``alpha`` and the
+      split above it counted (:func:`~kcpstream.selection.rules.significant_splits`),
+      which gives D segments.
+    * Each change-point of the segmentation chosen must be significant
+      between its neighbours: D is lowered until every local p-value is at
+      most ``alpha`` (a split near a change whose rest is left in the next
+      segment does not survive its neighbours).
+    * A single split cannot see a short segment inside a long one, or two
+      changes that cancel: a larger D is taken when every change-point of its
+      segmentation has a local p-value at most ``alpha (min_size / m)^2``,
+      for ``m`` samples between its neighbours: a Bonferroni correction for
+      where both neighbours could lie (which the segmentation chose).  Up to
+      D, a change-point the splits did not show (the best segmentation may
+      take later candidates) is tested at that corrected level too.
+    """
+
+    def p_value(i: int) -> float:
+        seg = order[i]
+        return _pvalue(job, seg.gain, seg.start, seg.split, seg.end)
+
+    splits = [(seg.start, seg.end, seg.split) for seg in order]
+    found = significant_splits(splits, job.stats.n, alpha, p_value)
+    top_down = len(found) + 1
+    for d in range(len(partitions), 1, -1):
+        chosen = partitions[d - 1]
+        if chosen is None:
+            continue
+        bounds = [0, *map(int, chosen), job.stats.n]
+        m = np.subtract(bounds[2:], bounds[:-2])
+        corrected = alpha * (job.min_size / m) ** 2
+        if d > top_down:  # beyond what the splits showed: corrected for the neighbours
+            levels = corrected
+        else:
+            # a change-point the splits did not show (the DP placed it, with its
+            # neighbours, among later candidates) was searched for with both of
+            # its neighbours: a short segment inside a long one
+            levels = np.where(np.isin(chosen, found), alpha, corrected)
+        # the segmentations of the path share most of their (start, split, end):
+        # each is tested once, and a segmentation only until one fails
+        if all(
+            _local_pvalue(job, a, c, e) <= level and _is_step(job, a, c, e)
+            for a, c, e, level in zip(bounds[:-2], bounds[1:-1], bounds[2:], levels, strict=True)
+        ):
+            return [int(c) for c in chosen]
+    return []
+
+
+def _local_pvalue(job: Job, start: int, split: int, end: int) -> float:
+    """p-value of the change-point ``split`` between its neighbours ``start`` and ``end``."""
+    key = (start, split, end)
+    if key not in job.gains:
+        job.gains[key] = local_gains(job.stats, [split], start, end)[0] / job.stats.unit
+    return _pvalue(job, job.gains[key], start, split, end)
+
+
+def _is_step(job: Job, start: int, split: int, end: int) -> bool:
+    """Whether the change-point ``split`` explains ``[start, end)`` better than a
+    straight line in time does (:mod:`kcpstream.selection.trend`): a trend is no change.
+
+    The two models add as many parameters, so the larger gain wins; on a
+    trend, the segmentations with fewer change-points (tried next) have
+    longer neighbourhoods, where the line wins clearly."""
+    if (start, end) not in job.lines:
+        if job.moments is None:
+            job.moments = GridMoments.of(job.stats)
+        job.lines[(start, end)] = line_gain(job.stats, job.moments, start, end)
+    return job.gains[(start, split, end)] > job.lines[(start, end)]
+
+
+def _pvalue(job: Job, gain_q: float, start: int, split: int, end: int) -> float:
+    """p-value of a split of ``[start, end)`` at ``split`` with gain ``gain_q``
+    (quantized units).
+
+    A gain within the float rounding of exact integer sums is no gain: a split
+    of a constant stretch is never a change-point, even when the noise is 0."""
+    stats = job.stats
+    if not gain_q > stats.gain_rounding(end - start):
+        return 1.0
+    # the segmentations of the path share most of their segments: each is
+    # tested once against each estimate of the noise
+    key = (start, split, end, gain_q, job.noise)
+    if key not in job.pvalues:
+        if (start, end) not in job.spreads:
+            job.spreads[(start, end)] = segment_spread(
+                _segment_diffs(job, start, end), _noise_batch(stats)
+            )
+        noise = cycle_noise(
+            local_noise(job.spreads[(start, end)], job.noise), end - start, job.min_size,
+            split - start,
+        )  # fmt: skip
+        steps = _steps(job, end - start)
+        job.pvalues[key] = split_pvalue(
+            gain_q * stats.unit, end - start, job.min_size, noise, steps
+        )
+    return job.pvalues[key]
+
+
+def _steps(job: Job, length: int) -> float | None:
+    """The positions of a segment of ``length`` as independent steps: fewer by
+    the series' long-run to short-range ratio when its samples are dependent
+    (never more: anti-correlated windows of a cycle count one step each)."""
+    noise = job.noise
+    if not noise.local > 0:
+        return None
+    return length * max(1.0, noise.trace / noise.local)
+
+
+def _noise_batch(stats: BlockStats) -> int:
+    """Samples per batch of the local noise levels (:func:`local_batch`)."""
+    return local_batch(stats.n, stats.block_size)
+
+
+def _batch_diffs(stats: BlockStats) -> np.ndarray:
+    """Consecutive differences (second differences of the sums) of the sums over
+    batches of :func:`_noise_batch` samples of the whole series' full blocks,
+    in feature units: ``(p, k - 1)`` for ``k`` batches."""
+    ell = _noise_batch(stats)
+    steps = ell // stats.block_size
+    full = (stats.n // stats.block_size) // steps  # whole batches
+    cols = stats.prefix[:, 0 : full * steps + 1 : steps].astype(np.float64)
+    return np.diff(cols, n=2, axis=1) * math.ldexp(1.0, -stats.quantum_exponent)
+
+
+def _segment_diffs(job: Job, start: int, end: int) -> np.ndarray:
+    """:func:`_batch_diffs` of the batches that lie inside ``[start, end)``
+    (computed once per job: a segment's are a slice of the series')."""
+    if job.diffs is None:
+        job.diffs = _batch_diffs(job.stats)
+    ell = _noise_batch(job.stats)
+    first, last = -(-start // ell), end // ell  # batch boundaries inside
+    if last - first < 3:
+        return np.zeros((job.stats.n_features, 0))
+    return job.diffs[:, first : last - 1]
+
+
+def local_pvalues(job: Job, changepoints: np.ndarray) -> np.ndarray:
+    """p-value of each change-point's split between its two neighbours."""
+    if job.noise is None:
+        return np.full(len(changepoints), np.nan)
+    bounds = [0, *map(int, changepoints), job.stats.n]
+    return np.array(
+        [
+            _local_pvalue(job, a, c, e)
+            for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True)
+        ],
+        dtype=np.float64,
+    )
+
+
+def short_range(stats: BlockStats) -> tuple[int, np.ndarray] | None:
+    """``(ell, C)``: the whole series' short-range covariance ``C`` at batches of
+    ``ell`` samples (:func:`_noise_batch`), or None with too few batches."""
+    whole = _batch_diffs(stats)
+    if whole.shape[1] < 2:  # fewer than 3 batches
+        return None
+    ell = _noise_batch(stats)
+    return ell, robust_cov(whole, ell)
+
+
+def noise_of(
+    stats: BlockStats,
+    short: tuple[int, np.ndarray] | None,
+    exclude: np.ndarray | None = None,
+    pointwise: bool = True,
+    sums: BatchSums | None = None,
+) -> LongRunNoise | None:
+    """The features' long-run covariance from the prefix sums at full blocks,
+    without the batches around the change-points ``exclude``, with ``short``,
+    the whole series' :func:`short_range` covariance: its trace is the level
+    a segment's own is compared with (``local``), and its spread beyond its
+    long-run part is that of a part of a cycle.
+
+    Samples segmented one by one have no cycle (or the period check would have
+    made windows of it): their dependence is extrapolated as an AR(1) of
+    batches when the batch estimate has not levelled off.  Windows of one
+    period hold the cycle's dependence within them and are not extrapolated
+    (see :func:`kcpstream.selection.significance.long_run_noise`).  ``sums``:
+    :func:`batch_sums` of ``stats``, kept for the next estimate."""
+    sums = batch_sums(stats) if sums is None else sums
+    noise = long_run_noise(sums, stats.block_size, exclude, extrapolate=pointwise, short=short)
+    if noise is None or short is None:
+        return noise
+    return dataclasses.replace(noise, local=float(np.trace(short[1])))
+
+
+def batch_sums(stats: BlockStats) -> BatchSums:
+    """The batch sums :func:`noise_of` estimates the noise from: the prefix sums
+    at full blocks, in feature units."""
+    full = stats.n // stats.block_size
+    prefix = stats.prefix[:, : full + 1].astype(np.float64) * math.ldexp(
+        1.0, -stats.quantum_exponent
+    )
+    return BatchSums(prefix)
+
+
+def local_gains(stats, changepoints, start: int = 0, end: int | None = None) -> np.ndarray:
+    """Cost increase if each change-point were removed (its two neighbours fixed;
+    the first's and the last's are ``start`` and ``end``, the series' ends by default)."""
+    bounds = [start, *map(int, changepoints), stats.n if end is None else end]
+    gains = []
+    for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True):
+        pa = stats.prefix_at(a)[0]
+        total = stats.prefix_at(e)[0] - pa
+        gains.append(split_gain(c - a, e - c, stats.prefix_at(c)[0] - pa, total) * stats.unit)
+    return np.asarray(gains)

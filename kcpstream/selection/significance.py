@@ -1,0 +1,650 @@
+"""How sure a change-point is: a test for a split that holds under serial dependence.
+
+The kernel cost's gain for splitting a segment of ``N`` samples at ``t`` is
+
+``G(t) = N / (t (N - t)) * || S(t) - (t / N) S(N) ||^2``
+
+with ``S`` the cumulative sum of the features.  Under the null hypothesis
+of no change in the segment -- a stationary, weakly dependent feature
+sequence -- ``S`` behaves like ``Sigma^{1/2} W`` for a Brownian motion ``W``,
+with ``Sigma`` the *long-run* covariance of the features (the sum of their
+autocovariances at every lag, not their covariance: serial dependence
+inflates ``G`` by the long-run to short-run ratio, which is why a penalty
+calibrated for independent samples puts change-points in any AR(1)).  Then
+``G(t)`` is a weighted sum of squared standardised Brownian bridges.
+
+Two approximations make that a p-value:
+
+* **Satterthwaite**: ``G ~ c chi2_nu`` with ``c = tr(Sigma^2) / tr(Sigma)``
+  and ``nu = tr(Sigma)^2 / tr(Sigma^2)`` (the same mean and variance);
+* **James, James & Siegmund (1987)**: for the maximum over
+  ``t / N in [t0, 1 - t0]`` of a standardised squared bridge in ``nu``
+  dimensions,
+  ``P(max > b^2) ~ b^nu e^{-b^2/2} / (2^{nu/2} Gamma(nu/2)) *
+  ((1 - nu / b^2) log((1 - t0)^2 / t0^2) + 4 / b^2)``.
+  It is the continuous-time tail, which over-states the tail of the
+  maximum over the positions of a segment, most for short segments and
+  near their ends; each position's share of it is multiplied by Siegmund's
+  overshoot factor ``nu`` (Siegmund & Yakir 2007), which corrects that for
+  a walk of as many independent steps as the segment holds (fewer, for
+  dependent samples: see :func:`split_pvalue`).
+
+``Sigma`` is estimated from the block statistics of the data pass (no extra
+pass): sums over batches of ``ell`` samples and their consecutive
+differences (a mean change affects one difference, not all of them; one
+that is implausibly large under the others' spread is left out), at batch
+lengths doubling until the estimate stops changing, each also extrapolated
+for the bias of short batches (:func:`long_run_noise`).  Dependence and
+cycles at the scale the batches reach count as noise, not as change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from statistics import NormalDist
+
+import numpy as np
+
+from kcpstream._kernels.batches import batch_differences
+
+__all__ = [
+    "BatchSums",
+    "LongRunNoise",
+    "long_run_noise",
+    "cycle_noise",
+    "split_pvalue",
+    "discrete_span",
+    "overshoot",
+    "DEFAULT_ALPHA",
+]
+
+#: Default level of each split's test (the chance that a series without any
+#: change gets a change-point, up to the approximations' error).
+DEFAULT_ALPHA = 0.01
+#: Fewest batches a long-run covariance is estimated from.
+MIN_BATCHES = 16
+#: A batch difference larger than this quantile of its null law is a change, not noise.
+OUTLIER_QUANTILE = 0.999
+
+
+@dataclass(frozen=True)
+class LongRunNoise:
+    """The long-run covariance of the features, as the tests use it.
+
+    Attributes
+    ----------
+    trace : float
+        ``tr(Sigma)``: the expected gain of a split at a fixed position
+        without change (feature units).
+    scale : float
+        ``c = tr(Sigma^2) / tr(Sigma)``.
+    dof : float
+        ``nu = tr(Sigma)^2 / tr(Sigma^2)``, the effective degrees of freedom.
+    batch : int
+        Samples per batch the estimate comes from.
+    n_batches : int
+        Batch differences used (after leaving out the outliers).
+    local : float
+        The trace of the whole series' short-range covariance at
+        :func:`local_batch`'s length, which a segment's own is compared with
+        (:func:`local_noise`).
+    cycle_trace, cycle_frob : float
+        Where consecutive batches were anti-correlated (a cycle longer than
+        the batches, which longer ones average out): ``tr(R)`` and
+        ``||R||_F`` of ``R``, the covariance of the sums over the batches
+        set aside less its long-run part (its positive part), at their
+        largest; 0 otherwise.  The long-run covariance describes sums
+        over whole cycles; a split inside a cycle carries a part of one,
+        whose spread ``R`` bounds (:func:`cycle_noise`).
+    """
+
+    trace: float
+    scale: float
+    dof: float
+    batch: int
+    n_batches: int
+    local: float = 0.0
+    cycle_trace: float = 0.0
+    cycle_frob: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LongRunNoise:
+        return cls(**data)
+
+
+def _chi2_ratio(dof: float, q: float) -> float:
+    """``q``-quantile of ``chi2_dof`` divided by its median (Wilson-Hilferty)."""
+    z = NormalDist().inv_cdf(q)
+
+    def quantile(zz: float) -> float:
+        a = 2.0 / (9.0 * dof)
+        return dof * max(1.0 - a + zz * math.sqrt(a), 1e-6) ** 3
+
+    return quantile(z) / quantile(0.0)
+
+
+def _kept(
+    gram, ss: np.ndarray, rounds: int, base: np.ndarray | None = None, cov: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Mask of the batch differences, with squared norms ``ss``, that are not
+    implausibly large under the spread of the others: beyond the
+    :data:`OUTLIER_QUANTILE` of their null law (a chi2 with the covariance's
+    effective degrees of freedom, scaled to the median) a difference is a
+    change, not noise.  Only the differences of ``base`` (a mask; all by
+    default) are looked at.  Each round takes the degrees of freedom from the
+    differences the previous one kept.  Returns the mask and, with ``cov``,
+    ``D D^T`` over the differences it keeps (unnormalised; ``gram(mask)``
+    computes it, once for a mask: most rounds keep every difference)."""
+    base = np.ones(ss.shape[0], dtype=bool) if base is None else base
+    keep = base
+    # discrete data (sparse counts, flags) can have most differences exactly 0:
+    # their median says nothing of the spread, the mean (larger, so fewer
+    # differences are left out) does
+    looked = ss[base]
+    middle = (float(np.median(looked)) or float(np.mean(looked))) if looked.size else 0.0
+    sigma, of = None, None  # sigma = D D^T over the differences ``of``
+    for _ in range(rounds):
+        sigma, of = _gram(gram, keep, sigma, of), keep
+        tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
+        if not tr > 0:  # no variation between batches but at the outliers: noise-free
+            break
+        cut = middle * _chi2_ratio(max(tr * tr / tr2, 1.0), OUTLIER_QUANTILE)
+        keep = base & (ss <= cut)
+    return keep, _gram(gram, keep, sigma, of) if cov else None
+
+
+def _gram(gram, keep: np.ndarray, sigma, of) -> np.ndarray:
+    """``gram(keep)`` (``sigma`` when it is that product's for the same mask ``of``)."""
+    if of is not None and np.array_equal(of, keep):
+        return sigma
+    return gram(keep)
+
+
+def _dense_gram(diffs: np.ndarray):
+    """``D D^T`` over a mask of the columns of ``diffs``, as one product."""
+    return lambda keep: diffs[:, keep] @ diffs[:, keep].T
+
+
+#: Batch differences per tile of :meth:`BatchSums.gram` (a tile's product is
+#: computed once per mask of its columns).
+GRAM_TILE = 256
+
+
+class BatchSums:
+    """The consecutive differences of a series' batch sums at each batch length,
+    and their products ``D D^T`` over masks of them.
+
+    The estimate of the long-run covariance is made again with each set of
+    change-points left out, and each estimate leaves out outliers in two
+    rounds: the products over masks that differ in a few differences.  The
+    product is a sum over tiles of :data:`GRAM_TILE` differences, each
+    computed once per mask of its own differences, so a mask that changes
+    a few of them recomputes a few tiles.  Every product is summed over the
+    same tiles in the same order: the same mask gives the same bits,
+    whichever masks came before.
+
+    Parameters
+    ----------
+    prefix : numpy.ndarray, shape (p, m + 1)
+        As :func:`long_run_noise` takes it.
+    """
+
+    def __init__(self, prefix: np.ndarray) -> None:
+        self.prefix = np.asarray(prefix, dtype=np.float64)
+        self._levels: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+        self._columns: dict[int, list[np.ndarray]] = {}
+        self._products: dict[tuple[int, int, bytes], np.ndarray] = {}
+
+    def level(self, per_batch: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(k, D, ss)``: the number ``k`` of whole batches of ``per_batch`` grid
+        steps, the consecutive differences ``D`` (p, k - 1) of their sums, and
+        the squared norms of ``D`` (:func:`~kcpstream._kernels.batches.batch_differences`)."""
+        got = self._levels.get(per_batch)
+        if got is None:
+            k, diffs, ss = batch_differences(self.prefix, per_batch)
+            got = self._levels[per_batch] = (int(k), diffs, ss)
+        return got
+
+    def gram(self, per_batch: int, keep: np.ndarray) -> np.ndarray:
+        """``D D^T`` over the differences ``keep`` at batches of ``per_batch`` steps."""
+        _, diffs, _ = self.level(per_batch)
+        tiles = self._columns.get(per_batch)
+        if tiles is None:  # contiguous tiles: a product over all of one reads it as it lies
+            tiles = self._columns[per_batch] = [
+                np.ascontiguousarray(diffs[:, t0 : t0 + GRAM_TILE])
+                for t0 in range(0, diffs.shape[1], GRAM_TILE)
+            ]
+        total = np.zeros((diffs.shape[0], diffs.shape[0]))
+        # each tile's mask as bytes, from one packing of the whole mask (a tile
+        # of GRAM_TILE bits is GRAM_TILE // 8 whole bytes; the last is padded
+        # with zeros either way)
+        packed = np.packbits(keep).tobytes()
+        width = GRAM_TILE // 8
+        for i, cols in enumerate(tiles):
+            key = (per_batch, i, packed[i * width : (i + 1) * width])
+            product = self._products.get(key)
+            if product is None:
+                mask = keep[i * GRAM_TILE : (i + 1) * GRAM_TILE]
+                part = cols if mask.all() else cols[:, mask]
+                product = self._products[key] = part @ part.T
+            total += product
+        return total
+
+
+def _clear_of(exclude: np.ndarray, per_batch: int, k: int) -> np.ndarray:
+    """Mask of the ``k - 1`` differences of consecutive batch sums that touch no
+    batch holding a position of ``exclude`` (grid steps): a change at ``c``
+    moves the batch holding it (and, on a boundary, the one before)."""
+    hit = np.zeros(k + 1, dtype=bool)
+    hit[np.minimum(exclude // per_batch, k)] = True
+    hit[np.maximum((exclude - 1) // per_batch, 0)] = True
+    return ~(hit[:-2] | hit[1:-1] | hit[2:])
+
+
+def _batch_estimate(sums: BatchSums, per_batch: int, ell: int, exclude: np.ndarray):
+    """Covariance estimate from batches of ``per_batch`` grid steps (``ell`` samples):
+    ``(Sigma, used)``, or None with too few batches.  Differences of two
+    batches that hold a position of ``exclude`` (in grid steps) are left out."""
+    k, _, ss = sums.level(per_batch)
+    if k < MIN_BATCHES:
+        return None
+    base = None
+    if exclude.size:
+        base = _clear_of(exclude, per_batch, k)
+        if int(base.sum()) < MIN_BATCHES // 2:
+            return None
+    keep, sigma = _kept(lambda m: sums.gram(per_batch, m), ss, rounds=2, base=base)
+    used = int(keep.sum())
+    if used < MIN_BATCHES // 2:
+        return None
+    return sigma / (2.0 * ell * used), used
+
+
+#: Standard errors by which a longer batches' estimate must exceed the shorter's
+#: to count as more dependence uncovered.
+GROW_Z = 2.0
+#: ... and fall below it to count as anti-correlated batches averaged out (a rare
+#: event by chance, since it discards the larger, conservative estimate).
+SHRINK_Z = 4.0
+
+
+def _change(before: np.ndarray, sigma: np.ndarray, used: int) -> int:
+    """+1 when the trace grew from ``before`` to ``sigma`` by more than
+    :data:`GROW_Z` standard errors of a trace estimated from ``used``
+    differences (relative ``sqrt(2 / (used nu))`` for ``nu`` effective
+    degrees of freedom), -1 when it shrank by more than :data:`SHRINK_Z` of
+    them, 0 otherwise."""
+    tr0, tr = float(np.trace(before)), float(np.trace(sigma))
+    if not tr0 > 0:
+        return int(tr > 0)
+    tr2 = float((sigma * sigma).sum())
+    dof = tr * tr / tr2 if tr2 > 0 else 1.0
+    se = math.sqrt(2.0 / (max(used, 1) * max(dof, 1.0)))
+    if tr > tr0 * (1.0 + GROW_Z * se):
+        return 1
+    return -1 if tr < tr0 * (1.0 - SHRINK_Z * se) else 0
+
+
+#: Largest lag-one correlation of batch sums an extrapolation uses.
+MAX_BATCH_CORRELATION = 0.9
+
+
+def _ar1_factor(sums: BatchSums, per_batch: int, exclude: np.ndarray) -> float:
+    """``(1 + rho) / (1 - rho)``: the long-run variance of an AR(1) sequence of
+    batch sums with lag-one correlation ``rho`` over their variance.
+
+    ``rho`` comes from the consecutive differences ``D`` of the sums over
+    batches of ``per_batch`` grid steps, not from the sums: for an AR(1),
+    ``corr(D_i, D_i+1) = -(1 - rho) / 2``, and a change of level moves one
+    difference (left out as an outlier, like those around ``exclude``), where
+    it would make every sum look correlated.  Pooled over the features;
+    ``rho`` is kept in ``[0, MAX_BATCH_CORRELATION]``.
+    """
+    k, diffs, ss = sums.level(per_batch)
+    keep, _ = _kept(lambda m: sums.gram(per_batch, m), ss, rounds=2, cov=False)
+    if exclude.size:
+        keep &= _clear_of(exclude, per_batch, k)
+    pairs = keep[1:] & keep[:-1]
+    denom = float(ss[keep].sum())
+    if not denom > 0 or not pairs.any():
+        return 1.0
+    # each pair's product summed over the features, then over the pairs kept
+    # (no copy of the differences)
+    lag1 = float(np.einsum("ij,ij->j", diffs[:, 1:], diffs[:, :-1])[pairs].sum())
+    # the same normalisation as the pairs' own: mean product over mean square
+    r_d = (lag1 / int(pairs.sum())) / (denom / int(keep.sum()))
+    rho = min(max(1.0 + 2.0 * r_d, 0.0), MAX_BATCH_CORRELATION)
+    return (1.0 + rho) / (1.0 - rho)
+
+
+def long_run_noise(
+    prefix: np.ndarray,
+    block_size: int,
+    exclude: np.ndarray | None = None,
+    *,
+    extrapolate: bool = True,
+    short: tuple[int, np.ndarray] | None = None,
+) -> LongRunNoise | None:
+    """Estimate the features' long-run covariance from prefix sums on a block grid.
+
+    Batch-means estimates ``T(ell)`` at batch lengths ``ell = block_size * 2^j``
+    (at least :data:`MIN_BATCHES` batches) fall short of the long-run
+    covariance by about ``a / ell`` for a short-memory series, so each is
+    also extrapolated, ``2 T(ell) - T(ell / 2)`` (Richardson).  ``ell``
+    doubles while the trace grows by more than twice its standard error
+    (dependence still being uncovered); past that plateau longer batches
+    would mostly add the spread of the changes between them.  Of the
+    estimates seen, the one with the largest trace is kept: the conservative
+    side, since an under-estimate makes every split look significant.  Only
+    an estimate far below the previous one (by :data:`SHRINK_Z` standard
+    errors) sets the shorter ones aside: consecutive batches were
+    anti-correlated (windows of half a cycle alternate between its halves),
+    which short batches over-state and longer ones average out.
+
+    A short series may run out of batches before the plateau: its dependence
+    outlasts the longest batches it holds (an AR(1) with phi = 0.95 over 100
+    samples), and the estimate falls short.  With ``extrapolate``, the kept
+    estimate is then multiplied by ``(1 + rho) / (1 - rho)``, the long-run to
+    short-run ratio of an AR(1) sequence of batch sums, with ``rho`` from the
+    lag-one correlation of the longest batches' differences
+    (:func:`_ar1_factor`; a change of level moves one difference only).  At a
+    plateau too, with ``rho`` of the kept batches: on a short series the
+    growth stops being significant for want of batches (an AR(1) with
+    phi = 0.5 over 100 samples kept batches of 1 or 2 samples), and past a
+    true plateau ``rho`` is about 0.
+
+    Parameters
+    ----------
+    prefix : numpy.ndarray, shape (p, m + 1), or BatchSums
+        Sums of the features (feature units) over ``[0, j * block_size)``
+        for ``j = 0 .. m`` (full blocks only), or a :class:`BatchSums` of
+        them (which keeps its work for the next estimate of the same series).
+    block_size : int
+        Samples per grid step.
+    exclude : numpy.ndarray, optional
+        Change-points (samples) already accepted: the batch differences
+        around them are left out, so that the changes themselves are not
+        taken for noise.
+    extrapolate : bool
+        Extrapolate an estimate that did not level off (see above).
+    short : tuple of (int, numpy.ndarray), optional
+        ``(ell, C)``: a short-range covariance of the whole series at batches
+        of ``ell`` samples that keeps the regimes the estimate above leaves
+        out as changes (:func:`robust_cov`): where its batches, shorter than
+        those of the estimate kept, vary more than their long-run part (a
+        cycle in one part of the series), it counts as a part of a cycle
+        (``cycle_trace``) as the batches set aside do.
+
+    Returns
+    -------
+    LongRunNoise or None
+        None when there are fewer than :data:`MIN_BATCHES` batches; a
+        ``trace`` of 0 when the batch sums do not vary (a noise-free signal).
+    """
+    sums = prefix if isinstance(prefix, BatchSums) else BatchSums(prefix)
+    steps = (
+        np.zeros(0, np.int64) if exclude is None else np.asarray(exclude, np.int64) // block_size
+    )
+    best = None
+    previous = None
+    per_batch = 1
+    plateau = False
+    seen: list[tuple[int, np.ndarray]] = []  # (ell, estimate) at each length so far
+    set_aside = 0  # how many of them an anti-correlation set aside
+    while True:
+        ell = per_batch * block_size
+        est = _batch_estimate(sums, per_batch, ell, steps)
+        if est is None:
+            break
+        sigma, used = est
+        change = 1 if previous is None else _change(previous, sigma, used)
+        if change < 0:
+            # shorter batches over-stated it: consecutive batches anti-correlated
+            # (windows of half a cycle alternate), which longer ones average out;
+            # what a part of a cycle sums to is kept for splits inside one
+            best = None
+            set_aside = len(seen)
+        seen.append((ell, sigma))
+        candidates = [sigma]
+        if previous is not None and change >= 0:
+            candidates.append(2.0 * sigma - previous)
+        for cand in candidates:
+            tr = float(np.trace(cand))
+            if best is None or tr > best[0]:
+                best = (tr, cand, ell, used)
+        if change == 0:
+            plateau = True
+            break  # the plateau: longer batches would only add the changes' own spread
+        previous = sigma
+        per_batch *= 2
+    if best is None:
+        return None
+    tr, sigma, ell, used = best
+    if extrapolate and previous is not None:
+        # still growing at the longest batches the series holds: the dependence
+        # outlasts them, and the estimate falls short; the batch sums' own lag-one
+        # correlation extrapolates it as an AR(1) of batches would.  At a plateau
+        # too (where the growth stopped being significant, which on a short
+        # series is also where there are too few batches to see it), with the
+        # kept batches' correlation: about 0 past a true plateau
+        batches = ell // block_size if plateau else per_batch // 2
+        sigma = sigma * _ar1_factor(sums, batches, steps)
+        tr = float(np.trace(sigma))
+    tr2 = float((sigma * sigma).sum())
+    cycle_terms = {}
+    # what the sums over the batches set aside hold beyond the long-run part
+    # ell Sigma (its positive part: the directions where they vary more): the
+    # spread of a part of a cycle
+    candidates = seen[:set_aside]
+    if short is not None and short[0] < ell:  # shorter than the batches kept
+        candidates.append(short)
+    parts = [np.clip(np.linalg.eigvalsh(e * (s_j - sigma)), 0.0, None) for e, s_j in candidates]
+    if parts and max(float(r.sum()) for r in parts) > 0:
+        cycle = max(parts, key=np.sum)
+        cycle_terms = {
+            "cycle_trace": float(cycle.sum()),
+            "cycle_frob": float(np.sqrt((cycle * cycle).sum())),
+        }
+    if not tr > 0 or not tr2 > 0:  # noise-free: any change is certain, no change is none
+        return LongRunNoise(0.0, 0.0, 0.0, int(ell), used, **cycle_terms)
+    return LongRunNoise(
+        trace=tr, scale=tr2 / tr, dof=tr * tr / tr2, batch=int(ell), n_batches=used, **cycle_terms
+    )
+
+
+def cycle_noise(noise: LongRunNoise, length: int, trim: int, split: int) -> LongRunNoise:
+    """The noise a split at ``split`` of a segment of ``length`` samples (at
+    least ``trim`` on each side) is tested against, where the series has a
+    cycle longer than its batches (``noise.cycle_trace > 0``).
+
+    Between two positions on the same phase of the cycle the bridge
+    ``B(t) = S(t) - (t / N) S(N)`` of a segment ``[a, e)`` moves by the
+    long-run covariance ``Sigma``.  Its ends and the split fall anywhere in a
+    cycle: with ``C(x)`` the sum over the part of a cycle before ``x`` (less
+    its mean), ``B`` also holds ``C(t) - (1 - t / N) C(a) - (t / N) C(e)``,
+    of covariance at most ``2 Cov(C)``, and ``2 Cov(C)`` is the mean over a
+    cycle of the covariance of sums over ``ell`` samples beyond their
+    long-run part ``ell Sigma``: at most ``R``, the largest of the batch
+    sums' before they averaged out.  The gain weighs
+    the bridge by ``N / (t (N - t))``, so a split at ``t`` sees
+    ``V(t) = Sigma + N R / (t (N - t))``: near a segment's ends, the cycle's
+    own spread; in a long segment's middle, the long-run covariance.
+
+    The test of the split found is that of the largest ``G(t) / tr V(t)``
+    over the positions, at the value of the split found (no larger than that
+    maximum, so the p-value stays valid).  Its degrees of freedom are the
+    fewest of ``V`` over the positions (at ``trim`` or in the middle: the
+    heavier tail), and ``||.||_F`` of the sum is bounded by the sum of the
+    norms (a conservative Satterthwaite law).
+    """
+    if not noise.cycle_trace > 0 or length < 2 * trim:
+        return noise
+    trim = max(trim, 1)
+    split = min(max(split, trim), length - trim)
+
+    def mixture(t: int) -> tuple[float, float]:
+        weight = length / (t * (length - t))
+        trace = noise.trace + weight * noise.cycle_trace
+        frob = math.sqrt(noise.scale * noise.trace) + weight * noise.cycle_frob
+        return trace, trace * trace / (frob * frob)
+
+    trace, dof = mixture(split)
+    dof = min(dof, mixture(trim)[1], noise.dof if noise.trace > 0 else dof)
+    return replace(noise, trace=trace, scale=trace / dof, dof=dof)
+
+
+#: Batches the local noise level of a segment is measured on, at most, in the whole series.
+LOCAL_BATCHES = 4096
+#: Fewest batches inside a segment for its own noise level to count.
+MIN_LOCAL_BATCHES = 8
+
+
+def local_batch(n: int, block_size: int) -> int:
+    """Batch length (a multiple of ``block_size``) of the local noise levels."""
+    steps = max(1, -(-n // (LOCAL_BATCHES * block_size)))
+    return steps * block_size
+
+
+def robust_cov(diffs: np.ndarray, batch: int) -> np.ndarray:
+    """``sum D D^T / (2 batch k)`` over the ``k`` batch differences ``D`` (p, k)
+    that :func:`_kept` keeps (one round)."""
+    keep, sigma = _kept(_dense_gram(diffs), (diffs**2).sum(axis=0), rounds=1)
+    return sigma / (2.0 * batch * max(int(keep.sum()), 1))
+
+
+def segment_spread(diffs: np.ndarray, batch: int) -> tuple[float, float] | None:
+    """``(tr(Sigma), tr(Sigma^2))`` of a segment's short-range covariance
+    :func:`robust_cov`, from ``diffs`` (p, k), the consecutive differences of
+    its batch sums; None with fewer than :data:`MIN_LOCAL_BATCHES` of them or
+    none varying.  It does not depend on the series' noise, so a search that
+    tests a segment again against a new estimate of it reuses this."""
+    if diffs.shape[1] < MIN_LOCAL_BATCHES:
+        return None
+    sigma = robust_cov(diffs, batch)
+    tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
+    return (tr, tr2) if tr > 0 else None
+
+
+def local_noise(spread: tuple[float, float] | None, noise: LongRunNoise) -> LongRunNoise:
+    """The noise a segment is tested against: the series' long-run covariance, or
+    the segment's own where it is larger.
+
+    A kernel's features vary more, and in other directions, in some regimes
+    than in others, so the covariance pooled over the whole series can
+    understate one segment's: its spread ``c`` and degrees of freedom set
+    the test's tail.  With :data:`MIN_LOCAL_BATCHES` batches inside the
+    segment, its short-range covariance (at :func:`local_batch`'s length,
+    ``spread`` from :func:`segment_spread`), inflated by the series'
+    long-run to short-range ratio, is compared, and the larger trace and
+    the larger ``c`` are kept: a local estimate from few batches may fall
+    short by chance, which must not make the test liberal.
+    """
+    if spread is None or not noise.local > 0:
+        return noise
+    tr, tr2 = spread
+    # below 1 when the series' batches are anti-correlated (windows of half a
+    # cycle); a long-run estimate of 0 (no spread between batches) says nothing of
+    # a segment that has its own
+    inflation = noise.trace / noise.local if noise.trace > 0 else 1.0
+    trace = max(noise.trace, tr * inflation)
+    scale = max(noise.scale, tr2 / tr * inflation)
+    if trace == noise.trace and scale == noise.scale:
+        return noise
+    return replace(noise, trace=trace, scale=scale, dof=max(trace / scale, 1e-9))
+
+
+def overshoot(x: np.ndarray) -> np.ndarray:
+    """Siegmund's ``nu(x)``: the factor by which a random walk whose steps have
+    standard deviation ``x`` (in units of the boundary's scale) exceeds a
+    boundary less often than Brownian motion, which crosses it between the
+    steps too; 1 at ``x = 0``, about ``exp(-0.583 x)`` for small ``x``
+    (the approximation of Siegmund & Yakir, 2007, eq. 4.38)."""
+    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-12)
+    h = 0.5 * x
+    half = 0.5 * _erf(h / math.sqrt(2.0))  # Phi(h) - 1/2, without cancellation
+    pdf = np.exp(-0.5 * h * h) / math.sqrt(2.0 * math.pi)
+    return (2.0 / x) * half / (h * (0.5 + half) + pdf)
+
+
+def _erf(z: np.ndarray) -> np.ndarray:
+    """``erf`` of ``z >= 0`` to 1.5e-7 (Abramowitz & Stegun 7.1.26), vectorised;
+    below 0.05 its Taylor series (the rational form loses relative accuracy there)."""
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
+    series = (2.0 / math.sqrt(math.pi)) * z * (1.0 - z * z / 3.0 + z**4 / 10.0)
+    return np.where(z < 0.05, series, 1.0 - poly * np.exp(-z * z))
+
+
+#: Points of the quadrature over the split's position (on the log-odds scale).
+SPAN_NODES = 65
+
+
+def discrete_span(b: float, t0: float, steps: float) -> float:
+    """The span term of the tail for a maximum over ``steps`` positions:
+    ``integral over [t0, 1 - t0] of nu(b / sqrt(steps t (1 - t))) dt / (t (1 - t))``.
+
+    The continuous maximum's span is ``2 log((1 - t0) / t0)`` (``nu = 1``); a
+    split is chosen among the positions of a segment, not along a continuum,
+    and the standardised bridge steps by ``1 / sqrt(steps t (1 - t))`` from
+    one position to the next: largest near the ends, where the continuous
+    formula counts crossings no walk of that length makes.  Trapezoid rule
+    over ``log(t / (1 - t))``, where the integrand is smooth."""
+    edge = math.log((1.0 - t0) / t0)
+    u = np.linspace(-edge, edge, SPAN_NODES)
+    t = 1.0 / (1.0 + np.exp(-u))
+    nu = overshoot(b / np.sqrt(steps * t * (1.0 - t)))
+    return float(((nu[1:] + nu[:-1]) * 0.5 * np.diff(u)).sum())
+
+
+def split_pvalue(
+    gain: float, length: int, trim: int, noise: LongRunNoise, steps: float | None = None
+) -> float:
+    """p-value of the best split of a segment of ``length`` samples.
+
+    Parameters
+    ----------
+    gain : float
+        The largest gain over the admissible splits (feature units).
+    length : int
+        Samples in the segment.
+    trim : int
+        Fewest samples on each side of an admissible split (``min_size``).
+    noise : LongRunNoise
+        The long-run covariance of the features.
+    steps : float, optional
+        Positions the maximum is taken over, as independent steps: the tail
+        of the maximum over a grid (:func:`discrete_span`) instead of the
+        continuous one, which over-states it most for short segments.  For
+        dependent samples, ``length`` times the long-run to short-range
+        variance ratio (a walk whose steps are correlated moves as one of
+        fewer, larger steps would).  None: the continuous tail.
+
+    Returns
+    -------
+    float
+        An upper bound, approximately, on the chance of a gain at least this
+        large in a segment without change, in [0, 1].
+    """
+    if not gain > 0:
+        return 1.0
+    if not noise.trace > 0:
+        return 0.0
+    b2 = gain / noise.scale
+    nu = noise.dof
+    if b2 <= nu:  # below the mean of the maximum's law
+        return 1.0
+    t0 = min(max(trim, 1) / max(length, 2), 0.5)
+    span = 2.0 * math.log((1.0 - t0) / t0) if t0 < 0.5 else 0.0
+    if steps is not None and span > 0:
+        span = discrete_span(math.sqrt(b2), t0, steps)
+    log_head = 0.5 * nu * math.log(b2) - 0.5 * b2 - 0.5 * nu * math.log(2.0) - math.lgamma(0.5 * nu)
+    body = (1.0 - nu / b2) * span + 4.0 / b2
+    if body <= 0:
+        return 1.0
+    return float(min(1.0, math.exp(log_head + math.log(body))))
