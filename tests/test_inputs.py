@@ -216,7 +216,8 @@ def test_a_refinement_read_keeps_the_score_of_a_cached_chunk_and_caches_the_othe
 
     from kcpstream.inputs.signal import as_signal
     from kcpstream.passes.cache import SampleCache
-    from kcpstream.passes.scan import ScanRequest, scan_run
+    from kcpstream.passes.scan import scan_run
+    from kcpstream.search.requests import ScanRequest
 
     x = np.random.default_rng(4).normal(size=300)
     reader = as_signal(da.from_array(x, chunks=100)).reader

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from kcpstream import RFF
 from kcpstream.features import BrownianThreshold
 from kcpstream.passes import ranges
-from kcpstream.passes.scan import ScanRequest, scan_batch, scan_piece
+from kcpstream.passes.scan import scan_batch, scan_piece
+from kcpstream.search.requests import ScanRequest
 
 from .reference import quantized
 

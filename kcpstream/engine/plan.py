@@ -21,7 +21,7 @@ from kcpstream.passes.cache import SampleCache
 from kcpstream.search.binseg import SearchLog
 from kcpstream.search.dynp import MAX_GRID
 from kcpstream.search.stats import BlockStats
-from kcpstream.selection.significance import DEFAULT_ALPHA, LongRunNoise
+from kcpstream.selection.choose import METHODS, Rule
 
 #: Blocks the automatic grid aims at: enough for tight pruning bounds, few enough
 #: that the prefix sums (``8 p`` bytes per block) and the per-segment boundary
@@ -113,10 +113,9 @@ def default_min_size(n: int, window: int = 1) -> int:
 
 @dataclass(frozen=True)
 class Settings:
-    rule: str
-    n_bkps: int | None
-    pen: float | None
-    method: str
+    """:func:`kcpstream.segment`'s arguments for every series of one call, checked."""
+
+    choice: Rule  # how many change-points
     d_max: int | None
     min_size: int | None  # None: default_min_size(n)
     block_size: int | None
@@ -127,7 +126,6 @@ class Settings:
     checkpoint: str | None
     progress: bool
     n_series: int = 1  # segmented in this call (a batch shares the automatic grid's blocks)
-    alpha: float = DEFAULT_ALPHA
     min_duration: Any = None  # min_size as a duration of the time coordinate
 
 
@@ -141,13 +139,6 @@ class Job:
     d_max: int
     cache: SampleCache
     min_size: int = 2
-    noise: LongRunNoise | None = None  # the features' long-run covariance
-    spreads: dict = field(default_factory=dict)  # each tested segment's own short-range spread
-    diffs: Any = None  # consecutive differences of the series' batch sums (choose)
-    moments: Any = None  # kcpstream.selection.trend.GridMoments of the series (choose)
-    lines: dict = field(default_factory=dict)  # (start, end) -> a line's gain, quantized units
-    pvalues: dict = field(default_factory=dict)  # (start, split, end, gain, noise) -> p-value
-    gains: dict = field(default_factory=dict)  # (start, split, end) -> gain, quantized units
     log: SearchLog = field(default_factory=SearchLog)
     stats: BlockStats | None = None
     window: int = 1  # samples per feature vector
@@ -189,12 +180,14 @@ def min_size_of(st: Settings, signal: Signal, n: int, window: int) -> int:
 
 def d_max_of(st: Settings, n: int, min_size: int) -> int:
     """The most segments of the path for ``n`` samples (windows) and ``min_size``."""
-    if st.n_bkps is not None and st.d_max is None:
+    if st.choice.n_bkps is not None and st.d_max is None:
         # binary segmentation proposes twice as many candidates as change-points
         # asked for (within the default path), among which the best are chosen
-        return max(st.n_bkps + 1, min(2 * st.n_bkps + 1, DEFAULT_D_MAX, n // min_size))
-    if st.n_bkps is not None:
-        return max(st.d_max, st.n_bkps + 1)
+        return max(
+            st.choice.n_bkps + 1, min(2 * st.choice.n_bkps + 1, DEFAULT_D_MAX, n // min_size)
+        )
+    if st.choice.n_bkps is not None:
+        return max(st.d_max, st.choice.n_bkps + 1)
     return min(st.d_max or DEFAULT_D_MAX, n // min_size)
 
 
@@ -205,7 +198,7 @@ def block_size_of(n: int, st: Settings, window: int = 1) -> int:
     if st.block_size is None:
         # a growing series keeps its grid until it doubles
         B = max(1, auto_block_size(planned_length(n * window), st.n_series) // window)
-        if st.method == "dynp":  # a grid of every sample when the DP can afford it
+        if st.choice.method == "dynp":  # a grid of every sample when the DP can afford it
             B = max(1, min(B, -(-n // MAX_GRID)))
         return B
     B = check_positive_int("block_size", st.block_size)
@@ -316,15 +309,15 @@ def settings_of(
     if n_bkps is not None and pen is not None:
         raise InputError("give n_bkps or pen, not both")
     features = _window_features(window, features)
-    rule, n_bkps, pen = _rule_of(n_bkps, pen)
-    if method not in ("binseg", "dynp"):
+    kind, n_bkps, pen = _rule_of(n_bkps, pen)
+    if method not in METHODS:
         raise InputError(f"method must be 'binseg' or 'dynp', got {method!r}")
     if d_max is not None:
         d_max = _checked_d_max(d_max)
     settings = Settings(
-        rule, n_bkps, pen, method, d_max, min_size, block_size, seed, sample_size, tile,
-        cache_bytes, None if checkpoint is None else os.fspath(checkpoint), bool(progress),
-        alpha=float(alpha), min_duration=min_duration,
+        Rule(kind, n_bkps, pen, float(alpha), method), d_max, min_size, block_size, seed,
+        sample_size, tile, cache_bytes, None if checkpoint is None else os.fspath(checkpoint),
+        bool(progress), min_duration=min_duration,
     )  # fmt: skip
     return settings, features
 

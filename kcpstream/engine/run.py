@@ -35,6 +35,7 @@ from kcpstream.features import FeatureMap, make_feature_map
 from kcpstream.inputs.signal import Signal, check_finite_index, window_signal
 from kcpstream.passes.cache import SampleCache, release_worker_caches
 from kcpstream.passes.data import data_passes, fit_sample, in_memory_passes, pass_task_count
+from kcpstream.passes.drive import drive_many
 from kcpstream.persist import checkpoint
 from kcpstream.persist.reuse import kept_pieces, plan_reuse
 from kcpstream.progress import note
@@ -43,11 +44,10 @@ from kcpstream.search.binseg import (
     SearchLog,
     binseg_steps,
     dense_binseg_steps,
-    drive_many,
     scans_from_prefix,
 )
 from kcpstream.search.dynp import refine_steps
-from kcpstream.selection.choose import choose, local_gains, local_pvalues
+from kcpstream.selection.choose import Choice, Memo, choose, local_pvalues
 from kcpstream.tasks.graph import in_process_scheduler, pool_of_processes
 
 __all__ = ["prepare", "run", "reselect", "statistics"]
@@ -167,14 +167,14 @@ def _check_segments(signal: Signal, min_size: int, st: Settings) -> int:
             "no split can leave min_size samples on both sides; use a smaller min_size "
             "or a longer signal"
         )
-    if st.n_bkps is not None and st.n_bkps > n // min_size - 1:
+    if st.choice.n_bkps is not None and st.choice.n_bkps > n // min_size - 1:
         raise InputError(
-            f"n_bkps={st.n_bkps} change-points cannot fit in {n} samples with "
+            f"n_bkps={st.choice.n_bkps} change-points cannot fit in {n} samples with "
             f"min_size={min_size} (at most {n // min_size - 1}); ask for fewer or lower "
             "min_size"
         )
     d_max = d_max_of(st, n, min_size)
-    if st.rule == "slope" and d_max < 4:
+    if st.choice.kind == "slope" and d_max < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations; d_max={d_max} "
             f"(n={n}, min_size={min_size}); give n_bkps or pen, or a larger d_max"
@@ -204,11 +204,11 @@ def _fitted(fmap: FeatureMap, signal: Signal, sample, cache: SampleCache, st: Se
 def _params(job: Job, st: Settings) -> dict:
     """What the result was made with, kept in its JSON (``Segmentation.params``)."""
     return {
-        "method": st.method,
-        "rule": st.rule,
-        "n_bkps": st.n_bkps,
-        "pen": st.pen,
-        "alpha": st.alpha if st.rule == "auto" else None,
+        "method": st.choice.method,
+        "rule": st.choice.kind,
+        "n_bkps": st.choice.n_bkps,
+        "pen": st.choice.pen,
+        "alpha": st.choice.alpha if st.choice.kind == "auto" else None,
         "d_max": job.d_max,
         "min_size": job.min_size * job.window,  # samples (whole windows for a window map)
         "min_duration": None if st.min_duration is None else str(st.min_duration),
@@ -349,7 +349,7 @@ def _long_cycle(job: Job, st: Settings) -> Job | None:
     windows = stats.windows(steps)
     m = windows.n
     min_size = min_size_of(st, job.signal, m, window)
-    if m < 2 * min_size or (st.n_bkps is not None and st.n_bkps > m // min_size - 1):
+    if m < 2 * min_size or (st.choice.n_bkps is not None and st.choice.n_bkps > m // min_size - 1):
         return None  # the windows cannot hold the segments asked for: sample by sample
     d_max = d_max_of(st, m, min_size)
     out = Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, window=window)
@@ -402,35 +402,23 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     jobs = [_long_cycle(job, st) or job for job in jobs]
     orders = search_groups(jobs, st)
     t_choose = time.perf_counter()
-    chosen = [choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
-    found = sum(len(c["changepoints"]) for c in chosen)
+    chosen = [_choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
+    found = sum(len(c.changepoints) for c in chosen)
     note("choice: %d change-points in %d series (%.1f s)", found, len(jobs),
          time.perf_counter() - t_choose)  # fmt: skip
-    if st.method == "dynp":
+    if st.choice.method == "dynp":
         of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
         refined = _drive(jobs, lambda j: _refinement(j, of_job[id(j)]), st.tile, "exact positions")
-        for job, c, cps in zip(jobs, chosen, refined, strict=True):
-            c["changepoints"] = cps
-            c["gains"] = local_gains(job.stats, cps)
-            c["order"] = cps
+        chosen = [c.refined(cps) for c, cps in zip(chosen, refined, strict=True)]
     if st.checkpoint is not None:
         _save_checkpoints(stored, st.checkpoint, st.tile)
-    return [
-        _build_result(
-            j,
-            c["changepoints"],
-            c["gains"],
-            c["order"],
-            c["costs"],
-            c["selection"],
-            st.method,
-            j.min_size * j.window,  # in samples
-            t0,
-            seconds_pass,
-            _checkpoint_state(j, st),
-        )  # fmt: skip
-        for j, c in zip(jobs, chosen, strict=True)
-    ]
+    return [_build_result(j, c, st, t0, seconds_pass) for j, c in zip(jobs, chosen, strict=True)]
+
+
+def _choose(job: Job, order, st: Settings) -> Choice:
+    """:func:`~kcpstream.selection.choose.choose` on the job's statistics."""
+    memo = Memo(job.stats, job.min_size, job.window == 1, job.signal.description)
+    return choose(memo, order, st.choice, job.d_max)
 
 
 def search_groups(jobs: list[Job], st: Settings) -> list:
@@ -526,17 +514,17 @@ def _path_steps(job: Job, st: Settings):
     search = dense_binseg_steps if job.in_memory else binseg_steps
     if not job.in_memory:
         kw["known"], kw["hints"] = job.known, job.hints
-    if st.rule == "pen" and st.method == "binseg":
-        return search(job.stats, pen=st.pen, **kw)
+    if st.choice.kind == "pen" and st.choice.method == "binseg":
+        return search(job.stats, pen=st.choice.pen, **kw)
     return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
 
 
-def _refinement(job: Job, chosen: dict):
+def _refinement(job: Job, chosen: Choice):
     """The exact positions of the DP's change-points chosen on its grid."""
     if job.in_memory:  # every position is a grid point: no data read, no round
-        steps = refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=SearchLog())
+        steps = refine_steps(job.stats, chosen.changepoints, chosen.grid, log=SearchLog())
         return scans_from_prefix(steps, job.stats, job.min_size)
-    return refine_steps(job.stats, chosen["changepoints"], chosen["grid"], log=job.log)
+    return refine_steps(job.stats, chosen.changepoints, chosen.grid, log=job.log)
 
 
 def _save_checkpoints(jobs: list[Job], path, tile: int) -> None:
@@ -654,10 +642,11 @@ def _check_statistics(stats, signal: Signal) -> None:
 
 
 def _build_result(
-    job, changepoints, gains, order, costs, selection, method, min_size, t0, seconds_pass,
-    checkpoint_state,
-):  # fmt: skip
+    job: Job, chosen: Choice, st: Settings, t0: float, seconds_pass: float
+) -> Segmentation:
+    """The :class:`Segmentation` of one job and its choice."""
     stats, signal, fmap, log = job.stats, job.signal, job.fmap, job.log
+    changepoints, order = chosen.changepoints, chosen.order
     bounds = np.array([0, *map(int, changepoints), stats.n], dtype=np.int64)
     segment_costs = np.array(
         [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
@@ -702,7 +691,7 @@ def _build_result(
         pieces_scanned=log.pieces_scanned,
         samples_scanned=log.samples_scanned,
         samples_featurized_pass=passed,
-        checkpoint=checkpoint_state,
+        checkpoint=_checkpoint_state(job, st),
         samples_read_again=job.cache.samples_read_again,
         pass_tasks=0
         if job.loaded or job.in_memory
@@ -717,18 +706,18 @@ def _build_result(
     )
     return Segmentation(
         changepoints=np.asarray(changepoints, dtype=np.int64),
-        gains=np.asarray(gains, dtype=np.float64),
+        gains=np.asarray(chosen.gains, dtype=np.float64),
         order=np.asarray(order, dtype=np.int64),
-        path_costs=np.asarray(costs, dtype=np.float64),
+        path_costs=np.asarray(chosen.costs, dtype=np.float64),
         cost=cost,
-        method=method,
-        selection=selection,
+        method=st.choice.method,
+        selection=chosen.selection,
         n_samples=n_samples,
-        min_size=min_size,
+        min_size=job.min_size * job.window,  # in samples
         features=fmap,
         diagnostics=diagnostics,
         segment_costs=segment_costs,
         times=times,
         params={"source": signal.source, **job.params},
-        pvalues=local_pvalues(job, positions),
+        pvalues=local_pvalues(chosen.memo, positions),
     )

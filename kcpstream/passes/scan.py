@@ -9,7 +9,6 @@ returns each piece's best split (:class:`ScanResult`).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import dask
 import numpy as np
@@ -29,10 +28,11 @@ from kcpstream.passes.cache import (
     home_of,
 )
 from kcpstream.passes.ranges import as_2d, featurize_range, scratch_features
+from kcpstream.search.requests import ScanRequest, ScanResult, piece_of, pieces_of
 from kcpstream.search.stats import PieceStats
 from kcpstream.tasks.graph import TaskBatch
 
-__all__ = ["ScanRequest", "ScanResult", "scan_piece", "scan_batch", "scan_run", "scan_many"]
+__all__ = ["scan_piece", "scan_batch", "scan_run", "scan_many"]
 
 
 def _split_pieces(
@@ -52,61 +52,6 @@ def _split_pieces(
     return left, right
 
 
-@dataclass(frozen=True)
-class ScanRequest:
-    """Scan every split strictly inside ``[piece_start, piece_end)`` of a segment."""
-
-    segment: tuple[int, int]
-    piece_start: int
-    piece_end: int
-    left_at_piece: np.ndarray  # exact sum of the segment's samples before piece_start
-    total: np.ndarray  # exact sum of the segment
-    #: 0: one piece; else a run of consecutive pieces of a block grid of this
-    #: size, scanned strictly inside each piece (one request, not one per piece)
-    grid: int = 0
-
-    @property
-    def pieces(self) -> int:
-        """How many pieces the request scans."""
-        return len(_pieces_of(self))
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    """The best split ``pos`` (``-1``: none) of a scanned piece and its ``gain``;
-    ``left``/``right`` are the statistics of the piece's two halves (given for
-    the split that wins among the scanned pieces of its segment)."""
-
-    request: ScanRequest
-    gain: float
-    pos: int
-    left: PieceStats | None
-    right: PieceStats | None
-
-    @property
-    def piece(self) -> tuple[int, int]:
-        """The piece holding ``pos`` (of a run, the one of its grid), whose halves
-        ``left`` and ``right`` are."""
-        return _piece_of(self.request, self.pos)
-
-
-def _pieces_of(req: ScanRequest) -> list[tuple[int, int]]:
-    """The pieces a request scans: itself, or the pieces of its run."""
-    if not req.grid:
-        return [(req.piece_start, req.piece_end)]
-    g = req.grid
-    inner = range((req.piece_start // g + 1) * g, req.piece_end, g)
-    edges = [req.piece_start, *inner, req.piece_end]
-    return list(zip(edges[:-1], edges[1:], strict=True))
-
-
-def _piece_of(req: ScanRequest, pos: int) -> tuple[int, int]:
-    if not req.grid or pos < 0:
-        return req.piece_start, req.piece_end
-    block = pos - pos % req.grid
-    return max(req.piece_start, block), min(req.piece_end, block + req.grid)
-
-
 def scan_piece(
     x: np.ndarray, fmap: FeatureMap, req: ScanRequest, min_size: int, tile: int
 ) -> ScanResult:
@@ -124,7 +69,7 @@ def scan_piece(
     left = right = None
     if pos >= 0:
         every = snapshot_every(fmap.window_samples)
-        lo, hi = (b - req.piece_start for b in _piece_of(req, pos))
+        lo, hi = (b - req.piece_start for b in piece_of(req, pos))
         left, right = _split_pieces(z[:, lo:hi], scale, pos - req.piece_start - lo, every)
     return ScanResult(req, float(gain), int(pos), left, right)
 
@@ -173,7 +118,7 @@ def _scan_group(xs, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, ti
     split[list(best.values())] = True
     every = snapshot_every(fmap.window_samples)
     # each winner's piece, in z's samples: the request, or the piece of its run holding the split
-    pieces = np.array([_piece_of(r, int(p)) for r, p in zip(reqs, positions, strict=True)])
+    pieces = np.array([piece_of(r, int(p)) for r, p in zip(reqs, positions, strict=True)])
     edges = offsets[:-1, None] + pieces - meta[:, :1]
     halves = _split_halves(z, scale, edges, positions - meta[:, 0] + offsets[:-1], split, every)
     return [
@@ -248,7 +193,7 @@ def scan_run(
                     local.add_chunk(int(a), part, copy=several)
         if local is not None:
             for r, xr in zip(reqs, xs, strict=True):
-                for a, b in _pieces_of(r):  # a run's pieces one by one, as if asked alone
+                for a, b in pieces_of(r):  # a run's pieces one by one, as if asked alone
                     local.add_piece(a, b, xr[a - r.piece_start : b - r.piece_start])
     results = scan_batch(xs, fmap, reqs, min_size, tile)
     return results, read

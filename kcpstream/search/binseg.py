@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,10 +37,7 @@ import numpy as np
 from kcpstream._kernels.blockstats import segment_boundary_scan
 from kcpstream._kernels.dense import best_split_between, dense_binseg
 from kcpstream.errors import NotEnoughSplitsError
-from kcpstream.features.base import FeatureMap
-from kcpstream.inputs.signal import Signal
-from kcpstream.passes.cache import SampleCache
-from kcpstream.passes.scan import ScanRequest, ScanResult, scan_many
+from kcpstream.search.requests import ScanRequest, ScanResult
 from kcpstream.search.stats import BlockStats, PieceStats
 
 __all__ = [
@@ -49,7 +46,6 @@ __all__ = [
     "NotEnoughSplitsError",
     "binseg_steps",
     "dense_binseg_steps",
-    "drive_many",
     "scans_from_prefix",
     "check_enough_splits",
 ]
@@ -418,34 +414,3 @@ def scans_from_prefix(steps: Steps, stats: BlockStats, min_size: int) -> Steps:
     except StopIteration as stop:
         return stop.value
     yield  # pragma: no cover
-
-
-def drive_many(
-    runs: list[tuple[Steps, Signal, FeatureMap, SampleCache | None]],
-    min_size: int,
-    tile: int,
-    on_round: Callable[[int], None] | None = None,
-) -> list[Any]:
-    """Advance several step generators in lockstep: every round scans the pieces all
-    of them asked for in one graph.  Returns their outcomes; ``on_round(m)`` is
-    told after each round that it scanned ``m`` pieces."""
-    outcomes: list[Any] = [None] * len(runs)
-    asked: dict[int, list[ScanRequest]] = {}
-
-    def advance(i: int, value) -> None:
-        try:
-            asked[i] = runs[i][0].send(value)
-        except StopIteration as stop:
-            asked.pop(i, None)
-            outcomes[i] = stop.value
-
-    for i in range(len(runs)):
-        advance(i, None)
-    while asked:
-        ids = list(asked)
-        batches = [(runs[i][1], runs[i][2], asked[i], runs[i][3]) for i in ids]
-        for i, results in zip(ids, scan_many(batches, min_size, tile), strict=True):
-            advance(i, results)
-        if on_round is not None:
-            on_round(sum(r.pieces for b in batches for r in b[2]))
-    return outcomes

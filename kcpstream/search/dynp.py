@@ -23,8 +23,8 @@ import numpy as np
 from numba import njit
 
 from kcpstream._kernels.blockstats import split_gain
-from kcpstream.passes.scan import ScanRequest
 from kcpstream.search.binseg import SearchLog, Steps, count_round
+from kcpstream.search.requests import ScanRequest
 from kcpstream.search.stats import BlockStats
 
 __all__ = ["MAX_GRID", "dp_grid", "optimal_partitions", "refine_steps"]

@@ -3,21 +3,21 @@
 ``n_bkps``, a penalty, the slope heuristic, or (``pen="auto"``) the test of
 each split against the features' long-run covariance
 (:mod:`kcpstream.selection.significance`), with the exact DP over the path's
-change-points (:mod:`kcpstream.search.dynp`).  I/O-free: it works on a job's block
-statistics.
+change-points (:mod:`kcpstream.search.dynp`).  I/O-free: it works on a series'
+block statistics (:class:`Memo`) and returns a :class:`Choice`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kcpstream._kernels.blockstats import split_gain
-from kcpstream.engine.plan import Job, Settings
 from kcpstream.errors import InputError
-from kcpstream.search.binseg import NotEnoughSplitsError, check_enough_splits
+from kcpstream.search.binseg import NotEnoughSplitsError, SegmentSplit, check_enough_splits
 from kcpstream.search.dynp import dp_grid, optimal_partitions
 from kcpstream.search.stats import BlockStats
 from kcpstream.selection.rules import (
@@ -27,6 +27,7 @@ from kcpstream.selection.rules import (
     slope_heuristic,
 )
 from kcpstream.selection.significance import (
+    DEFAULT_ALPHA,
     MIN_BATCHES,
     BatchSums,
     LongRunNoise,
@@ -43,61 +44,115 @@ from kcpstream.selection.trend import GridMoments, line_gain
 #: Rounds of noise estimation without the changes accepted so far (``pen="auto"``).
 MAX_NOISE_ROUNDS = 8
 
+#: The searches: binary segmentation, or dynamic programming over its candidates.
+METHODS = ("binseg", "dynp")
 
-def choose(job: Job, order, st: Settings) -> dict:
-    """The path's costs, the chosen number of segments and its change-points
-    (``job.noise``: the features' long-run covariance they were tested against)."""
-    stats, n = job.stats, job.stats.n
+
+@dataclass(frozen=True)
+class Rule:
+    """How the number of change-points is chosen: :func:`kcpstream.segment`'s
+    ``n_bkps``, ``pen``, ``alpha`` and ``method``, checked.
+
+    ``kind`` is ``"n_bkps"`` (exactly ``n_bkps``), ``"pen"`` (a linear penalty
+    ``pen``), ``"slope"`` (the slope heuristic) or ``"auto"`` (the test at
+    level ``alpha``)."""
+
+    kind: str
+    n_bkps: int | None = None
+    pen: float | None = None
+    alpha: float = DEFAULT_ALPHA
+    method: str = "binseg"
+
+
+@dataclass
+class Memo:
+    """One series as the choice tests it, and what its tests computed: each
+    segment's spread, line and gain once, each split's p-value once per
+    estimate of the noise (kept for the p-values of the result)."""
+
+    stats: BlockStats
+    min_size: int
+    pointwise: bool  # samples segmented one by one, not windows
+    description: str  # the series, for messages
+    noise: LongRunNoise | None = None  # the features' long-run covariance tested against
+    spreads: dict = field(default_factory=dict)  # (start, end) -> its short-range spread
+    diffs: np.ndarray | None = None  # consecutive differences of the batch sums
+    moments: GridMoments | None = None
+    lines: dict = field(default_factory=dict)  # (start, end) -> a line's gain, quantized units
+    pvalues: dict = field(default_factory=dict)  # (start, split, end, gain, noise) -> p-value
+    gains: dict = field(default_factory=dict)  # (start, split, end) -> gain, quantized units
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The segmentation chosen from a search's path.
+
+    ``costs`` holds the path's cost for each number of segments;
+    ``changepoints`` are on the block grid ``grid`` for ``method="dynp"``
+    until refined (``gains`` and ``order`` are then None)."""
+
+    costs: np.ndarray
+    selection: Selection
+    changepoints: np.ndarray
+    gains: np.ndarray | None
+    order: np.ndarray | None
+    memo: Memo
+    grid: np.ndarray | None = None
+
+    def refined(self, changepoints: np.ndarray) -> Choice:
+        """The choice at the exact positions ``changepoints`` of its grid's."""
+        gains = local_gains(self.memo.stats, changepoints)
+        return dataclasses.replace(self, changepoints=changepoints, gains=gains, order=changepoints)
+
+
+def choose(memo: Memo, order: list[SegmentSplit], rule: Rule, d_max: int) -> Choice:
+    """The path's costs, the chosen number of segments and its change-points,
+    from binary segmentation's splits ``order`` and at most ``d_max`` segments
+    (``memo.noise`` ends as the features' long-run covariance they were
+    tested against)."""
+    stats, n = memo.stats, memo.stats.n
     # the estimates of the noise share their work (BatchSums); a batch's series
     # are chosen one after the other, so one series' is held at a time
     sums, short = batch_sums(stats), short_range(stats)
-    job.noise = noise_of(stats, short, pointwise=job.window == 1, sums=sums)
+    memo.noise = noise_of(stats, short, pointwise=memo.pointwise, sums=sums)
     path = [seg.split for seg in order]
-    if st.method == "binseg" and st.rule == "pen":
+    if rule.method == "binseg" and rule.kind == "pen":
         costs = _binseg_path_costs(stats, order)
         # binary segmentation's rule: every split the search made had a gain above
         # pen (the costs, in float, cannot tell a gain of a few quanta from none)
-        selection = Selection("pen", len(path) + 1, len(costs), pen=float(st.pen))
+        selection = Selection("pen", len(path) + 1, len(costs), pen=float(rule.pen))
         changepoints = np.array(sorted(path[: selection.n_segments - 1]), dtype=np.int64)
         gain_of = {seg.split: seg.gain * stats.unit for seg in order}
-        return {
-            "costs": costs,
-            "selection": selection,
-            "changepoints": changepoints,
-            "gains": np.array([gain_of[c] for c in changepoints]),
-            "order": np.array(path[: selection.n_segments - 1], dtype=np.int64),
-        }
-    if st.method == "binseg":
+        gains = np.array([gain_of[c] for c in changepoints])
+        first = np.array(path[: selection.n_segments - 1], dtype=np.int64)
+        return Choice(costs, selection, changepoints, gains, first, memo)
+    if rule.method == "binseg":
         # the best segmentation for each D among binary segmentation's candidates
         # (an exact DP over at most d_max points, no data read): never costlier
         # than the greedy first splits, which it recovers from where the greedy
         # order went wrong, and the path the slope heuristic is fitted on (the
         # greedy path's costs fall too slowly)
-        if st.rule == "n_bkps":
-            check_enough_splits(len(path), st.n_bkps, job.min_size, allow_fewer=False)
+        if rule.kind == "n_bkps":
+            check_enough_splits(len(path), rule.n_bkps, memo.min_size, allow_fewer=False)
         grid = np.array([0, *sorted(path), n])
-        costs, partitions = optimal_partitions(stats, grid, job.d_max, job.min_size)
-        selection = _select(st, costs, n, job, order, partitions, (sums, short))
+        costs, partitions = optimal_partitions(stats, grid, d_max, memo.min_size)
+        selection = _select(rule, costs, memo, order, partitions, (sums, short))
         changepoints = partitions[selection.n_segments - 1]
         rank = {c: i for i, c in enumerate(path)}
-        return {
-            "costs": costs,
-            "selection": selection,
-            "changepoints": changepoints,
-            "gains": local_gains(stats, changepoints),
-            "order": np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64),
-        }
+        gains = local_gains(stats, changepoints)
+        first = np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64)
+        return Choice(costs, selection, changepoints, gains, first, memo)
     grid = dp_grid(stats, path)
-    d_dp = st.n_bkps + 1 if st.rule == "n_bkps" else job.d_max  # the DP's largest D
-    costs, partitions = optimal_partitions(stats, grid, d_dp, job.min_size)
-    selection = _select(st, costs, n, job, order, partitions, (sums, short))
+    d_dp = rule.n_bkps + 1 if rule.kind == "n_bkps" else d_max  # the DP's largest D
+    costs, partitions = optimal_partitions(stats, grid, d_dp, memo.min_size)
+    selection = _select(rule, costs, memo, order, partitions, (sums, short))
     chosen = partitions[selection.n_segments - 1]
     if chosen is None:  # pragma: no cover - n_bkps was checked against n and min_size
         raise NotEnoughSplitsError(
             f"no segmentation into {selection.n_segments} segments of at least "
-            f"{job.min_size} samples exists on the grid; lower n_bkps or min_size"
+            f"{memo.min_size} samples exists on the grid; lower n_bkps or min_size"
         )
-    return {"costs": costs, "selection": selection, "changepoints": chosen, "grid": grid}
+    return Choice(costs, selection, chosen, None, None, memo, grid)
 
 
 def _binseg_path_costs(stats, order) -> np.ndarray:
@@ -109,25 +164,25 @@ def _binseg_path_costs(stats, order) -> np.ndarray:
     return np.asarray(costs)
 
 
-def _select(st: Settings, costs, n, job, order, partitions, noise_work) -> Selection:
-    rule = st.rule
-    finite = costs[np.isfinite(costs)] if rule != "n_bkps" else costs
-    if rule == "n_bkps":
-        return Selection("n_bkps", st.n_bkps + 1, len(costs))
-    if rule == "pen":
-        return select_by_penalty(finite, st.pen)
-    if rule == "auto":
-        return _select_by_test(job, order, partitions, st.alpha, len(costs), *noise_work)
+def _select(rule: Rule, costs, memo: Memo, order, partitions, noise_work) -> Selection:
+    kind = rule.kind
+    finite = costs[np.isfinite(costs)] if kind != "n_bkps" else costs
+    if kind == "n_bkps":
+        return Selection("n_bkps", rule.n_bkps + 1, len(costs))
+    if kind == "pen":
+        return select_by_penalty(finite, rule.pen)
+    if kind == "auto":
+        return _select_by_test(memo, order, partitions, rule.alpha, len(costs), *noise_work)
     if len(finite) < 4:
         raise InputError(
             f"the automatic penalty needs a path of at least 4 segmentations, but only "
             f"{len(finite)} exist for this signal with min_size; give n_bkps or pen"
         )
-    return slope_heuristic(finite, n)
+    return slope_heuristic(finite, memo.stats.n)
 
 
 def _select_by_test(
-    job: Job,
+    memo: Memo,
     order,
     partitions,
     alpha: float,
@@ -140,34 +195,34 @@ def _select_by_test(
     The noise is estimated again without the change-points chosen so far,
     until they no longer change: with none chosen (every series without
     change, but for about ``alpha``) the whole series is the noise.
-    ``job.noise`` ends as the estimate the change-points were last tested
+    ``memo.noise`` ends as the estimate the change-points were last tested
     against.
     """
-    if job.noise is None:
+    if memo.noise is None:
         raise InputError(
-            f"{job.signal.description} is too short to estimate its noise (the test "
+            f"{memo.description} is too short to estimate its noise (the test "
             f"needs {MIN_BATCHES} blocks of samples); give n_bkps or pen"
         )
     accepted: list[int] = []
     try:
         for _ in range(MAX_NOISE_ROUNDS):
-            found = _significant(job, order, partitions, alpha)
+            found = _significant(memo, order, partitions, alpha)
             if found == accepted:
                 break
             noise = noise_of(
-                job.stats, short, np.asarray(found, dtype=np.int64), job.window == 1, sums
+                memo.stats, short, np.asarray(found, dtype=np.int64), memo.pointwise, sums
             )
             if noise is None:
                 break
-            accepted, job.noise = found, noise
+            accepted, memo.noise = found, noise
     finally:  # a batch's series are chosen one after the other: one holds them at a time
-        job.diffs = job.moments = None
+        memo.diffs = memo.moments = None
     return Selection(
-        "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=job.noise.to_dict()
+        "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=memo.noise.to_dict()
     )
 
 
-def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
+def _significant(memo: Memo, order, partitions, alpha: float) -> list[int]:
     """The change-points that are significant, from binary segmentation's
     splits ``order`` and the best segmentation into D segments
     ``partitions[D - 1]`` among their positions.
@@ -190,18 +245,18 @@ def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
 
     def p_value(i: int) -> float:
         seg = order[i]
-        return _pvalue(job, seg.gain, seg.start, seg.split, seg.end)
+        return _pvalue(memo, seg.gain, seg.start, seg.split, seg.end)
 
     splits = [(seg.start, seg.end, seg.split) for seg in order]
-    found = significant_splits(splits, job.stats.n, alpha, p_value)
+    found = significant_splits(splits, memo.stats.n, alpha, p_value)
     top_down = len(found) + 1
     for d in range(len(partitions), 1, -1):
         chosen = partitions[d - 1]
         if chosen is None:
             continue
-        bounds = [0, *map(int, chosen), job.stats.n]
+        bounds = [0, *map(int, chosen), memo.stats.n]
         m = np.subtract(bounds[2:], bounds[:-2])
-        corrected = alpha * (job.min_size / m) ** 2
+        corrected = alpha * (memo.min_size / m) ** 2
         if d > top_down:  # beyond what the splits showed: corrected for the neighbours
             levels = corrected
         else:
@@ -212,68 +267,68 @@ def _significant(job: Job, order, partitions, alpha: float) -> list[int]:
         # the segmentations of the path share most of their (start, split, end):
         # each is tested once, and a segmentation only until one fails
         if all(
-            _local_pvalue(job, a, c, e) <= level and _is_step(job, a, c, e)
+            _local_pvalue(memo, a, c, e) <= level and _is_step(memo, a, c, e)
             for a, c, e, level in zip(bounds[:-2], bounds[1:-1], bounds[2:], levels, strict=True)
         ):
             return [int(c) for c in chosen]
     return []
 
 
-def _local_pvalue(job: Job, start: int, split: int, end: int) -> float:
+def _local_pvalue(memo: Memo, start: int, split: int, end: int) -> float:
     """p-value of the change-point ``split`` between its neighbours ``start`` and ``end``."""
     key = (start, split, end)
-    if key not in job.gains:
-        job.gains[key] = local_gains(job.stats, [split], start, end)[0] / job.stats.unit
-    return _pvalue(job, job.gains[key], start, split, end)
+    if key not in memo.gains:
+        memo.gains[key] = local_gains(memo.stats, [split], start, end)[0] / memo.stats.unit
+    return _pvalue(memo, memo.gains[key], start, split, end)
 
 
-def _is_step(job: Job, start: int, split: int, end: int) -> bool:
+def _is_step(memo: Memo, start: int, split: int, end: int) -> bool:
     """Whether the change-point ``split`` explains ``[start, end)`` better than a
     straight line in time does (:mod:`kcpstream.selection.trend`): a trend is no change.
 
     The two models add as many parameters, so the larger gain wins; on a
     trend, the segmentations with fewer change-points (tried next) have
     longer neighbourhoods, where the line wins clearly."""
-    if (start, end) not in job.lines:
-        if job.moments is None:
-            job.moments = GridMoments.of(job.stats)
-        job.lines[(start, end)] = line_gain(job.stats, job.moments, start, end)
-    return job.gains[(start, split, end)] > job.lines[(start, end)]
+    if (start, end) not in memo.lines:
+        if memo.moments is None:
+            memo.moments = GridMoments.of(memo.stats)
+        memo.lines[(start, end)] = line_gain(memo.stats, memo.moments, start, end)
+    return memo.gains[(start, split, end)] > memo.lines[(start, end)]
 
 
-def _pvalue(job: Job, gain_q: float, start: int, split: int, end: int) -> float:
+def _pvalue(memo: Memo, gain_q: float, start: int, split: int, end: int) -> float:
     """p-value of a split of ``[start, end)`` at ``split`` with gain ``gain_q``
     (quantized units).
 
     A gain within the float rounding of exact integer sums is no gain: a split
     of a constant stretch is never a change-point, even when the noise is 0."""
-    stats = job.stats
+    stats = memo.stats
     if not gain_q > stats.gain_rounding(end - start):
         return 1.0
     # the segmentations of the path share most of their segments: each is
     # tested once against each estimate of the noise
-    key = (start, split, end, gain_q, job.noise)
-    if key not in job.pvalues:
-        if (start, end) not in job.spreads:
-            job.spreads[(start, end)] = segment_spread(
-                _segment_diffs(job, start, end), _noise_batch(stats)
+    key = (start, split, end, gain_q, memo.noise)
+    if key not in memo.pvalues:
+        if (start, end) not in memo.spreads:
+            memo.spreads[(start, end)] = segment_spread(
+                _segment_diffs(memo, start, end), _noise_batch(stats)
             )
         noise = cycle_noise(
-            local_noise(job.spreads[(start, end)], job.noise), end - start, job.min_size,
+            local_noise(memo.spreads[(start, end)], memo.noise), end - start, memo.min_size,
             split - start,
         )  # fmt: skip
-        steps = _steps(job, end - start)
-        job.pvalues[key] = split_pvalue(
-            gain_q * stats.unit, end - start, job.min_size, noise, steps
+        steps = _steps(memo, end - start)
+        memo.pvalues[key] = split_pvalue(
+            gain_q * stats.unit, end - start, memo.min_size, noise, steps
         )
-    return job.pvalues[key]
+    return memo.pvalues[key]
 
 
-def _steps(job: Job, length: int) -> float | None:
+def _steps(memo: Memo, length: int) -> float | None:
     """The positions of a segment of ``length`` as independent steps: fewer by
     the series' long-run to short-range ratio when its samples are dependent
     (never more: anti-correlated windows of a cycle count one step each)."""
-    noise = job.noise
+    noise = memo.noise
     if not noise.local > 0:
         return None
     return length * max(1.0, noise.trace / noise.local)
@@ -295,26 +350,26 @@ def _batch_diffs(stats: BlockStats) -> np.ndarray:
     return np.diff(cols, n=2, axis=1) * math.ldexp(1.0, -stats.quantum_exponent)
 
 
-def _segment_diffs(job: Job, start: int, end: int) -> np.ndarray:
+def _segment_diffs(memo: Memo, start: int, end: int) -> np.ndarray:
     """:func:`_batch_diffs` of the batches that lie inside ``[start, end)``
-    (computed once per job: a segment's are a slice of the series')."""
-    if job.diffs is None:
-        job.diffs = _batch_diffs(job.stats)
-    ell = _noise_batch(job.stats)
+    (computed once per series: a segment's are a slice of the series')."""
+    if memo.diffs is None:
+        memo.diffs = _batch_diffs(memo.stats)
+    ell = _noise_batch(memo.stats)
     first, last = -(-start // ell), end // ell  # batch boundaries inside
     if last - first < 3:
-        return np.zeros((job.stats.n_features, 0))
-    return job.diffs[:, first : last - 1]
+        return np.zeros((memo.stats.n_features, 0))
+    return memo.diffs[:, first : last - 1]
 
 
-def local_pvalues(job: Job, changepoints: np.ndarray) -> np.ndarray:
+def local_pvalues(memo: Memo, changepoints: np.ndarray) -> np.ndarray:
     """p-value of each change-point's split between its two neighbours."""
-    if job.noise is None:
+    if memo.noise is None:
         return np.full(len(changepoints), np.nan)
-    bounds = [0, *map(int, changepoints), job.stats.n]
+    bounds = [0, *map(int, changepoints), memo.stats.n]
     return np.array(
         [
-            _local_pvalue(job, a, c, e)
+            _local_pvalue(memo, a, c, e)
             for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True)
         ],
         dtype=np.float64,
