@@ -7,6 +7,7 @@ import os
 import time
 from typing import Any
 
+from kcpstream.engine.arguments import names_of
 from kcpstream.engine.plan import settings_of
 from kcpstream.engine.run import prepare, run
 from kcpstream.errors import InputError
@@ -19,6 +20,11 @@ from kcpstream.result import BatchSegmentation, Segmentation
 from kcpstream.selection.significance import DEFAULT_ALPHA
 
 __all__ = ["segment"]
+
+#: What settings_of() checks, and what reads the series (a batch's series are
+#: read from an xarray object, so storage options are not theirs).
+SETTINGS = names_of("statistics") + names_of("selection") + names_of("run")
+READING = tuple(k for k in names_of("input") if k not in ("data", "batch_dims", "storage_options"))
 
 
 def segment(
@@ -160,36 +166,20 @@ def segment(
     >>> kcpstream.segment(x).changepoints  # the number chosen by the test
     array([500])
     """
+    given = locals()  # the arguments, by the parts kcpstream.engine.arguments declares
     t0 = time.perf_counter()
-    settings, features = settings_of(
-        features=features, n_bkps=n_bkps, pen=pen, method=method, d_max=d_max,
-        min_size=min_size, min_duration=min_duration, alpha=alpha, window=window,
-        block_size=block_size, seed=seed, sample_size=sample_size, tile=tile,
-        cache_bytes=cache_bytes, checkpoint=checkpoint, progress=progress,
-    )  # fmt: skip
+    settings, features = settings_of(**{k: given[k] for k in SETTINGS})
     if checkpoint is not None:
         _check_checkpoint(checkpoint)
+    reading = {k: given[k] for k in READING}
     with lines_on_stderr(settings.progress):
-        return _segment(data, features, settings, t0, variable=variable, variables=variables,
-                        dim=dim, chunks=chunks, missing=missing, batch_dims=batch_dims,
-                        storage_options=storage_options)  # fmt: skip
-
-
-def _segment(data, features, settings, t0: float, *, variable, variables, dim, chunks, missing,
-             batch_dims, storage_options):  # fmt: skip
-    """:func:`segment` once its settings are checked: the series, their jobs, the run."""
-    if batch_dims:
-        dims, labels, signals = batch_signals(
-            data, batch_dims, variables=variables, dim=dim, chunks=chunks, missing=missing
-        )
-        settings = dataclasses.replace(settings, n_series=len(signals))
-        results = run([prepare(sig, features, settings) for sig in signals], settings, t0)
-        return BatchSegmentation(dims, labels, results)
-    signal = as_signal(
-        data, variable=variable, variables=variables, dim=dim, chunks=chunks, missing=missing,
-        storage_options=storage_options,
-    )  # fmt: skip
-    return run([prepare(signal, features, settings)], settings, t0)[0]
+        if batch_dims:
+            dims, labels, signals = batch_signals(data, batch_dims, **reading)
+            settings = dataclasses.replace(settings, n_series=len(signals))
+            results = run([prepare(sig, features, settings) for sig in signals], settings, t0)
+            return BatchSegmentation(dims, labels, results)
+        signal = as_signal(data, storage_options=storage_options, **reading)
+        return run([prepare(signal, features, settings)], settings, t0)[0]
 
 
 def _check_checkpoint(path) -> None:

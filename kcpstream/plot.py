@@ -3,18 +3,18 @@
 What they draw is computed by :mod:`kcpstream.plotdata`: the signal as a
 min/max envelope over at most ``max_points`` bins (one dask pass), and the
 gain of splitting a segment at each position.
+
+Each function takes ``res``, a :class:`~kcpstream.Segmentation` (whose
+methods call them: this module does not import it back).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from kcpstream.plotdata import envelope, segment_gains
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kcpstream.result import Segmentation
 
 __all__ = ["plot_segmentation", "plot_path", "plot_gain"]
 
@@ -29,14 +29,14 @@ def _pyplot():
     return plt
 
 
-def _positions_to_axis(res: Segmentation, positions: np.ndarray, signal=None):
+def _positions_to_axis(res: Any, positions: np.ndarray, signal=None):
     if signal is not None and signal.time is not None:
         return signal.time.at(positions)
     return positions
 
 
 def plot_segmentation(
-    res: Segmentation,
+    res: Any,
     data: Any,
     *,
     true_changepoints: Any = None,
@@ -72,7 +72,7 @@ def plot_segmentation(
     return ax
 
 
-def plot_path(res: Segmentation, *, ax: Any = None):
+def plot_path(res: Any, *, ax: Any = None):
     """The cost of the path's segmentations against D, and the chosen D."""
     plt = _pyplot()
     if ax is None:
@@ -96,7 +96,7 @@ def plot_path(res: Segmentation, *, ax: Any = None):
 
 
 def plot_gain(
-    res: Segmentation,
+    res: Any,
     data: Any,
     segment: int = 0,
     *,

@@ -7,7 +7,7 @@ splitting one segment at each of its positions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -15,9 +15,6 @@ from kcpstream._kernels.blockstats import split_gain
 from kcpstream.inputs.signal import as_signal
 from kcpstream.passes.data import pass_runs
 from kcpstream.tasks.graph import TaskBatch
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kcpstream.result import Segmentation
 
 __all__ = ["envelope", "segment_gains"]
 
@@ -61,7 +58,7 @@ def envelope(data: Any, max_points: int = 4000, **signal_kwargs: Any):
 
 
 def segment_gains(
-    res: Segmentation, data: Any, segment: int, max_points: int, **signal_kwargs: Any
+    res: Any, data: Any, segment: int, max_points: int, **signal_kwargs: Any
 ) -> tuple[np.ndarray, np.ndarray, Any]:
     """``(positions, gains, signal)``: the gain of splitting segment ``segment`` of
     ``res`` at up to ``max_points`` of its positions (offsets from its start, in

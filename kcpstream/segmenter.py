@@ -76,10 +76,16 @@ class Segmenter:
         progress: bool = False,
     ) -> None:
         self._fixed = {
-            "features": features, "method": method, "window": window,
-            "block_size": block_size, "seed": seed, "sample_size": sample_size,
-            "tile": tile, "cache_bytes": cache_bytes, "progress": progress,
-        }  # fmt: skip
+            "features": features,
+            "method": method,
+            "window": window,
+            "block_size": block_size,
+            "seed": seed,
+            "sample_size": sample_size,
+            "tile": tile,
+            "cache_bytes": cache_bytes,
+            "progress": progress,
+        }
         self._settings(None, None, None, None, None, DEFAULT_ALPHA)  # checked now, not at fit
         self._job: Job | None = None
         self._known: dict[int, dict] = {}  # min_size -> segments evaluated exactly
@@ -87,12 +93,23 @@ class Segmenter:
     def _settings(self, n_bkps, pen, d_max, min_size, min_duration, alpha) -> tuple[Settings, Any]:
         fixed = self._fixed
         return settings_of(
-            features=fixed["features"], n_bkps=n_bkps, pen=pen, method=fixed["method"],
-            d_max=d_max, min_size=min_size, min_duration=min_duration, alpha=alpha,
-            window=fixed["window"], block_size=fixed["block_size"], seed=fixed["seed"],
-            sample_size=fixed["sample_size"], tile=fixed["tile"],
-            cache_bytes=fixed["cache_bytes"], checkpoint=None, progress=fixed["progress"],
-        )  # fmt: skip
+            features=fixed["features"],
+            n_bkps=n_bkps,
+            pen=pen,
+            method=fixed["method"],
+            d_max=d_max,
+            min_size=min_size,
+            min_duration=min_duration,
+            alpha=alpha,
+            window=fixed["window"],
+            block_size=fixed["block_size"],
+            seed=fixed["seed"],
+            sample_size=fixed["sample_size"],
+            tile=fixed["tile"],
+            cache_bytes=fixed["cache_bytes"],
+            checkpoint=None,
+            progress=fixed["progress"],
+        )
 
     def fit(
         self,
@@ -121,9 +138,14 @@ class Segmenter:
         settings, features = self._settings(None, None, None, None, None, DEFAULT_ALPHA)
         with lines_on_stderr(settings.progress):
             signal = as_signal(
-                data, variable=variable, variables=variables, dim=dim, chunks=chunks,
-                missing=missing, storage_options=storage_options,
-            )  # fmt: skip
+                data,
+                variable=variable,
+                variables=variables,
+                dim=dim,
+                chunks=chunks,
+                missing=missing,
+                storage_options=storage_options,
+            )
             job = prepare(signal, features, settings)
             try:
                 statistics([job], settings)

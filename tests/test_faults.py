@@ -333,7 +333,8 @@ def test_concurrent_saves_and_loads_never_give_a_partial_checkpoint(tmp_path):
     ck = tmp_path / "ck"
     res = kcpstream.segment(x, checkpoint=ck, block_size=64, n_bkps=3)
     (key,) = [d for d in os.listdir(ck) if not d.startswith(".")]
-    stats, known = checkpoint.load(ck, key, res.min_size, N, 64)
+    found = checkpoint.load(ck, key, res.min_size, N, 64)
+    stats, known = found.stats, found.known
     errors: list[BaseException] = []
     outcomes: list = []
 
@@ -358,10 +359,11 @@ def test_concurrent_saves_and_loads_never_give_a_partial_checkpoint(tmp_path):
         t.join()
     assert not errors
     for got in outcomes:
-        # loaded whole, or missed (None, "damaged"): never a partial group
-        if isinstance(got, tuple):
-            np.testing.assert_array_equal(got[0].prefix, stats.prefix)
-            assert set(got[1]) == set(known)
+        # loaded whole, or missed (None, Damaged): never a partial group
+        assert got is None or isinstance(got, checkpoint.Loaded | checkpoint.Damaged)
+        if isinstance(got, checkpoint.Loaded):
+            np.testing.assert_array_equal(got.stats.prefix, stats.prefix)
+            assert set(got.known) == set(known)
 
 
 # -- one-line errors for common mistakes ------------------------------------------
@@ -534,22 +536,22 @@ def _save_and_load(args) -> list[str]:
     ck, key, min_size, n, rounds = args
     for _ in range(1000):  # another process may be replacing it just now
         got = checkpoint.load(ck, key, min_size, n, 64)
-        if isinstance(got, tuple):
+        if isinstance(got, checkpoint.Loaded):
             break
         time.sleep(0.001)
     else:
         raise AssertionError(f"the checkpoint was never there whole: {got!r}")
-    stats, known = got
+    stats, known = got.stats, got.known
     seen = []
     for i in range(rounds):
         if i % 2:
             checkpoint.save(ck, key, stats, known, {"min_size": min_size})
         got = checkpoint.load(ck, key, min_size, n, 64)
-        if isinstance(got, tuple):
-            ok = np.array_equal(got[0].prefix, stats.prefix) and set(got[1]) == set(known)
+        if isinstance(got, checkpoint.Loaded):
+            ok = np.array_equal(got.stats.prefix, stats.prefix) and set(got.known) == set(known)
             seen.append("loaded" if ok else "WRONG")
         else:
-            seen.append(str(got))
+            seen.append("damaged" if isinstance(got, checkpoint.Damaged) else str(got))
     return seen
 
 

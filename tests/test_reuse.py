@@ -315,10 +315,11 @@ def test_xarray_variables_opened_lazily_are_updated_too(tmp_path):
 def test_the_epoch_keeps_fit_grid_and_min_size_while_a_series_grows():
     from kcpstream.engine.plan import Settings, block_size_of, default_min_size, planned_length
     from kcpstream.inputs.signal import EPOCH_MIN, epoch_length
+    from kcpstream.selection.choose import Rule
 
     assert epoch_length(1000) == planned_length(1000) == 1000
     assert epoch_length(EPOCH_MIN) == planned_length(EPOCH_MIN) == EPOCH_MIN
-    st = Settings("auto", None, None, "binseg", None, None, None, None, 2048, 4096, 0, None, False)
+    st = Settings(Rule("auto"), None, None, None, None, 2048, 4096, 0, None, False)
     for n in (EPOCH_MIN + 1, 10**8, 3 * 2**30 + 5):
         e = epoch_length(n)
         assert e & (e - 1) == 0 and e <= n < 2 * e  # a power of two, at least half
@@ -437,7 +438,7 @@ def test_segments_an_append_makes_longer_are_scanned_from_the_samples_kept(tmp_p
 def test_the_pieces_refinement_scanned_are_those_its_bounds_give(tmp_path, monkeypatch):
     """kept_pieces takes the pieces a segment refined in this run scanned, and
     recomputes them for the others: both are bound_segment's."""
-    from kcpstream.engine import run as engine
+    from kcpstream.engine import stored as engine
 
     checked = []
 

@@ -425,7 +425,7 @@ def test_a_batch_too_large_for_its_cache_is_searched_a_group_at_a_time(tmp_path,
     # 6 series of 80 kB in a budget of 200 kB: each series' share (33 kB) holds
     # none of its chunk, so refinement would decode it again in every round; a
     # group of two shares the budget instead, reads each chunk once and keeps it
-    from kcpstream.engine import run as engine
+    from kcpstream.engine import searches as engine
 
     n, k = 20_000, 6
     x = np.stack([datasets.changing_distribution(n, 3, seed=s).x for s in range(k)], axis=1)

@@ -295,9 +295,21 @@ def tile_piece_bounds(tile_start, length, block_size):
 
 @njit(nogil=True, cache=True)
 def accumulate_tile(
-    Z, scale, tile_start, block_size, first_block, cnt, S, Q, M2, R, norm_bound, work_S, snaps,
+    Z,
+    scale,
+    tile_start,
+    block_size,
+    first_block,
+    cnt,
+    S,
+    Q,
+    M2,
+    R,
+    norm_bound,
+    work_S,
+    snaps,
     every,
-):  # fmt: skip
+):
     """Add a featurized tile (samples ``tile_start ..``) to block statistics.
 
     The tile is cut at block boundaries; each piece's statistics are merged
@@ -642,9 +654,16 @@ def scan_pieces(
     positions = np.empty(n_pieces, np.int64)
     for i in range(n_pieces):
         gains[i], positions[i] = scan_piece(
-            Z[:, offsets[i] : offsets[i + 1], :], scale, piece_starts[i], seg_starts[i],
-            seg_ends[i], lefts[i], totals[i], min_size, grids[i],
-        )  # fmt: skip
+            Z[:, offsets[i] : offsets[i + 1], :],
+            scale,
+            piece_starts[i],
+            seg_starts[i],
+            seg_ends[i],
+            lefts[i],
+            totals[i],
+            min_size,
+            grids[i],
+        )
     return gains, positions
 
 

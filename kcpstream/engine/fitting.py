@@ -1,4 +1,5 @@
-"""What a feature map's fit read, and a fit a checkpoint kept for a later version.
+"""The feature map's fit: the fitted map, what the fit read, and a fit a
+checkpoint kept for a later version.
 
 ``features="auto"`` first looks at a few stretches of the series for a cycle
 (:mod:`kcpstream.engine.autofeatures`), and an unfitted map is fitted on a sample of
@@ -12,16 +13,24 @@ stored objects whose versions did not change, takes the fitted map from the
 record and reads nothing for it: the same samples make the same fit
 (:func:`still_fits`).
 
-I/O-free: :mod:`kcpstream.engine.run` reads and fits, :mod:`kcpstream.persist.checkpoint`
-stores the records.
+:func:`fitted_map` reads its sample through the job's sample cache
+(:func:`~kcpstream.passes.data.fit_sample`); the records are stored with the
+checkpoint (:mod:`kcpstream.engine.stored`).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from kcpstream.engine.autofeatures import auto_window, stretch_windows
-from kcpstream.inputs.signal import fit_windows
+from kcpstream.errors import InputError
+from kcpstream.features import FeatureMap
+from kcpstream.inputs.signal import Signal, check_finite_index, fit_windows
+from kcpstream.passes.cache import SampleCache
+from kcpstream.passes.data import fit_sample
 
 __all__ = ["FitRecord", "fit_reads", "still_fits"]
 
@@ -115,3 +124,29 @@ def still_fits(
             if old.get(k) is None or old.get(k) != new.get(k):
                 return False
     return True
+
+
+def seed_of(seed) -> int | None:
+    """The seed as a fit record keeps it (a numpy integer as an int)."""
+    return None if seed is None else int(seed)
+
+
+def fitted_map(
+    fmap: FeatureMap, signal: Signal, sample, cache: SampleCache, sample_size: int
+) -> FeatureMap:
+    """The feature map fitted on the series' fit sample (a copy: the caller's map
+    stays unfitted), or the caller's fitted map once it matches the channels."""
+    if fmap.is_fitted:
+        if fmap.n_features_in_ != signal.d:
+            raise InputError(
+                f"the fitted feature map expects d={fmap.n_features_in_} channels but "
+                f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
+            )
+        return fmap
+    fmap = copy.deepcopy(fmap)
+    if sample is None:
+        sample = fit_sample(signal, signal.fit_windows(sample_size), cache)
+    if not np.isfinite(sample).all():
+        check_finite_index(signal.first_nonfinite(), signal.description)
+    fmap.fit(sample)
+    return fmap

@@ -14,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from kcpstream.engine.fitting import FitRecord
 from kcpstream.errors import InputError
 from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
 from kcpstream.inputs.signal import EPOCH_MIN, Signal, epoch_length
 from kcpstream.passes.cache import SampleCache
+from kcpstream.persist.reuse import Reuse
 from kcpstream.search.binseg import SearchLog
 from kcpstream.search.dynp import MAX_GRID
 from kcpstream.search.stats import BlockStats
@@ -130,8 +132,47 @@ class Settings:
 
 
 @dataclass
+class SearchState:
+    """What a job's search knows: the segments evaluated exactly, where the
+    segments ending at the series' end split before it grew, and its log."""
+
+    known: dict = field(default_factory=dict)  # (start, end) -> SegmentSplit, exact
+    hints: dict = field(default_factory=dict)  # start -> its segment that ended at its end
+    log: SearchLog = field(default_factory=SearchLog)
+
+
+@dataclass
+class Stored:
+    """A job's checkpoint: the group its statistics are stored under, the
+    earlier version's group they were updated from, and what the next save
+    keeps for a later version."""
+
+    key: str | None = None  # checkpoint fingerprint
+    damaged: bool = False  # a group was found damaged: recomputed, written again
+    like: Any = None  # (key, prefix, checksums) of the group the stats came from
+    tail: Any = None  # (start, end, digest) of the last chunk: the next version's Reuse.head
+    reuse: Reuse | None = None  # an earlier version's statistics to keep
+    base_key: str | None = None  # the group ``reuse`` came from
+    base_tail: Any = None  # that group's ``tail``
+    base_known: dict = field(default_factory=dict)  # that group's exact segments
+    fit: FitRecord | None = None  # what the feature map was fitted on
+
+
+@dataclass
+class Reads:
+    """What a job read (its result's diagnostics)."""
+
+    loaded: bool = False  # no data pass: the statistics were there
+    featurized: int | None = None  # samples the data pass featurized (read chunks' if None)
+    samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
+    series: int = 1  # the series read by the same data pass (its tasks' size)
+    fit_chunks: int = 0  # chunks the fit (and the period check) read
+
+
+@dataclass
 class Job:
-    """One series: its signal, fitted map, block size, cache and what the search found."""
+    """One series: its signal, fitted map, grid, sizes and cache; its
+    statistics; the state of its search, checkpoint and reads."""
 
     signal: Signal
     fmap: FeatureMap
@@ -139,29 +180,15 @@ class Job:
     d_max: int
     cache: SampleCache
     min_size: int = 2
-    log: SearchLog = field(default_factory=SearchLog)
-    stats: BlockStats | None = None
     window: int = 1  # samples per feature vector
     original: Signal | None = None  # the signal before windowing
-    key: str | None = None  # checkpoint fingerprint
-    known: dict = field(default_factory=dict)  # segments evaluated exactly
-    loaded: bool = False
-    params: dict = field(default_factory=dict)  # the call's settings, for the result
-    damaged: bool = False  # a checkpoint was found damaged: recomputed, written again
     in_memory: bool = False  # one block per sample, searched without reading data again
     auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
-    samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
-    pass_series: int = 1  # the series read by the same data pass (its tasks' size)
-    featurized: int | None = None  # samples the data pass featurized (read chunks' if None)
-    tail: Any = None  # (start, end, digest) of the last chunk: the next version's Reuse.head
-    base_tail: Any = None  # the ``tail`` of the checkpoint group ``reuse`` came from
-    like: Any = None  # (key, prefix, checksums) of the checkpoint group the stats came from
-    reuse: Any = None  # kcpstream.persist.reuse.Reuse: an earlier version's statistics to keep
-    base_key: str | None = None  # the checkpoint group ``reuse`` came from
-    base_known: dict = field(default_factory=dict)  # that group's exact segments
-    hints: dict = field(default_factory=dict)  # start -> its segment that ended at its end
-    fit: Any = None  # kcpstream.engine.fitting.FitRecord: what the feature map was fitted on
-    fit_chunks_read: int = 0  # chunks the fit (and the period check) read
+    params: dict = field(default_factory=dict)  # the call's settings, for the result
+    stats: BlockStats | None = None
+    search: SearchState = field(default_factory=SearchState)
+    stored: Stored = field(default_factory=Stored)
+    reads: Reads = field(default_factory=Reads)
 
 
 def searched_in_memory(n: int, p: int, st: Settings) -> bool:
@@ -278,7 +305,7 @@ def limit_in_memory(jobs: list[Job]) -> None:
     go to the block grid instead."""
     held = 0
     for job in jobs:
-        if job.in_memory and not job.loaded:
+        if job.in_memory and not job.reads.loaded:
             size = 8 * (job.signal.n + 1) * job.fmap.n_features_out_
             if held + size > DENSE_BATCH_BYTES:
                 job.in_memory = False
@@ -287,9 +314,24 @@ def limit_in_memory(jobs: list[Job]) -> None:
 
 
 def settings_of(
-    *, features, n_bkps, pen, method, d_max, min_size, min_duration, alpha, window, block_size,
-    seed, sample_size, tile, cache_bytes, checkpoint, progress,
-) -> tuple[Settings, Any]:  # fmt: skip
+    *,
+    features,
+    n_bkps,
+    pen,
+    method,
+    d_max,
+    min_size,
+    min_duration,
+    alpha,
+    window,
+    block_size,
+    seed,
+    sample_size,
+    tile,
+    cache_bytes,
+    checkpoint,
+    progress,
+) -> tuple[Settings, Any]:
     """:func:`kcpstream.segment`'s arguments checked into :class:`Settings`, and
     the feature map (``window=`` stands for the temporal map of that window);
     an :class:`InputError` naming the argument and the fix otherwise."""
@@ -315,10 +357,18 @@ def settings_of(
     if d_max is not None:
         d_max = _checked_d_max(d_max)
     settings = Settings(
-        Rule(kind, n_bkps, pen, float(alpha), method), d_max, min_size, block_size, seed,
-        sample_size, tile, cache_bytes, None if checkpoint is None else os.fspath(checkpoint),
-        bool(progress), min_duration=min_duration,
-    )  # fmt: skip
+        Rule(kind, n_bkps, pen, float(alpha), method),
+        d_max,
+        min_size,
+        block_size,
+        seed,
+        sample_size,
+        tile,
+        cache_bytes,
+        None if checkpoint is None else os.fspath(checkpoint),
+        bool(progress),
+        min_duration=min_duration,
+    )
     return settings, features
 
 

@@ -6,23 +6,24 @@ ones, and a third-party map registers itself with :func:`register_feature_map`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from kcpstream.errors import InputError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from kcpstream.features.base import FeatureMap
+# a FeatureMap subclass: the registry imports no map, not even the base class
+# (kcpstream.features.base looks classes up here)
+MapClass = TypeVar("MapClass", bound=type)
 
 __all__ = ["FEATURE_MAPS", "register_feature_map", "get_feature_map_class"]
 
-FEATURE_MAPS: dict[str, type[FeatureMap]] = {}
+FEATURE_MAPS: dict[str, type] = {}
 
 #: Each registered class's own name, lower-case, where it differs from its
 #: registry name (``"quadratureff"`` for ``"quadrature"``): a spec may use either.
 ALIASES: dict[str, str] = {}
 
 
-def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
+def register_feature_map(cls: MapClass) -> MapClass:
     """Register a :class:`FeatureMap` subclass under ``cls.name`` (usable as a
     decorator), and under its class name in lower case."""
     if not cls.name:
@@ -33,7 +34,7 @@ def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
     return cls
 
 
-def get_feature_map_class(name: str) -> type[FeatureMap]:
+def get_feature_map_class(name: str) -> type:
     """The registered class called ``name`` (its registry name or its class name,
     in any case)."""
     key = name.lower()

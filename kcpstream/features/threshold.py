@@ -88,6 +88,15 @@ class BrownianThreshold(FeatureMap):
     ) -> None:
         """Block statistics of a tile directly from histograms (see the class docstring)."""
         threshold_tile_stats(
-            np.ascontiguousarray(x, dtype=np.float64), self.thresholds_, self._qv,
-            tile_start, block_size, first_block, cnt, S, Q, M2, R,
-        )  # fmt: skip
+            np.ascontiguousarray(x, dtype=np.float64),
+            self.thresholds_,
+            self._qv,
+            tile_start,
+            block_size,
+            first_block,
+            cnt,
+            S,
+            Q,
+            M2,
+            R,
+        )

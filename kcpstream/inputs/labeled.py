@@ -209,9 +209,11 @@ def labeled_signal(
     import xarray as xr
 
     if isinstance(obj, xr.Dataset):
-        names = list(variables) if variables else [
-            name for name, v in obj.data_vars.items() if (dim or "time") in v.dims
-        ]  # fmt: skip
+        names = (
+            list(variables)
+            if variables
+            else [name for name, v in obj.data_vars.items() if (dim or "time") in v.dims]
+        )
         missing = [name for name in names if name not in obj.data_vars]
         if missing:
             raise _error(

@@ -276,10 +276,13 @@ def _list_fsspec(store: Any, prefix: str) -> dict[str, tuple] | None:
     out: dict[str, tuple] = {}
     for name, info in found.items():
         version = next(
-            (info[k] for k in ("ETag", "etag", "mtime", "LastModified", "last_modified")
-             if info.get(k) is not None),
+            (
+                info[k]
+                for k in ("ETag", "etag", "mtime", "LastModified", "last_modified")
+                if info.get(k) is not None
+            ),
             None,
-        )  # fmt: skip
+        )
         if version is None:
             return None  # a store without versions: sizes alone do not show rewrites
         key = name[len(root) :].lstrip("/") if name.startswith(root) else name

@@ -524,8 +524,15 @@ def _read_input(data, variable, variables, dim, chunks, storage_options, missing
     if isinstance(data, da.Array):
         stores, arrays = pv.graph_sources(data)
         store_array = _direct(array_source(data), "dask array")
-        return _Input(data, "dask array", {"kind": "dask", "name": data.name}, store_array,
-                      stores=stores, arrays=arrays, token=data.name)  # fmt: skip
+        return _Input(
+            data,
+            "dask array",
+            {"kind": "dask", "name": data.name},
+            store_array,
+            stores=stores,
+            arrays=arrays,
+            token=data.name,
+        )
     if _is_labeled(data):
         return _from_labeled(data, dim, variables, chunks)
     if variable is not None:
@@ -540,10 +547,14 @@ def _stored(arr, description: str, source: dict, missing: str = "error") -> _Inp
     store_array = CheckedArray(reader, description)
     rows = int(arr.shape[0]) if arr.ndim else 0
     return _Input(
-        _from_zarr(store_array), description, source, store_array,
-        stores=[pv.StoredArray(arr, 0, (0, rows))], direct=True,
+        _from_zarr(store_array),
+        description,
+        source,
+        store_array,
+        stores=[pv.StoredArray(arr, 0, (0, rows))],
+        direct=True,
         stored_chunk=int(arr.chunks[0]) if arr.ndim else 0,
-    )  # fmt: skip
+    )
 
 
 def _from_path(data, variable, dim, arr, description: str, group, missing: str = "error") -> _Input:

@@ -198,9 +198,28 @@ def main() -> None:
     default=None,
     help="Progress bar on stderr (default: on a terminal).",
 )
-def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method, features,
-            min_size, min_duration, seed, missing, storage_option, checkpoint, out, scheduler,
-            as_json, progress) -> None:  # fmt: skip
+def segment(
+    store,
+    variable,
+    dim,
+    batch_dims,
+    n_bkps,
+    pen,
+    alpha,
+    window,
+    method,
+    features,
+    min_size,
+    min_duration,
+    seed,
+    missing,
+    storage_option,
+    checkpoint,
+    out,
+    scheduler,
+    as_json,
+    progress,
+) -> None:
     """Segment the signal in a zarr STORE."""
     from kcpstream import segment as run_segment
 
@@ -227,12 +246,24 @@ def segment(store, variable, dim, batch_dims, n_bkps, pen, alpha, window, method
             extra = {}
         with scheduler_context(scheduler):
             res = run_segment(
-                data, variable=var, dim=dim, batch_dims=list(batch_dims) or None, n_bkps=n_bkps,
-                pen=pen, alpha=alpha, window=window, method=method, features=features,
-                min_size=min_size, min_duration=_duration(min_duration), seed=seed,
-                missing=missing, checkpoint=checkpoint,
-                progress=show, **extra,
-            )  # fmt: skip
+                data,
+                variable=var,
+                dim=dim,
+                batch_dims=list(batch_dims) or None,
+                n_bkps=n_bkps,
+                pen=pen,
+                alpha=alpha,
+                window=window,
+                method=method,
+                features=features,
+                min_size=min_size,
+                min_duration=_duration(min_duration),
+                seed=seed,
+                missing=missing,
+                checkpoint=checkpoint,
+                progress=show,
+                **extra,
+            )
     except USER_ERRORS as exc:
         raise click.ClickException(one_line(exc)) from None
     if out:
@@ -308,8 +339,9 @@ def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool, quiet: bo
 @click.option("--scheduler", default=None, help="Override the job's cluster (as for run).")
 @click.option("--json", "as_json", is_flag=True, help="A JSON line per run on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-def watch(job: str, every: str, runs: int | None, scheduler: str | None, as_json: bool,
-          quiet: bool) -> None:  # fmt: skip
+def watch(
+    job: str, every: str, runs: int | None, scheduler: str | None, as_json: bool, quiet: bool
+) -> None:
     """Run a pipeline JOB again every --every until stopped (Ctrl-C, SIGTERM).
 
     Each run is `kcpstream run JOB`: unchanged series are skipped, series of a
@@ -351,9 +383,13 @@ def watch(job: str, every: str, runs: int | None, scheduler: str | None, as_json
     try:
         with lines_on_stderr(not quiet):
             failed = watch_job(
-                lambda: run_job(job, scheduler=scheduler), seconds, runs,
-                on_report=on_report, on_error=on_error, errors=(JobError, *USER_ERRORS),
-            )  # fmt: skip
+                lambda: run_job(job, scheduler=scheduler),
+                seconds,
+                runs,
+                on_report=on_report,
+                on_error=on_error,
+                errors=(JobError, *USER_ERRORS),
+            )
     except (JobError, *USER_ERRORS) as exc:
         raise click.ClickException(one_line(exc)) from None
     except KeyboardInterrupt:

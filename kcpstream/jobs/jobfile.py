@@ -70,11 +70,7 @@ def _either(*checks: Check) -> Check:
 
 
 def _strings(value: Any) -> str | None:
-    if (
-        not isinstance(value, list)
-        or not value
-        or any(_text(v) is not None for v in value)
-    ):  # fmt: skip
+    if not isinstance(value, list) or not value or any(_text(v) is not None for v in value):
         return 'a non-empty list of strings, e.g. ["a", "b"]'
     return None
 

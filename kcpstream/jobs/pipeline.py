@@ -49,7 +49,7 @@ __all__ = ["JobError", "load_job", "run_job"]
 #: Series segmented together (one data-pass graph) before their results are written.
 DEFAULT_GROUP = 8
 
-#: A line per group written, on the ``kcpstream.jobs.pipeline`` logger (``kcpstream
+#: A line per group written, on the ``kcpstream.pipeline`` logger (``kcpstream
 #: run`` shows them on stderr): a long job says how far it got.
 _LOG = logging.getLogger("kcpstream.pipeline")  # the name the docs give, not the module path
 
@@ -244,7 +244,17 @@ def run_job(
     except OSError as exc:
         raise JobError(f"[output] cannot create {folder}: {exc.strerror}") from None
     with _lock(folder):
-        return _run_locked(job, path, ds, series, names, params, scheduler, batch_dims, kwargs)
+        return _run_locked(
+            job,
+            path,
+            ds,
+            series,
+            names=names,
+            params=params,
+            scheduler=scheduler,
+            batch_dims=batch_dims,
+            kwargs=kwargs,
+        )
 
 
 def _check_selection(job: dict[str, Any], ds) -> None:
@@ -355,7 +365,7 @@ def _plan(job, path, ds, series, names, params, scheduler) -> dict[str, Any]:
 
 
 def _run_locked(
-    job, path, ds, series, names, params, scheduler, batch_dims, kwargs
+    job, path, ds, series, *, names, params, scheduler, batch_dims, kwargs
 ) -> dict[str, Any]:
     from kcpstream import __version__
 
@@ -412,8 +422,11 @@ def _run_locked(
             _write_manifest(manifest_path, manifest)
             _LOG.info(
                 "%d/%d series segmented (%d failed), %.1f s",
-                start + len(chunk), len(todo), len(failed), time.perf_counter() - t0,
-            )  # fmt: skip
+                start + len(chunk),
+                len(todo),
+                len(failed),
+                time.perf_counter() - t0,
+            )
     _write_table(folder, manifest)
     return {
         "output": folder,
@@ -427,8 +440,11 @@ def _run_locked(
 def _remove_stale(folder: str, keep: set[str]) -> None:
     """Remove the series files not in ``keep``, and the table of all series."""
     table = os.path.join(folder, "segments.csv")
-    stale = [e.path for e in os.scandir(os.path.join(folder, "series"))
-             if e.name.endswith(".json") and e.name not in keep]  # fmt: skip
+    stale = [
+        e.path
+        for e in os.scandir(os.path.join(folder, "series"))
+        if e.name.endswith(".json") and e.name not in keep
+    ]
     for path in [*stale, table]:
         try:
             os.remove(path)

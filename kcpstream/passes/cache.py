@@ -146,7 +146,7 @@ class SampleCache:
         lowest-scored chunks and the oldest pieces first (0: everything, the
         chunk kept beyond the budget too).  A batch whose series do not all fit
         in the budget together searches a group of them at a time
-        (:func:`kcpstream.engine.run.search_groups`), each with a larger share."""
+        (:func:`kcpstream.engine.searches.search_groups`), each with a larger share."""
         with self._lock:
             self.max_bytes = max_bytes
             if max_bytes == 0:

@@ -125,9 +125,15 @@ def chunk_block_stats(
             )
         pos = t_end
     out = {
-        "first_bad": -1, "first_block": jb0, "counts": cnt, "S": S, "Q": Q, "M2": M2, "R": R,
+        "first_bad": -1,
+        "first_block": jb0,
+        "counts": cnt,
+        "S": S,
+        "Q": Q,
+        "M2": M2,
+        "R": R,
         "worker": worker_address(),
-    }  # fmt: skip
+    }
     if left_out[0] < left_out[1]:
         if left_out[0] % B or left_out[1] % B:  # pragma: no cover - skip is on block bounds
             raise RuntimeError("internal error: skipped tiles cut a block")
@@ -249,10 +255,15 @@ def pass_plan(
     if only is not None:
         runs = _restrict_runs(runs, only)
     return [
-        (first, last, slice_cuts(int(starts[first]), int(starts[last + 1]), target, block_size)
-         if first == last and sliced else None)
+        (
+            first,
+            last,
+            slice_cuts(int(starts[first]), int(starts[last + 1]), target, block_size)
+            if first == last and sliced
+            else None,
+        )
         for first, last in runs
-    ]  # fmt: skip
+    ]
 
 
 def _restrict_runs(runs: list[tuple[int, int]], only: np.ndarray) -> list[tuple[int, int]]:
@@ -295,9 +306,14 @@ def held_chunk(
 
 
 def slice_block_stats(
-    held: tuple, chunk_start: int, start: int, end: int, fmap: FeatureMap, block_size: int,
+    held: tuple,
+    chunk_start: int,
+    start: int,
+    end: int,
+    fmap: FeatureMap,
+    block_size: int,
     tile: int,
-) -> dict:  # fmt: skip
+) -> dict:
     """:func:`chunk_block_stats` of samples ``[start, end)`` of a held chunk."""
     x = as_2d(held[0])
     return chunk_block_stats(
@@ -313,8 +329,12 @@ def merge_slices(held: tuple, start: int, cache: CacheHandle | None, *parts: dic
     bad = [p["first_bad"] for p in parts if p["first_bad"] >= 0]
     if bad:
         return [{"first_bad": min(bad)}]
-    out = {"first_bad": -1, "first_block": parts[0]["first_block"], "from_cache": held[1],
-           "worker": held[2]}  # fmt: skip
+    out = {
+        "first_bad": -1,
+        "first_block": parts[0]["first_block"],
+        "from_cache": held[1],
+        "worker": held[2],
+    }
     for name in ("counts", "S", "Q", "M2", "R"):
         out[name] = np.concatenate([p[name] for p in parts])
     if cache is not None:
@@ -386,10 +406,18 @@ def _run_chunks(
 
 
 def _pass_tasks(
-    batch: TaskBatch, signal: Signal, fmap: FeatureMap, block_size: int, tile: int, cache,
-    only: np.ndarray | None = None, series: int = 1, head: tuple[int, int, str] | None = None,
+    batch: TaskBatch,
+    signal: Signal,
+    fmap: FeatureMap,
+    block_size: int,
+    tile: int,
+    cache,
+    *,
+    only: np.ndarray | None = None,
+    series: int = 1,
+    head: tuple[int, int, str] | None = None,
     tail: bool = False,
-) -> None:  # fmt: skip
+) -> None:
     reader = signal.reader
     handle = cache.handle if cache is not None and caches_reachable() else None
     here = handle is not None and in_process_scheduler()
@@ -404,10 +432,20 @@ def _pass_tasks(
             home = home_of(cache, starts, first, last)
         if cuts is None:
             a, b = int(starts[first]), int(starts[last + 1])
-            reader.add_task(batch, read_block_stats, first, last, fmap, block_size, tile, handle,
-                            held, head if head is not None and a <= head[0] < b else None,
-                            last_start if last_start is not None and a <= last_start < b else None,
-                            home=home)  # fmt: skip
+            reader.add_task(
+                batch,
+                read_block_stats,
+                first,
+                last,
+                fmap,
+                block_size,
+                tile,
+                handle,
+                held,
+                head if head is not None and a <= head[0] < b else None,
+                last_start if last_start is not None and a <= last_start < b else None,
+                home=home,
+            )
             continue
         # one read of the chunk (from the cache where the fit left it), shared by its slices
         chunk = reader.add_dependency(batch, held_chunk, first, last, handle, home=home)
@@ -557,9 +595,18 @@ def _assemble(
         first = 1 if j0 < o or cnt[j0 - o] > 0 else 0
         if first and not keep[j0]:
             merge_pieces_into_blocks(
-                np.array([j0 - o], np.int64), r["counts"][:1], r["S"][:1], r["Q"][:1],
-                r["M2"][:1], r["R"][:1], cnt, S, Q, M2, R,
-            )  # fmt: skip
+                np.array([j0 - o], np.int64),
+                r["counts"][:1],
+                r["S"][:1],
+                r["Q"][:1],
+                r["M2"][:1],
+                r["R"][:1],
+                cnt,
+                S,
+                Q,
+                M2,
+                R,
+            )
         k = len(r["counts"])
         fill = np.flatnonzero(~keep[j0 + first : j0 + k]) + first
         for name, dest in (("counts", cnt), ("S", S), ("Q", Q), ("M2", M2), ("R", R)):
@@ -574,8 +621,10 @@ def _assemble(
     prefix[:, o:] = prefix_columns(S, prefix[:, o])
     if reuse is not None:
         base = reuse.base
-        Q, M2, R = (np.concatenate([a[:o], b]) for a, b in
-                    ((base.block_q, Q), (base.max_norm2, M2), (base.bridge, R)))  # fmt: skip
+        Q, M2, R = (
+            np.concatenate([a[:o], b])
+            for a, b in ((base.block_q, Q), (base.max_norm2, M2), (base.bridge, R))
+        )
     stats = BlockStats.from_prefix(n, block_size, fmap.quantum_exponent_, prefix, Q, M2, R)
     return Passed(stats, reuse, featurized, tail)
 
@@ -610,7 +659,9 @@ def data_passes(
         before = len(batch)
         only = None if reuse is None else reuse.chunks
         head = None if reuse is None else reuse.head
-        _pass_tasks(batch, sig, fmap, b, tile, cache, only, len(jobs), head, tail)
+        _pass_tasks(
+            batch, sig, fmap, b, tile, cache, only=only, series=len(jobs), head=head, tail=tail
+        )
         sizes.append(len(batch) - before)
     flat = batch.compute(progress)
     out, i = [], 0
@@ -683,8 +734,9 @@ def in_memory_passes(
             held = {i: x for i, x in found.items() if x is not None} or None
         elif handle is not None:
             home = home_of(cache, reader.starts, 0, last)
-        reader.add_task(batch, read_dense_stats, 0, last, fmap, tile, sig.description, handle,
-                        held, home=home)  # fmt: skip
+        reader.add_task(
+            batch, read_dense_stats, 0, last, fmap, tile, sig.description, handle, held, home=home
+        )
     out = []
     for (sig, _, cache), (stats, read) in zip(jobs, batch.compute(progress), strict=True):
         starts = sig.chunk_starts

@@ -103,10 +103,17 @@ def _scan_group(xs, fmap: FeatureMap, reqs: list[ScanRequest], min_size: int, ti
     scale = float(2.0**fmap.quantum_exponent_)
     meta = np.array([(r.piece_start, *r.segment, r.grid) for r in reqs], np.int64)
     gains, positions = _scan_pieces_kernel(
-        z, scale, offsets, meta[:, 0], meta[:, 1], meta[:, 2],
-        np.stack([r.left_at_piece for r in reqs]), np.stack([r.total for r in reqs]), min_size,
+        z,
+        scale,
+        offsets,
+        meta[:, 0],
+        meta[:, 1],
+        meta[:, 2],
+        np.stack([r.left_at_piece for r in reqs]),
+        np.stack([r.total for r in reqs]),
+        min_size,
         meta[:, 3],
-    )  # fmt: skip
+    )
     best: dict[tuple[int, int], int] = {}  # per segment, the piece whose split wins here
     for i, r in enumerate(reqs):
         if positions[i] < 0:
@@ -241,8 +248,9 @@ def _scan_here(batches, here, min_size: int, tile: int):
             yield b, held, scan_batch(xs, fmap, reqs, min_size, tile)
         return
     with ThreadPoolExecutor(workers, thread_name_prefix="kcpstream-scan") as pool:
-        scans = [pool.submit(scan_batch, xs, fmap, reqs, min_size, tile)
-                 for _, _, xs, fmap, reqs in work]  # fmt: skip
+        scans = [
+            pool.submit(scan_batch, xs, fmap, reqs, min_size, tile) for _, _, xs, fmap, reqs in work
+        ]
         for (b, held, _, _, _), scan in zip(work, scans, strict=True):
             yield b, held, scan.result()
 
@@ -307,8 +315,9 @@ def scan_many(
         handle = cache.handle if cache is not None else None
         for c0, c1, members in _chunk_groups(reader.starts, to_read):
             home = None if cache is None else home_of(cache, reader.starts, c0, c1)
-            reader.add_task(batch, scan_run, c0, c1, fmap, members, min_size, tile, handle,
-                            home=home)  # fmt: skip
+            reader.add_task(
+                batch, scan_run, c0, c1, fmap, members, min_size, tile, handle, home=home
+            )
             owners.append((b, int(reader.starts[c1 + 1] - reader.starts[c0])))
     for b, held, found in _scan_here(batches, here, min_size, tile):
         out[b].update(zip(held, found, strict=True))

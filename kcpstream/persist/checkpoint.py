@@ -168,33 +168,47 @@ def check_writable(path: str | os.PathLike) -> None:
         ) from None
 
 
-def load(
-    path: str | os.PathLike,
-    key: str,
-    min_size: int,
-    n: int,
-    block_size: int,
-    with_attrs: bool = False,
-) -> tuple | str | None:
-    """The statistics and exact segments stored under ``key``; None when there
-    are none; ``"damaged"`` when the group is there but incomplete, fails its
+@dataclass(frozen=True)
+class Loaded:
+    """What :func:`load` found under a key: the statistics, the exact segments
+    stored for the ``min_size`` asked (none for another), the group's attributes."""
+
+    stats: BlockStats
+    known: dict
+    attrs: dict
+
+
+@dataclass(frozen=True)
+class Damaged:
+    """:func:`load` found a group under the key that cannot be used: the caller
+    recomputes the statistics and writes them again."""
+
+    key: str
+
+
+def load(path: str | os.PathLike, key: str, min_size: int, n: int, block_size: int):
+    """The group stored under ``key`` (:class:`Loaded`); None when there is
+    none; :class:`Damaged` when it is there but incomplete, fails its
     checksums or does not fit a series of ``n`` samples in blocks of
-    ``block_size`` (or of one sample: an in-memory search's; the caller
-    recomputes and writes it again).
+    ``block_size`` (or of one sample: an in-memory search's).
 
     A segment's best split depends on ``min_size`` (the splits it admits),
     which the key does not hold: the segments are returned only when they
     were stored for the same ``min_size`` (none otherwise; the statistics
-    hold for every ``min_size``).  With ``with_attrs``, the group's
-    attributes come third."""
+    hold for every ``min_size``).
+
+    Returns
+    -------
+    Loaded, Damaged or None
+    """
     where = os.path.join(_local_dir(path), key)
     if not os.path.isdir(where):
         return None
     try:
         stats, known, _, attrs = _read(where, key, min_size, n, block_size)
     except Exception:  # a missing file, a codec error, a mismatch: all the same miss
-        return "damaged"
-    return (stats, known, attrs) if with_attrs else (stats, known)
+        return Damaged(key)
+    return Loaded(stats, known, attrs)
 
 
 @dataclass(frozen=True)

@@ -130,9 +130,21 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
     j0, j1, bridge_head, bridge_tail = _segment_pieces(stats, start, end)
     eps_norm = n_seg * math.sqrt(qmax2 * p) * 2.0**-48
     best_gain, best_pos, bounds = segment_boundary_scan(
-        stats.prefix, stats.bridge, B, j0, j1, start, end, pa, pe,
-        bridge_head, bridge_tail, min_size, math.sqrt(qmax2), eps_norm,
-    )  # fmt: skip
+        stats.prefix,
+        stats.bridge,
+        B,
+        j0,
+        j1,
+        start,
+        end,
+        pa,
+        pe,
+        bridge_head,
+        bridge_tail,
+        min_size,
+        math.sqrt(qmax2),
+        eps_norm,
+    )
     seg.gain, seg.split = float(best_gain), int(best_pos)
     slack = bounds * (1 + _REL_SLACK) + stats.gain_rounding(n_seg)
     if best_pos >= 0:

@@ -314,9 +314,11 @@ def _pvalue(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
                 _segment_diffs(memo, start, end), _noise_batch(stats)
             )
         noise = cycle_noise(
-            local_noise(memo.spreads[(start, end)], memo.noise), end - start, memo.min_size,
+            local_noise(memo.spreads[(start, end)], memo.noise),
+            end - start,
+            memo.min_size,
             split - start,
-        )  # fmt: skip
+        )
         steps = _steps(memo, end - start)
         memo.pvalues[key] = split_pvalue(
             gain_q * stats.unit, end - start, memo.min_size, noise, steps

@@ -1,0 +1,96 @@
+"""A job's :class:`~kcpstream.Segmentation`: its chosen change-points in
+samples, their times, costs and p-values, and the diagnostics of the run."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from kcpstream.engine.plan import Job, Settings
+from kcpstream.engine.stored import checkpoint_state
+from kcpstream.passes.data import pass_task_count
+from kcpstream.result import Diagnostics, Segmentation
+from kcpstream.selection.choose import Choice, local_pvalues
+
+
+def build_result(
+    job: Job, chosen: Choice, st: Settings, t0: float, seconds_pass: float
+) -> Segmentation:
+    """The :class:`Segmentation` of one job and its choice."""
+    stats, signal, fmap, log = job.stats, job.signal, job.fmap, job.search.log
+    changepoints, order = chosen.changepoints, chosen.order
+    bounds = np.array([0, *map(int, changepoints), stats.n], dtype=np.int64)
+    segment_costs = np.array(
+        [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    )
+    cost = float(segment_costs.sum())
+    w = job.window  # positions of feature vectors -> samples
+    n_samples = job.original.n if job.original is not None else stats.n
+    positions = np.asarray(changepoints, dtype=np.int64)
+    changepoints = positions * w
+    order = np.asarray(order, dtype=np.int64) * w
+    sample_bounds = np.array([0, *changepoints, n_samples], dtype=np.int64)
+    time_axis = job.original.time if job.original is not None else signal.time
+    times = None
+    if time_axis is not None:
+        times = {
+            "dim": time_axis.dim,
+            "start": time_axis.at(sample_bounds[:-1]),
+            "end": time_axis.at(sample_bounds[1:] - 1),
+        }
+    per_pass = stats.n if job.reads.samples_per_pass is None else job.reads.samples_per_pass
+    starts = signal.chunk_starts
+    n_chunks = len(starts) - 1
+    if job.reads.loaded:
+        passed, read = 0, 0
+    elif job.stored.reuse is not None:
+        read = len(job.stored.reuse.chunks)
+        passed = job.reads.featurized
+    else:
+        passed, read = per_pass, n_chunks
+    featurized = passed + log.samples_scanned
+    diagnostics = Diagnostics(
+        samples_featurized=int(featurized),
+        passes=featurized / per_pass,
+        seconds=time.perf_counter() - t0,
+        seconds_data_pass=seconds_pass,
+        n_blocks=stats.n_blocks,
+        block_size=stats.block_size,
+        n_chunks=n_chunks,
+        chunks_read=read,
+        chunks_reused=0 if job.stored.reuse is None else job.stored.reuse.chunks_reused,
+        rounds=log.rounds,
+        pieces_scanned=log.pieces_scanned,
+        samples_scanned=log.samples_scanned,
+        samples_featurized_pass=passed,
+        checkpoint=checkpoint_state(job, st),
+        samples_read_again=job.cache.samples_read_again,
+        pass_tasks=0
+        if job.reads.loaded or job.in_memory
+        else pass_task_count(
+            signal,
+            job.params["block_size"],
+            None if job.stored.reuse is None else job.stored.reuse.chunks,
+            job.reads.series,
+        ),
+        in_memory=job.in_memory,
+        fit_chunks_read=job.reads.fit_chunks,
+    )
+    return Segmentation(
+        changepoints=np.asarray(changepoints, dtype=np.int64),
+        gains=np.asarray(chosen.gains, dtype=np.float64),
+        order=np.asarray(order, dtype=np.int64),
+        path_costs=np.asarray(chosen.costs, dtype=np.float64),
+        cost=cost,
+        method=st.choice.method,
+        selection=chosen.selection,
+        n_samples=n_samples,
+        min_size=job.min_size * job.window,  # in samples
+        features=fmap,
+        diagnostics=diagnostics,
+        segment_costs=segment_costs,
+        times=times,
+        params={"source": signal.source, **job.params},
+        pvalues=local_pvalues(chosen.memo, positions),
+    )
