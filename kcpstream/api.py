@@ -53,7 +53,7 @@ def segment(
     cache_bytes: int = 256 * 2**20,
     checkpoint: str | os.PathLike | None = None,
     progress: bool = False,
-) -> Segmentation:
+) -> Segmentation | BatchSegmentation:
     """Find the change-points of a signal's distribution by kernel change-point detection.
 
     The signal is featurized with a low-rank kernel feature map, block
@@ -80,8 +80,8 @@ def segment(
     n_bkps : int, optional
         Number of change-points: the best ``n_bkps`` among the first
         ``d_max - 1`` splits of binary segmentation (an exact DP over them).
-    pen : float, "auto" or "slope", default "auto"
-        How the number is chosen without ``n_bkps``.  ``"auto"``: each split
+    pen : float, "auto" or "slope", optional
+        How the number is chosen without ``n_bkps`` (None: ``"auto"``).  ``"auto"``: each split
         is tested against the features' long-run covariance (serial
         dependence is noise, not change; :mod:`kcpstream.selection.significance`) at
         level ``alpha``, with a p-value per change-point (``pvalues``).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -12,12 +12,49 @@ from kcpstream.features import FeatureMap
 from kcpstream.inputs.labeled import decode_times, encode_times
 from kcpstream.selection.rules import Selection
 
-__all__ = ["Segmentation", "BatchSegmentation", "Diagnostics"]
+__all__ = ["Segmentation", "BatchSegmentation", "Diagnostics", "DataReads", "SearchWork"]
+
+
+@dataclass(frozen=True)
+class DataReads:
+    """What a call read of the data (the attributes of :class:`Diagnostics`
+    of the same names say more)."""
+
+    samples_featurized: int
+    passes: float
+    samples_featurized_pass: int = 0
+    samples_read_again: int = 0
+    n_chunks: int = 0
+    chunks_read: int = 0
+    chunks_reused: int = 0
+    fit_chunks_read: int = 0
+    pass_tasks: int = 0
+
+
+@dataclass(frozen=True)
+class SearchWork:
+    """What a call's search did (the attributes of :class:`Diagnostics` of
+    the same names say more)."""
+
+    n_blocks: int
+    block_size: int
+    rounds: int
+    pieces_scanned: int
+    samples_scanned: int
+    in_memory: bool = False
+
+
+def _delegate(part: str, name: str) -> property:
+    return property(lambda self: getattr(getattr(self, part), name), doc=f"``{part}.{name}``")
 
 
 @dataclass(frozen=True)
 class Diagnostics:
     """How much work a segmentation took.
+
+    It holds what the call read (:class:`DataReads`, ``reads``) and what its
+    search did (:class:`SearchWork`, ``search``); each of their fields is
+    also an attribute of its own (``diagnostics.chunks_read``).
 
     Attributes
     ----------
@@ -73,24 +110,46 @@ class Diagnostics:
         under the fit did not change (a store appended to).
     """
 
-    samples_featurized: int
-    passes: float
+    reads: DataReads
+    search: SearchWork
     seconds: float
     seconds_data_pass: float
-    n_blocks: int
-    block_size: int
-    n_chunks: int
-    rounds: int
-    pieces_scanned: int
-    samples_scanned: int
-    samples_featurized_pass: int = 0
     checkpoint: str = ""
-    samples_read_again: int = 0
-    pass_tasks: int = 0
-    in_memory: bool = False
-    chunks_read: int = 0
-    chunks_reused: int = 0
-    fit_chunks_read: int = 0
+
+    samples_featurized = _delegate("reads", "samples_featurized")
+    passes = _delegate("reads", "passes")
+    samples_featurized_pass = _delegate("reads", "samples_featurized_pass")
+    samples_read_again = _delegate("reads", "samples_read_again")
+    n_chunks = _delegate("reads", "n_chunks")
+    chunks_read = _delegate("reads", "chunks_read")
+    chunks_reused = _delegate("reads", "chunks_reused")
+    fit_chunks_read = _delegate("reads", "fit_chunks_read")
+    pass_tasks = _delegate("reads", "pass_tasks")
+    n_blocks = _delegate("search", "n_blocks")
+    block_size = _delegate("search", "block_size")
+    rounds = _delegate("search", "rounds")
+    pieces_scanned = _delegate("search", "pieces_scanned")
+    samples_scanned = _delegate("search", "samples_scanned")
+    in_memory = _delegate("search", "in_memory")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every figure by its name, one flat dict (as JSON keeps it)."""
+        run = {
+            "seconds": self.seconds,
+            "seconds_data_pass": self.seconds_data_pass,
+            "checkpoint": self.checkpoint,
+        }
+        return {**asdict(self.reads), **asdict(self.search), **run}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Diagnostics:
+        """The diagnostics :meth:`to_dict` gave."""
+        parts = {
+            part: {f.name: data[f.name] for f in fields(kind) if f.name in data}
+            for part, kind in (("reads", DataReads), ("search", SearchWork))
+        }
+        reads, search = DataReads(**parts["reads"]), SearchWork(**parts["search"])
+        return cls(reads, search, data["seconds"], data["seconds_data_pass"], data["checkpoint"])
 
 
 @dataclass(frozen=True)
@@ -224,7 +283,7 @@ class Segmentation:
         """The change-points as an ``xarray.Dataset`` along a ``changepoint`` dimension.
 
         Coordinates: ``index`` (position) and the time coordinate (named after the
-        input's time dimension); variables: ``gain`` and ``p_value``.  Attributes describe the
+        input's time dimension); variables: ``gain`` and ``pvalue``.  Attributes describe the
         selection and the feature map.
         """
         import xarray as xr
@@ -233,7 +292,7 @@ class Segmentation:
         if self.times is not None:
             coords[self.time_dim] = ("changepoint", self.changepoint_times)
         return xr.Dataset(
-            {"gain": ("changepoint", self.gains), "p_value": ("changepoint", self._pvalues())},
+            {"gain": ("changepoint", self.gains), "pvalue": ("changepoint", self._pvalues())},
             coords=coords,
             attrs={
                 "n_samples": self.n_samples,
@@ -248,7 +307,7 @@ class Segmentation:
         """The segment table as a ``pandas.DataFrame``, one row per segment.
 
         Columns: ``start``/``end`` (index, end exclusive), ``length``, ``cost``,
-        ``gain`` and ``p_value`` of the change-point the segment starts with
+        ``gain`` and ``pvalue`` of the change-point the segment starts with
         (NaN for the first segment) and, for labelled input,
         ``start_<dim>``/``end_<dim>`` (coordinate of the first and of the last
         sample).
@@ -262,7 +321,7 @@ class Segmentation:
             "length": np.diff(bounds),
             "cost": self.segment_costs,
             "gain": np.r_[np.nan, self.gains],
-            "p_value": np.r_[np.nan, self._pvalues()],
+            "pvalue": np.r_[np.nan, self._pvalues()],
         }
         if self.times is not None:
             table[f"start_{self.time_dim}"] = self.times["start"]
@@ -288,7 +347,7 @@ class Segmentation:
             "n_samples": self.n_samples,
             "min_size": self.min_size,
             "features": self.features.to_dict(),
-            "diagnostics": asdict(self.diagnostics),
+            "diagnostics": self.diagnostics.to_dict(),
             "segment_costs": self.segment_costs.tolist(),
             "times": None
             if self.times is None
@@ -317,7 +376,7 @@ class Segmentation:
             n_samples=int(data["n_samples"]),
             min_size=int(data["min_size"]),
             features=FeatureMap.from_dict(data["features"]),
-            diagnostics=Diagnostics(**data["diagnostics"]),
+            diagnostics=Diagnostics.from_dict(data["diagnostics"]),
             segment_costs=np.asarray(data.get("segment_costs", []), dtype=np.float64),
             times=None
             if data.get("times") is None

@@ -10,6 +10,7 @@ already evaluated exactly are kept between calls.
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any
 
@@ -37,7 +38,8 @@ class Segmenter:
     :func:`kcpstream.segment` returns for the same arguments, bit for bit,
     without a data pass.  The arguments are :func:`~kcpstream.segment`'s:
     those that shape the statistics here, those that choose the change-points
-    in :meth:`predict`.
+    in :meth:`predict`.  As in scikit-learn, the parameters are attributes
+    (:meth:`get_params`, :meth:`set_params`), checked by :meth:`fit`.
 
     Parameters
     ----------
@@ -60,6 +62,8 @@ class Segmenter:
     array([500])
     >>> seg.predict(n_bkps=2).diagnostics.samples_featurized_pass  # no data pass
     0
+    >>> kcpstream.Segmenter(method="dynp").fit_predict(x, n_bkps=1).changepoints
+    array([500])
     """
 
     def __init__(
@@ -75,41 +79,44 @@ class Segmenter:
         cache_bytes: int = 256 * 2**20,
         progress: bool = False,
     ) -> None:
-        self._fixed = {
-            "features": features,
-            "method": method,
-            "window": window,
-            "block_size": block_size,
-            "seed": seed,
-            "sample_size": sample_size,
-            "tile": tile,
-            "cache_bytes": cache_bytes,
-            "progress": progress,
-        }
-        self._settings(None, None, None, None, None, DEFAULT_ALPHA)  # checked now, not at fit
+        self.features = features
+        self.method = method
+        self.window = window
+        self.block_size = block_size
+        self.seed = seed
+        self.sample_size = sample_size
+        self.tile = tile
+        self.cache_bytes = cache_bytes
+        self.progress = progress
         self._job: Job | None = None
+        self._fitted_with: dict[str, Any] = {}  # the parameters the statistics were made with
         self._known: dict[int, dict] = {}  # min_size -> segments evaluated exactly
 
-    def _settings(self, n_bkps, pen, d_max, min_size, min_duration, alpha) -> tuple[Settings, Any]:
-        fixed = self._fixed
-        return settings_of(
-            features=fixed["features"],
-            n_bkps=n_bkps,
-            pen=pen,
-            method=fixed["method"],
-            d_max=d_max,
-            min_size=min_size,
-            min_duration=min_duration,
-            alpha=alpha,
-            window=fixed["window"],
-            block_size=fixed["block_size"],
-            seed=fixed["seed"],
-            sample_size=fixed["sample_size"],
-            tile=fixed["tile"],
-            cache_bytes=fixed["cache_bytes"],
-            checkpoint=None,
-            progress=fixed["progress"],
-        )
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The parameters, by name (``deep`` is accepted for scikit-learn's
+        ``clone``; a Segmenter holds no estimators)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> Segmenter:
+        """Set parameters by name; the statistics of an earlier :meth:`fit` no
+        longer apply to them (:meth:`predict` says so until the next fit)."""
+        names = self._param_names()
+        for name, value in params.items():
+            if name not in names:
+                raise ValueError(
+                    f"Segmenter has no parameter {name!r}; its parameters are {', '.join(names)}"
+                )
+            setattr(self, name, value)
+        return self
+
+    def _settings(self, params: dict[str, Any], **selection: Any) -> tuple[Settings, Any]:
+        defaults = inspect.signature(Segmenter.predict).parameters
+        chosen = {k: p.default for k, p in defaults.items() if k != "self"} | selection
+        return settings_of(**params, **chosen, checkpoint=None)
 
     def fit(
         self,
@@ -122,7 +129,7 @@ class Segmenter:
         missing: str = "error",
         storage_options: dict | None = None,
     ) -> Segmenter:
-        """Read the series once and keep its block statistics.
+        """Check the parameters, read the series once and keep its block statistics.
 
         Parameters
         ----------
@@ -135,7 +142,8 @@ class Segmenter:
         Segmenter
             ``self``, fitted.
         """
-        settings, features = self._settings(None, None, None, None, None, DEFAULT_ALPHA)
+        params = self.get_params()
+        settings, features = self._settings(params)
         with lines_on_stderr(settings.progress):
             signal = as_signal(
                 data,
@@ -151,7 +159,7 @@ class Segmenter:
                 statistics([job], settings)
             finally:  # predict reads what it needs; workers keep nothing meanwhile
                 release_worker_caches([job.cache])
-        self._job, self._known = job, {}
+        self._job, self._fitted_with, self._known = job, params, {}
         return self
 
     def predict(
@@ -181,9 +189,24 @@ class Segmenter:
         """
         fitted = self._fitted()
         t0 = time.perf_counter()
-        settings, _ = self._settings(n_bkps, pen, d_max, min_size, min_duration, alpha)
+        settings, _ = self._settings(
+            self._fitted_with,
+            n_bkps=n_bkps,
+            pen=pen,
+            d_max=d_max,
+            min_size=min_size,
+            min_duration=min_duration,
+            alpha=alpha,
+        )
         with lines_on_stderr(settings.progress):
             return run([reselect(fitted, settings, self._known)], settings, t0)[0]
+
+    def fit_predict(self, data: Any, **kwargs: Any) -> Segmentation:
+        """:meth:`fit` then :meth:`predict`: ``kwargs`` are either's keywords."""
+        chosen = inspect.signature(self.predict).parameters
+        selection = {k: v for k, v in kwargs.items() if k in chosen}
+        reading = {k: v for k, v in kwargs.items() if k not in chosen}
+        return self.fit(data, **reading).predict(**selection)
 
     def path(self, *, min_size: int | None = None, min_duration: Any = None) -> np.ndarray:
         """The cost of the best segmentation with 0, 1, 2, ... change-points among
@@ -194,9 +217,16 @@ class Segmenter:
     def _fitted(self) -> Job:
         if self._job is None:
             raise NotFittedError("this Segmenter is not fitted yet: call .fit(data) first")
+        before = self._fitted_with
+        changed = [k for k, v in self.get_params().items() if v is not before[k] and v != before[k]]
+        if changed:
+            raise NotFittedError(
+                f"the Segmenter's {', '.join(changed)} changed since it was fitted: call "
+                ".fit(data) again"
+            )
         return self._job
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self._fixed.items() if v is not None)
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v is not None)
         state = "unfitted" if self._job is None else f"fitted on {self._job.signal.description}"
         return f"<Segmenter({args}): {state}>"

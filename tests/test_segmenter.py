@@ -82,11 +82,44 @@ def test_a_window_map_and_a_fitted_map():
 def test_errors():
     with pytest.raises(NotFittedError, match=r"call \.fit"):
         Segmenter().predict()
+    greedy = Segmenter(method="greedy")  # kept as given, checked by fit (scikit-learn's way)
+    assert greedy.method == "greedy"
     with pytest.raises(InputError, match="method must be"):
-        Segmenter(method="greedy")
+        greedy.fit(np.random.default_rng(0).normal(size=1_000))
     seg = Segmenter().fit(np.random.default_rng(0).normal(size=1_000))
     with pytest.raises(InputError, match="n_bkps must be an integer"):
         seg.predict(n_bkps=-1)
     with pytest.raises(InputError, match="cannot fit"):
         seg.predict(n_bkps=600)
     assert "fitted on array" in repr(seg)
+
+
+def test_parameters_are_attributes_as_in_scikit_learn():
+    x = np.random.default_rng(1).normal(size=2_000)
+    x[1000:] *= 3
+    seg = Segmenter(window=None, seed=3)
+    assert seg.get_params()["seed"] == 3 and seg.seed == 3
+    assert set(seg.get_params()) == {
+        "features", "method", "window", "block_size", "seed", "sample_size", "tile",
+        "cache_bytes", "progress",
+    }  # fmt: skip
+    assert seg.set_params(method="dynp") is seg and seg.method == "dynp"
+    with pytest.raises(ValueError, match="no parameter 'n_bkps'"):
+        seg.set_params(n_bkps=2)
+    _same(seg.fit_predict(x, n_bkps=1), kcpstream.segment(x, method="dynp", seed=3, n_bkps=1))
+    clone = Segmenter(**seg.get_params())
+    _same(clone.fit(x).predict(n_bkps=1), seg.predict(n_bkps=1))
+
+
+def test_a_parameter_changed_after_fit_is_an_error_until_fit_again():
+    x = np.random.default_rng(2).normal(size=2_000)
+    seg = Segmenter().fit(x)
+    seg.set_params(sample_size=1024)
+    with pytest.raises(NotFittedError, match="sample_size changed since it was fitted"):
+        seg.predict()
+    seg.set_params(sample_size=2048)  # an equal value is no change
+    seg.predict()
+    seg.method = "dynp"
+    with pytest.raises(NotFittedError, match="method changed"):
+        seg.predict()
+    assert seg.fit(x).predict().method == "dynp"

@@ -10,7 +10,7 @@ import numpy as np
 from kcpstream.engine.plan import Job, Settings
 from kcpstream.engine.stored import checkpoint_state
 from kcpstream.passes.data import pass_task_count
-from kcpstream.result import Diagnostics, Segmentation
+from kcpstream.result import DataReads, Diagnostics, SearchWork, Segmentation
 from kcpstream.selection.choose import Choice, local_pvalues
 
 
@@ -50,33 +50,27 @@ def build_result(
     else:
         passed, read = per_pass, n_chunks
     featurized = passed + log.samples_scanned
-    diagnostics = Diagnostics(
+    reads = DataReads(
         samples_featurized=int(featurized),
         passes=featurized / per_pass,
-        seconds=time.perf_counter() - t0,
-        seconds_data_pass=seconds_pass,
-        n_blocks=stats.n_blocks,
-        block_size=stats.block_size,
+        samples_featurized_pass=passed,
+        samples_read_again=job.cache.samples_read_again,
         n_chunks=n_chunks,
         chunks_read=read,
         chunks_reused=0 if job.stored.reuse is None else job.stored.reuse.chunks_reused,
+        fit_chunks_read=job.reads.fit_chunks,
+        pass_tasks=0 if job.reads.loaded or job.in_memory else _pass_tasks(job),
+    )
+    work = SearchWork(
+        n_blocks=stats.n_blocks,
+        block_size=stats.block_size,
         rounds=log.rounds,
         pieces_scanned=log.pieces_scanned,
         samples_scanned=log.samples_scanned,
-        samples_featurized_pass=passed,
-        checkpoint=checkpoint_state(job, st),
-        samples_read_again=job.cache.samples_read_again,
-        pass_tasks=0
-        if job.reads.loaded or job.in_memory
-        else pass_task_count(
-            signal,
-            job.params["block_size"],
-            None if job.stored.reuse is None else job.stored.reuse.chunks,
-            job.reads.series,
-        ),
         in_memory=job.in_memory,
-        fit_chunks_read=job.reads.fit_chunks,
     )
+    seconds = time.perf_counter() - t0
+    diagnostics = Diagnostics(reads, work, seconds, seconds_pass, checkpoint_state(job, st))
     return Segmentation(
         changepoints=np.asarray(changepoints, dtype=np.int64),
         gains=np.asarray(chosen.gains, dtype=np.float64),
@@ -94,3 +88,10 @@ def build_result(
         params={"source": signal.source, **job.params},
         pvalues=local_pvalues(chosen.memo, positions),
     )
+
+
+def _pass_tasks(job: Job) -> int:
+    """The tasks of the job's data pass (:func:`~kcpstream.passes.data.pass_task_count`)."""
+    reuse = job.stored.reuse
+    only = None if reuse is None else reuse.chunks
+    return pass_task_count(job.signal, job.params["block_size"], only, job.reads.series)
