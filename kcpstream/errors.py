@@ -41,8 +41,19 @@ class SchedulerWarning(UserWarning):
     message says which."""
 
 
-def one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException, *, typed: bool = False) -> str:
     """An exception as the one line a user is shown: its message's first line
-    (a KeyError's without the quotes ``str()`` puts around it), or its type."""
+    (a KeyError's without the quotes ``str()`` puts around it; a line that
+    ends in a colon with the next, which says what failed, as botocore's
+    "Parameter validation failed:"), or its type when the message is empty.
+    ``typed``: the type first (an error of another library, whose text alone,
+    ``FileNotFoundError('bucket/x.zarr')``, says little)."""
     text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    return (text.strip().splitlines() or [type(exc).__name__])[0]
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()] or [""]
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:
+        first = f"{first} {lines[1]}"
+    name = type(exc).__name__
+    if not first:
+        return name
+    return f"{name}: {first}" if typed else first

@@ -3,8 +3,8 @@
 kcpstream's kernels are compiled by numba on first use and cached on disk
 (``cache=True``: next to the package, or where ``NUMBA_CACHE_DIR`` points);
 a process that finds them cached loads them in well under a second.  A fresh
-environment compiles them on its first calls instead, about 20 s in all,
-a few seconds per kind of call.  :func:`warm_up` (``kcpstream warmup``)
+environment compiles them on its first calls instead, a few seconds per kind
+of call (``benchmarks/results/design.md``).  :func:`warm_up` (``kcpstream warmup``)
 runs a small call of each kind -- pointwise and windowed maps, one and
 several channels, in memory and on the block grid, float64, float32 and
 integer samples -- so that this happens once, where it is convenient: when

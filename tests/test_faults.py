@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kcpstream
-from kcpstream.inputs.signal import InputError, as_signal
+from kcpstream.errors import InputError
+from kcpstream.inputs.signal import as_signal
 from kcpstream.jobs.cli import main
 from kcpstream.persist import checkpoint
 
@@ -406,8 +407,8 @@ def test_cli_errors_are_one_line_and_come_before_the_work(tmp_path):
     blocker.write_text("")
     cases = [
         (["--scheduler", "local:0"], "local:N needs N >= 1"),
-        (["--out", str(blocker / "r.json")], "cannot write the file"),
-        (["--checkpoint", str(blocker / "ck")], "cannot write the folder"),
+        (["--out", str(blocker / "r.json")], f"the file {blocker / 'r.json'} cannot be written"),
+        (["--checkpoint", str(blocker / "ck")], f"checkpoint='{blocker / 'ck'}' cannot be written"),
         (["--features", "rff:"], "must be an integer"),
     ]
     for extra, match in cases:

@@ -474,10 +474,13 @@ def test_resizing_a_cache_drops_what_no_longer_fits_lowest_score_first():
 
 def test_an_error_whose_first_line_announces_the_next_keeps_both():
     # botocore: "Parameter validation failed:" and, on the next line, what failed
-    from kcpstream.inputs.stores import first_line
+    from kcpstream.errors import one_line
 
     exc = ValueError('Parameter validation failed:\nInvalid bucket name "a_b!": must match')
-    assert first_line(exc) == (
+    assert one_line(exc, typed=True) == (
         'ValueError: Parameter validation failed: Invalid bucket name "a_b!": must match'
     )
-    assert first_line(FileNotFoundError("bucket/x.zarr")) == "FileNotFoundError: bucket/x.zarr"
+    assert one_line(exc) == 'Parameter validation failed: Invalid bucket name "a_b!": must match'
+    missing = FileNotFoundError("bucket/x.zarr")
+    assert one_line(missing, typed=True) == "FileNotFoundError: bucket/x.zarr"
+    assert one_line(KeyError("x")) == "x" and one_line(ValueError("")) == "ValueError"

@@ -252,7 +252,7 @@ def test_labels_that_need_escaping_get_their_own_bounded_files(tmp_path):
 
 @pytest.mark.parametrize("labels", [["S1", "S1"], [np.nan, np.nan, 1.0]])
 def test_duplicate_labels_are_refused_before_anything_runs(tmp_path, labels):
-    from kcpstream.jobs.pipeline import JobError
+    from kcpstream.errors import JobError
 
     _labelled_archive(tmp_path / "archive.zarr", labels)
     with pytest.raises(JobError, match="have the same labels"):
@@ -342,7 +342,7 @@ def test_one_corrupt_series_fails_alone(tmp_path):
 
 @pytest.mark.parametrize("size", [0, -1, "2"])
 def test_group_size_must_be_a_positive_integer(tmp_path, size):
-    from kcpstream.jobs.pipeline import JobError
+    from kcpstream.errors import JobError
 
     _labelled_archive(tmp_path / "archive.zarr", ["a"])
     text = _job(tmp_path).read_text().replace("group_size = 2", f"group_size = {size!r}")
@@ -356,7 +356,7 @@ def test_group_size_must_be_a_positive_integer(tmp_path, size):
 def test_a_second_copy_of_a_running_job_is_refused(tmp_path):
     import fcntl
 
-    from kcpstream.jobs.pipeline import JobError
+    from kcpstream.errors import JobError
 
     _labelled_archive(tmp_path / "archive.zarr", ["a"])
     (tmp_path / "out").mkdir()
@@ -427,7 +427,8 @@ def test_results_are_readable_by_the_group(tmp_path):
     ],
 )
 def test_job_keys_are_typed_and_checked(tmp_path, section, line, match):
-    from kcpstream.jobs.jobfile import JobError, load_job
+    from kcpstream.errors import JobError
+    from kcpstream.jobs.jobfile import load_job
 
     key = line.split("=")[0].strip()
     text, current = [], None
@@ -446,7 +447,8 @@ def test_job_keys_are_typed_and_checked(tmp_path, section, line, match):
 
 
 def test_an_array_of_tables_is_refused(tmp_path):
-    from kcpstream.jobs.jobfile import JobError, load_job
+    from kcpstream.errors import JobError
+    from kcpstream.jobs.jobfile import load_job
 
     (tmp_path / "job.toml").write_text('[[input]]\nstore = "a"\n[output]\nstore = "o"\n')
     with pytest.raises(JobError, match=r"\[input\] must be a table"):
@@ -454,7 +456,8 @@ def test_an_array_of_tables_is_refused(tmp_path):
 
 
 def test_slurm_keys_are_an_allow_list_and_shell_needs_consent(tmp_path):
-    from kcpstream.jobs.jobfile import JobError, load_job
+    from kcpstream.errors import JobError
+    from kcpstream.jobs.jobfile import load_job
 
     base = _job(tmp_path).read_text()
     cases = [
@@ -574,7 +577,8 @@ def test_a_manifest_of_another_shape_is_a_damaged_one(tmp_path, text):
     ],
 )
 def test_what_fails_every_series_writes_no_output(tmp_path, selection, cluster, match):
-    from kcpstream.jobs.pipeline import JobError, run_job
+    from kcpstream.errors import JobError
+    from kcpstream.jobs.pipeline import run_job
 
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path, extra=cluster)
@@ -585,7 +589,8 @@ def test_what_fails_every_series_writes_no_output(tmp_path, selection, cluster, 
 
 
 def test_a_time_dimension_the_input_lacks_is_one_error(tmp_path):
-    from kcpstream.jobs.pipeline import JobError, run_job
+    from kcpstream.errors import JobError
+    from kcpstream.jobs.pipeline import run_job
 
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path)
@@ -598,7 +603,8 @@ def test_a_time_dimension_the_input_lacks_is_one_error(tmp_path):
 
 
 def test_outputs_inside_the_input_store_are_refused(tmp_path):
-    from kcpstream.jobs.pipeline import JobError, run_job
+    from kcpstream.errors import JobError
+    from kcpstream.jobs.pipeline import run_job
 
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path, output="archive.zarr/out")
@@ -608,7 +614,8 @@ def test_outputs_inside_the_input_store_are_refused(tmp_path):
 
 
 def test_a_parameter_the_feature_map_lacks_is_named_with_those_it_takes(tmp_path):
-    from kcpstream.jobs.pipeline import JobError, run_job
+    from kcpstream.errors import JobError
+    from kcpstream.jobs.pipeline import run_job
 
     _archive(tmp_path / "archive.zarr")
     job = _job(tmp_path)

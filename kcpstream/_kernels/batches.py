@@ -11,8 +11,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["batch_differences"]
-
 
 @njit(nogil=True, cache=True)
 def batch_differences(prefix, per_batch):

@@ -28,22 +28,6 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = [
-    "largest_boundary_gain",
-    "piece_stats",
-    "accumulate_tile",
-    "accumulate_work",
-    "piece_stats_into",
-    "threshold_tile_stats",
-    "merge_pieces_into_blocks",
-    "first_nonfinite_row",
-    "merge_piece_into",
-    "split_gain",
-    "segment_boundary_scan",
-    "scan_piece",
-    "scan_pieces",
-]
-
 
 @njit(nogil=True, cache=True)
 def split_gain(n_left, n_right, sum_left, sum_total):
@@ -382,12 +366,6 @@ def first_nonfinite_row(x):
             if not np.isfinite(x[t, k]):
                 return t
     return -1
-
-
-@njit(nogil=True, cache=True)
-def _diff_into(out, a, b):
-    for j in range(out.shape[0]):
-        out[j] = a[j] - b[j]
 
 
 @njit(nogil=True, cache=True)

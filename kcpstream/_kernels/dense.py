@@ -18,8 +18,6 @@ from numba import njit
 
 from kcpstream._kernels.blockstats import ordered_sumsq
 
-__all__ = ["sample_prefix_sums", "best_split_between", "dense_binseg"]
-
 #: Positions scanned together: their accumulators stay in L1 while every
 #: feature row streams past them.
 SCAN_TILE = 256

@@ -5,13 +5,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = [
-    "kth_distance_1d",
-    "largest_distance_below_1d",
-    "order_statistic_pair",
-    "pairwise_sums",
-]
-
 
 @njit(nogil=True, cache=True)
 def pairwise_sums(x, euclidean):

@@ -17,15 +17,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = [
-    "centered_float32",
-    "rff_tile",
-    "nystrom_tile",
-    "linear_tile",
-    "quantize",
-    "groups_to_rows",
-]
-
 
 def centered_float32(x: np.ndarray, center: np.ndarray) -> np.ndarray:
     """``(x - center)`` computed in float64, returned as an (L, d) float32 array."""

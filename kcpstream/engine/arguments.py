@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Argument", "ARGUMENTS", "names_of"]
-
 #: The parts of a call an argument can belong to.
 PARTS = ("input", "statistics", "selection", "run")
 

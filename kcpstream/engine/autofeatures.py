@@ -23,8 +23,6 @@ from kcpstream.passes.cache import SampleCache
 from kcpstream.passes.data import fit_sample
 from kcpstream.selection.significance import MIN_BATCHES
 
-__all__ = ["auto_features", "auto_window", "block_cycle", "stretch_windows", "PERIOD_WIDTH"]
-
 #: Length of the stretches of consecutive samples the dominant period is estimated on.
 PERIOD_WIDTH = 8192
 #: Most block sums per feature :func:`block_cycle` looks for a cycle in.

@@ -32,8 +32,6 @@ from kcpstream.inputs.signal import Signal, check_finite_index, fit_windows
 from kcpstream.passes.cache import SampleCache
 from kcpstream.passes.data import fit_sample
 
-__all__ = ["FitRecord", "fit_reads", "still_fits"]
-
 
 @dataclass(frozen=True)
 class FitRecord:

@@ -46,8 +46,6 @@ from kcpstream.result import Segmentation
 from kcpstream.selection.choose import Choice, Memo, choose
 from kcpstream.tasks.graph import pool_of_processes
 
-__all__ = ["prepare", "run", "reselect", "statistics"]
-
 
 def prepare(signal: Signal, features, st: Settings) -> Job:
     """Checks that depend on the series, the fitted feature map, the block size."""

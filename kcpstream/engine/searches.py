@@ -26,9 +26,9 @@ def search_groups(jobs: list[Job], st: Settings) -> list:
     but a group's would (:func:`cache_groups`).
 
     A batch's series each get a share of the budget (:func:`~kcpstream.engine.run.cache_share`):
-    1000 series of 4 MB in 256 MiB keep none of their chunks, and every round
-    of refinement decodes each chunk again (21 times per series of 10^6
-    samples).  A group's series share the budget instead: the first round
+    a thousand series of a few MB in 256 MiB keep none of their chunks, and
+    every round of refinement decodes each chunk again
+    (``benchmarks/results/design.md``).  A group's series share the budget instead: the first round
     reads each chunk once and keeps it, the later ones scan it in memory.
     The results are the same; only where samples come from changes."""
     groups = cache_groups(jobs, st)

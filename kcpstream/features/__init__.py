@@ -8,8 +8,8 @@ spec string ``"name"`` or ``"name:p"`` (``"rff:64"``, ``"orf:64"``,
 
 from __future__ import annotations
 
-from kcpstream.errors import InputError
-from kcpstream.features.base import FeatureMap, NotFittedError
+from kcpstream.errors import InputError, NotFittedError
+from kcpstream.features.base import FeatureMap
 from kcpstream.features.linear import Linear
 from kcpstream.features.matern import MaternRFF
 from kcpstream.features.nystrom import Nystrom

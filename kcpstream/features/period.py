@@ -82,7 +82,8 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
     for p in pieces:
         c = _detrended(p)
         # zero-padded to at least 2 c.size - 1 (no lag wraps around), to a length
-        # of small prime factors: 2 * 3522 = 7044 = 12 * 587 took 5 ms, 7200 0.2 ms
+        # of small prime factors: a large prime factor makes the FFT many times
+        # slower (benchmarks/results/design.md)
         size = _fast_length(2 * c.size)
         spec = np.fft.rfft(c, size)
         acov = np.fft.irfft(spec * np.conj(spec), size)[: max_lag + 1]

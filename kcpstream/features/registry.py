@@ -24,8 +24,8 @@ ALIASES: dict[str, str] = {}
 
 
 def register_feature_map(cls: MapClass) -> MapClass:
-    """Register a :class:`FeatureMap` subclass under ``cls.name`` (usable as a
-    decorator), and under its class name in lower case."""
+    """Register a :class:`~kcpstream.features.FeatureMap` subclass under
+    ``cls.name`` (usable as a decorator), and under its class name in lower case."""
     if not cls.name:
         raise InputError(f"{cls.__name__} has no registry name")
     FEATURE_MAPS[cls.name] = cls

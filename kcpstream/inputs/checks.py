@@ -6,8 +6,6 @@ import numpy as np
 
 from kcpstream.errors import InputError
 
-__all__ = ["check_dtype", "default_chunk"]
-
 
 def check_dtype(dtype: np.dtype, description: str) -> None:
     """Raise :class:`InputError` unless ``dtype`` holds real numbers."""

@@ -18,17 +18,6 @@ import numpy as np
 
 from kcpstream.inputs.checks import check_dtype, default_chunk
 
-__all__ = [
-    "TimeAxis",
-    "LazyCoord",
-    "stored_time_axis",
-    "open_zarr_lazily",
-    "labeled_signal",
-    "split_batches",
-    "encode_times",
-    "decode_times",
-]
-
 
 class LazyCoord:
     """A coordinate read only at the positions asked for: a zarr array (decoded

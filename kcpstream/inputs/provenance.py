@@ -30,26 +30,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "StoredArray",
-    "MISSING_CHOICES",
-    "stored_array",
-    "graph_sources",
-    "chunk_versions",
-    "missing_keys",
-    "missing_rows",
-    "Origin",
-    "find_damaged",
-    "Damaged",
-    "open_origin",
-    "check_complete",
-    "zarr_identity",
-    "content_identity",
-    "stored_as_values",
-    "strict_reader",
-    "ChunkAbsent",
-]
-
 #: What ``missing=`` accepts: refuse absent chunks, or read them as fill values.
 MISSING_CHOICES = ("error", "fill")
 

@@ -25,16 +25,6 @@ from kcpstream.inputs.stores import open_decoded, open_zarr
 from kcpstream.tasks.graph import in_process_scheduler
 from kcpstream.tasks.internals import List, TaskRef, array_source, getter
 
-__all__ = [
-    "Signal",
-    "ChunkReader",
-    "SourceSlice",
-    "as_signal",
-    "window_signal",
-    "InputError",
-    "check_finite_index",
-]
-
 #: Largest number of samples a series may have: keeps the exact int64 sums of
 #: features (at most 2**28 per sample and coordinate) free of overflow.
 MAX_SAMPLES = 2**34

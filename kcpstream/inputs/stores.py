@@ -15,11 +15,9 @@ import os
 import warnings
 from typing import Any
 
-from kcpstream.errors import InputError
+from kcpstream.errors import InputError, one_line
 from kcpstream.inputs.labeled import open_zarr_lazily
 from kcpstream.inputs.provenance import stored_as_values
-
-__all__ = ["open_zarr", "open_decoded", "open_store", "open_dataset", "first_line"]
 
 
 def _check_options(path: str, storage_options: dict | None) -> bool:
@@ -48,7 +46,9 @@ def open_zarr(
         kwargs = {"storage_options": storage_options} if remote and storage_options else {}
         node = zarr.open(path_str, mode="r", **kwargs)
     except Exception as exc:  # zarr raises several types for unreadable stores
-        raise InputError(f"cannot open {path_str!r} as a zarr store: {first_line(exc)}") from exc
+        raise InputError(
+            f"cannot open {path_str!r} as a zarr store: {one_line(exc, typed=True)}"
+        ) from exc
     if isinstance(node, zarr.Array):
         if variable is not None:
             raise InputError(
@@ -84,20 +84,8 @@ def open_decoded(path: str, name: str, storage_options: dict | None) -> Any:
     try:
         return open_zarr_lazily(path, storage_options)[name]
     except Exception as exc:
-        raise InputError(
-            f"cannot decode {path!r}/{name} (CF attributes) with xarray: {first_line(exc)}"
-        ) from exc
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception in one line: its type when the text says nothing useful
-    (a missing bucket is a bare ``FileNotFoundError('bucket/x.zarr')``)."""
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
-    text = lines[0]
-    if text.endswith(":") and len(lines) > 1:  # "Parameter validation failed:" and why
-        text = f"{text} {lines[1]}"
-    name = type(exc).__name__
-    return f"{name}: {text}" if text else name
+        what = f"cannot decode {path!r}/{name} (CF attributes) with xarray"
+        raise InputError(f"{what}: {one_line(exc, typed=True)}") from exc
 
 
 def open_store(
@@ -106,8 +94,10 @@ def open_store(
     dim: str | None,
     storage_options: dict | None = None,
     batch: bool = False,
+    variables: list[str] | None = None,
 ):
-    """What to segment in a zarr store, as ``(data, variable)``.
+    """What to segment in a zarr store, as ``(data, variable)``: ``variable``,
+    the ``variables`` segmented together, or every variable along time.
 
     One array whose values are stored as they are is segmented by path: its
     time coordinate is then read only at the change-points.  Several
@@ -119,6 +109,8 @@ def open_store(
 
     _check_options(path, storage_options)
     _check_exists(path)
+    if variable is not None and variables:
+        raise InputError("give one variable (--variable) or several (--variables), not both")
     with warnings.catch_warnings():  # zarr's notes on consolidated metadata
         warnings.simplefilter("ignore")
         try:
@@ -126,6 +118,11 @@ def open_store(
         except Exception:  # let segment() say what is wrong with the store
             return path, variable
     if isinstance(node, zarr.Array) or not list(node.array_keys()):
+        if variables:
+            raise InputError(
+                f"the store {path!r} holds no variables to choose from (--variables names "
+                "arrays of a group)"
+            )
         return path, variable
     time_dim = dim or "time"
     arrays = {name: node[name] for name in node.array_keys()}
@@ -134,18 +131,21 @@ def open_store(
         names = getattr(a.metadata, "dimension_names", None) or a.attrs.get("_ARRAY_DIMENSIONS")
         return tuple(names or ())
 
-    if variable is None:
+    if variables:
+        names = list(dict.fromkeys(variables))
+    elif variable is None:
         coords = {n for n, a in arrays.items() if dims(a) == (n,)}
         names = [n for n, a in arrays.items() if n not in coords and time_dim in dims(a)]
         if not names:
             return path, variable
     else:
-        if variable not in arrays:
+        names = [variable]
+    for name in names:
+        if name not in arrays:
             raise InputError(
-                f"the store {path!r} has no variable {variable!r}; its arrays are "
+                f"the store {path!r} has no variable {name!r}; its arrays are "
                 f"{', '.join(sorted(arrays)) or 'none'}"
             )
-        names = [variable]
     if len(names) == 1 and not batch and not dims(arrays[names[0]]):
         return path, names[0]  # no dimension names: xarray cannot open it, zarr can
     if (

@@ -16,32 +16,18 @@ import warnings
 
 import click
 
+from kcpstream.engine.plan import MAX_D_MAX
 from kcpstream.errors import one_line
+from kcpstream.inputs.provenance import MISSING_CHOICES
 from kcpstream.jobs.scheduling import scheduler_context
-from kcpstream.persist.files import probe_writable, write_atomic
+from kcpstream.persist.files import check_writable, write_atomic
 from kcpstream.progress import lines_on_stderr
+from kcpstream.selection.choose import METHODS
 from kcpstream.selection.significance import DEFAULT_ALPHA
-
-__all__ = ["main", "scheduler_context"]
 
 #: Errors that are the user's input or parameters, reported in one line (not
 #: TypeError: the CLI hands typed values on, so one is a bug and keeps its traceback).
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, FileNotFoundError)
-
-
-def check_writable(path: str, folder: bool = False) -> None:
-    """Raise a one-line error now, before any computation, when ``path`` (a
-    file, or a folder with ``folder=True``) cannot be written."""
-    target = os.path.abspath(path if folder else os.path.dirname(os.path.abspath(path)))
-    what = "folder" if folder else "file"
-    try:
-        probe_writable(target)
-    except OSError as exc:
-        raise click.ClickException(
-            f"cannot write the {what} {path}: {exc.strerror or exc}; choose a writable place"
-        ) from None
-    if not folder and os.path.isdir(path):
-        raise click.ClickException(f"cannot write the file {path}: it is a folder")
 
 
 def parse_storage_options(items: tuple[str, ...] | list[str]) -> dict | None:
@@ -128,11 +114,19 @@ def main() -> None:
 @main.command()
 @click.argument("store")
 @click.option("--variable", "-v", default=None, help="Array or variable in the store.")
+@click.option(
+    "--variables",
+    multiple=True,
+    help="Variables segmented together as channels of one signal (repeatable).",
+)
 @click.option("--dim", default=None, help="Time dimension (xarray stores).")
 @click.option(
     "--batch-dim", "batch_dims", multiple=True, help="Dimension of independent series (repeatable)."
 )
 @click.option("--n-bkps", type=int, default=None, help="Number of change-points.")
+@click.option(
+    "--d-max", type=int, default=None, help=f"Most segments on the path (at most {MAX_D_MAX})."
+)
 @click.option(
     "--pen", default=None, help="Penalty per change-point, 'auto' (default: the test) or 'slope'."
 )
@@ -146,9 +140,7 @@ def main() -> None:
 @click.option(
     "--window", type=int, default=None, help="Length of the temporal patterns, in samples (hint)."
 )
-@click.option(
-    "--method", type=click.Choice(["binseg", "dynp"]), default="binseg", show_default=True
-)
+@click.option("--method", type=click.Choice(METHODS), default="binseg", show_default=True)
 @click.option(
     "--features", default="auto", show_default=True, help="Feature map, e.g. rff:64 or brownian:32."
 )
@@ -167,7 +159,7 @@ def main() -> None:
 @click.option("--seed", type=int, default=None, help="Seed of the feature map.")
 @click.option(
     "--missing",
-    type=click.Choice(["error", "fill"]),
+    type=click.Choice(MISSING_CHOICES),
     default="error",
     show_default=True,
     help="An absent chunk of the store: an error, or the fill value (stores that leave out "
@@ -201,9 +193,11 @@ def main() -> None:
 def segment(
     store,
     variable,
+    variables,
     dim,
     batch_dims,
     n_bkps,
+    d_max,
     pen,
     alpha,
     window,
@@ -231,15 +225,15 @@ def segment(
                 f"--pen must be a number, 'auto' or 'slope', got {pen!r}"
             ) from None
     show = sys.stderr.isatty() if progress is None else progress
-    if out:
-        check_writable(out)
-    if checkpoint:
-        check_writable(checkpoint, folder=True)
     options = parse_storage_options(storage_option)
     from kcpstream.inputs.stores import open_store
 
     try:
-        data, var = open_store(store, variable, dim, options, batch=bool(batch_dims))
+        if out:  # before any work (segment() checks the checkpoint's folder)
+            check_writable(out)
+        data, var = open_store(
+            store, variable, dim, options, batch=bool(batch_dims), variables=list(variables)
+        )
         if isinstance(data, str) and options:
             extra = {"storage_options": options}
         else:
@@ -251,6 +245,7 @@ def segment(
                 dim=dim,
                 batch_dims=list(batch_dims) or None,
                 n_bkps=n_bkps,
+                d_max=d_max,
                 pen=pen,
                 alpha=alpha,
                 window=window,
@@ -268,15 +263,33 @@ def segment(
         raise click.ClickException(one_line(exc)) from None
     if out:
         write_atomic(out, res.to_json())
+    _echo_result(res, as_json)
+
+
+def _echo_result(res, as_json: bool) -> None:
+    """A result on stdout: its JSON summary, or its repr and a line per change-point."""
     summary = _summary(res)
     if as_json:
         click.echo(json.dumps(summary))
-    else:
-        click.echo(repr(res))
-        if "series" not in summary:
-            for i, c in enumerate(res.changepoints):
-                when = f"  {res.changepoint_times[i]}" if res.times is not None else ""
-                click.echo(f"{c:>14,}{when}")
+        return
+    click.echo(repr(res))
+    if "series" not in summary:
+        for i, c in enumerate(res.changepoints):
+            when = f"  {res.changepoint_times[i]}" if res.times is not None else ""
+            click.echo(f"{c:>14,}{when}")
+
+
+def _job_progress(command):
+    """``--progress/--no-progress`` (``-q``) of the commands that run jobs, on by
+    default (``--quiet``, hidden, is ``--no-progress`` too)."""
+    command = click.option("--quiet", "quiet", is_flag=True, hidden=True)(command)
+    return click.option(
+        "--progress/--no-progress",
+        "-p/-q",
+        default=True,
+        show_default=True,
+        help="Progress lines on stderr (-q, --quiet: --no-progress).",
+    )(command)
 
 
 @main.command()
@@ -290,16 +303,19 @@ def segment(
 @click.option(
     "--dry-run", is_flag=True, help="Check the job and show the plan; compute and write nothing."
 )
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool, quiet: bool) -> None:
+@_job_progress
+def run(
+    job: str, scheduler: str | None, as_json: bool, dry_run: bool, progress: bool, quiet: bool
+) -> None:
     """Run a pipeline JOB (a TOML file; see pipelines/README.md).
 
     A line on stderr says how many series are left, and another after each
     group of series is written, so that a job's log shows how far it got."""
-    from kcpstream.jobs.pipeline import JobError, run_job
+    from kcpstream.errors import JobError
+    from kcpstream.jobs.pipeline import run_job
 
     try:
-        with lines_on_stderr(not quiet):
+        with lines_on_stderr(progress and not quiet):
             report = run_job(job, scheduler=scheduler, dry_run=dry_run)
     except (JobError, *USER_ERRORS) as exc:
         raise click.ClickException(one_line(exc)) from None
@@ -338,9 +354,15 @@ def run(job: str, scheduler: str | None, as_json: bool, dry_run: bool, quiet: bo
 @click.option("--runs", type=click.IntRange(min=1), default=None, help="Stop after this many runs.")
 @click.option("--scheduler", default=None, help="Override the job's cluster (as for run).")
 @click.option("--json", "as_json", is_flag=True, help="A JSON line per run on stdout.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@_job_progress
 def watch(
-    job: str, every: str, runs: int | None, scheduler: str | None, as_json: bool, quiet: bool
+    job: str,
+    every: str,
+    runs: int | None,
+    scheduler: str | None,
+    as_json: bool,
+    progress: bool,
+    quiet: bool,
 ) -> None:
     """Run a pipeline JOB again every --every until stopped (Ctrl-C, SIGTERM).
 
@@ -350,7 +372,8 @@ def watch(
     (the first run's error ends the command). Exit code 1 when a run failed."""
     import signal
 
-    from kcpstream.jobs.pipeline import JobError, run_job
+    from kcpstream.errors import JobError
+    from kcpstream.jobs.pipeline import run_job
     from kcpstream.jobs.watch import parse_every
     from kcpstream.jobs.watch import watch as watch_job
 
@@ -381,7 +404,7 @@ def watch(
     previous = signal.signal(signal.SIGTERM, stop)
     failed = 0
     try:
-        with lines_on_stderr(not quiet):
+        with lines_on_stderr(progress and not quiet):
             failed = watch_job(
                 lambda: run_job(job, scheduler=scheduler),
                 seconds,

@@ -18,10 +18,10 @@ import tomllib
 from collections.abc import Callable
 from typing import Any
 
+from kcpstream.engine.plan import MAX_D_MAX
 from kcpstream.errors import JobError
-
-__all__ = ["JobError", "load_job", "SCHEMA", "SLURM_KEYS", "SLURM_SHELL_KEYS"]
-
+from kcpstream.inputs.provenance import MISSING_CHOICES
+from kcpstream.selection.choose import METHODS
 
 Check = Callable[[Any], str | None]  # None when the value is fine, else what it takes
 
@@ -86,7 +86,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "variables": _strings,
         "dim": _text,
         "batch_dims": _strings,
-        "missing": _choice("error", "fill"),
+        "missing": _choice(*MISSING_CHOICES),
         "storage_options": lambda v: None if isinstance(v, dict) else "a table of options",
     },
     "features": {
@@ -99,13 +99,13 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "n_bins": _integer(2),
     },
     "selection": {
-        "method": _choice("binseg", "dynp"),
+        "method": _choice(*METHODS),
         "n_bkps": _integer(0),
         "pen": _either(_number(0), _choice("auto", "slope")),
         "alpha": _number(0, 1, open_lo=True),
         "min_size": _integer(1),
         "min_duration": _either(_text, _number(0, open_lo=True)),
-        "d_max": _integer(1, 1000),
+        "d_max": _integer(1, MAX_D_MAX),
     },
     "output": {"store": _text, "checkpoint": _text, "group_size": _integer(1)},
     "cluster": {

@@ -39,12 +39,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kcpstream.jobs.jobfile import JobError, load_job
+from kcpstream.errors import JobError, KcpError, one_line
+from kcpstream.jobs.jobfile import load_job
 from kcpstream.jobs.scheduling import START_TIMEOUT, check_scheduler, scheduler_context
 from kcpstream.persist.checkpoint import check_writable
 from kcpstream.persist.files import write_atomic
 
-__all__ = ["JobError", "load_job", "run_job"]
+__all__ = ["run_job"]
 
 #: Series segmented together (one data-pass graph) before their results are written.
 DEFAULT_GROUP = 8
@@ -64,7 +65,7 @@ def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
         try:
             cls = get_feature_map_class(name)
         except (TypeError, ValueError) as exc:
-            raise JobError(f"[features]: {str(exc).strip().splitlines()[0]}") from None
+            raise JobError(f"[features]: {one_line(exc)}") from None
         known = list(getattr(cls, "_param_names", ()) or ())
         unknown = [k for k in feats if known and k not in known]
         if unknown:
@@ -75,7 +76,7 @@ def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
         try:
             fmap = cls(**feats)
         except (TypeError, ValueError) as exc:
-            raise JobError(f"[features]: {str(exc).strip().splitlines()[0]}") from None
+            raise JobError(f"[features]: {one_line(exc)}") from None
     sel = dict(job.get("selection", {}))
     out = job.get("output", {})
     kwargs = {"features": fmap, **sel}
@@ -522,7 +523,7 @@ def _run_group(chunk, ds, inp, kwargs, batch_dims) -> tuple[dict[str, str], dict
             try:
                 results.append(segment(sub, dim=dim, **kwargs))
             except Exception as exc:  # any error fails this series alone
-                failures[name] = _one_line(exc)
+                failures[name] = one_line(exc, typed=not isinstance(exc, KcpError))
                 results.append(None)
     digests: dict[str, str] = {}
     for (name, _, _, target, _), res in zip(chunk, results, strict=True):
@@ -536,15 +537,6 @@ def _run_group(chunk, ds, inp, kwargs, batch_dims) -> tuple[dict[str, str], dict
             continue
         digests[name] = hashlib.sha256(text.encode()).hexdigest()
     return failures, digests
-
-
-def _one_line(exc: Exception) -> str:
-    from kcpstream.inputs.signal import InputError
-
-    text = (str(exc).strip().splitlines() or [""])[0]
-    if isinstance(exc, InputError | JobError):
-        return text
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 #: Seconds a job waits for its first SLURM worker (``[cluster] timeout``).

@@ -12,9 +12,6 @@ from collections.abc import Iterator
 
 from kcpstream.errors import InputError, one_line
 
-__all__ = ["scheduler_context", "check_scheduler", "START_TIMEOUT"]
-
-
 #: Seconds a local cluster's scheduler and each of its workers may take to
 #: start (and a client to connect to a scheduler address) before it is an error.
 START_TIMEOUT = 60

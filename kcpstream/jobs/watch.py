@@ -15,8 +15,6 @@ from typing import Any
 
 from kcpstream.errors import InputError
 
-__all__ = ["parse_every", "watch"]
-
 
 def parse_every(text: str) -> float:
     """Seconds in an interval such as ``"5min"``, ``"1h"``, ``"30s"`` or ``"0s"``."""

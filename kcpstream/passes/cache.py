@@ -19,15 +19,6 @@ import numpy as np
 
 from kcpstream.tasks.graph import active_client, pool_of_processes
 
-__all__ = [
-    "SampleCache",
-    "CacheHandle",
-    "release_worker_caches",
-    "caches_reachable",
-    "chunks_holding",
-    "home_of",
-]
-
 
 class SampleCache:
     """Raw samples already in this process, bounded in bytes.

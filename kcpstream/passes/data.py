@@ -42,19 +42,6 @@ from kcpstream.persist.reuse import Reuse
 from kcpstream.search.stats import BlockStats, prefix_columns
 from kcpstream.tasks.graph import TaskBatch, in_process_scheduler
 
-__all__ = [
-    "Passed",
-    "data_passes",
-    "sample_digest",
-    "fit_sample",
-    "in_memory_passes",
-    "dense_stats",
-    "chunk_block_stats",
-    "pass_runs",
-    "pass_target",
-    "pass_plan",
-]
-
 
 def chunk_block_stats(
     x: np.ndarray,

@@ -15,8 +15,6 @@ from kcpstream.passes.scan import scan_many
 from kcpstream.search.binseg import Steps
 from kcpstream.search.requests import ScanRequest
 
-__all__ = ["drive_many"]
-
 
 def drive_many(
     runs: list[tuple[Steps, Signal, FeatureMap, SampleCache | None]],

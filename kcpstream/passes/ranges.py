@@ -12,8 +12,6 @@ import numpy as np
 
 from kcpstream.features.base import FeatureMap
 
-__all__ = ["as_2d", "featurize_range", "scratch_features", "MAX_SCRATCH_BYTES"]
-
 
 def as_2d(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)

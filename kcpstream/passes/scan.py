@@ -32,8 +32,6 @@ from kcpstream.search.requests import ScanRequest, ScanResult, piece_of, pieces_
 from kcpstream.search.stats import PieceStats
 from kcpstream.tasks.graph import TaskBatch
 
-__all__ = ["scan_piece", "scan_batch", "scan_run", "scan_many"]
-
 
 def _split_pieces(
     z: np.ndarray, scale: float, cut: int, every: int
@@ -287,9 +285,9 @@ def scan_many(
     in this process's threads instead: the pool's processes keep no cache
     between computations, so every round of refinement (tens of rounds of a
     few reads each) would pay for shipping its tasks and their samples, and
-    read its pieces again (at 10^8 samples: 23 s of refinement against 1 s
-    in threads, the whole series read a second time).  The kernels release
-    the GIL, so threads lose nothing the pool would give."""
+    read its pieces again (the whole series a second time at 10^8 samples;
+    ``benchmarks/results/design.md``).  The kernels release the GIL, so
+    threads lose nothing the pool would give."""
     if not caches_reachable():
         with dask.config.set(scheduler="threads"):
             return scan_many(batches, min_size, tile)

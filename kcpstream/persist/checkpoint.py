@@ -32,9 +32,8 @@ may move: ``kept_*``, see :func:`kcpstream.persist.reuse.kept_pieces`).
 
 A group is a plain folder rather than a zarr group because it is a local,
 private cache that is read and written whole: a zarr array's metadata round
-trip cost more than its bytes (19 arrays at 10^8 samples: 0.20 s to write
-and flush, 0.053 s to read, against 0.016 s and 0.013 s as ``.npy``
-files), and an update pays both.
+trips cost more than its bytes, and an update pays both (figures in
+``benchmarks/results/design.md``).
 
 The prefix sums, most of a group's bytes, are stored in slabs of
 :data:`PREFIX_SLAB_BYTES` (4096 blocks at 64 features).  A group written
@@ -70,21 +69,10 @@ from typing import Any
 import numpy as np
 
 from kcpstream._version import __version__
-from kcpstream.persist.files import fsync_dir, probe_writable
+from kcpstream.persist.files import check_writable as check_path_writable
+from kcpstream.persist.files import fsync_dir
 from kcpstream.search.binseg import SegmentSplit
 from kcpstream.search.stats import BlockStats
-
-__all__ = [
-    "Base",
-    "fingerprint",
-    "load",
-    "load_base",
-    "remove_outdated",
-    "stored_fits",
-    "save",
-    "check_writable",
-    "FORMAT",
-]
 
 #: Bumped whenever the stored layout changes (older checkpoints are then not used).
 FORMAT = 5
@@ -156,16 +144,8 @@ def _local_dir(path: str | os.PathLike) -> str:
 def check_writable(path: str | os.PathLike) -> None:
     """Raise :class:`~kcpstream.errors.InputError` now, before any work, when
     the checkpoint directory cannot be created or written."""
-    from kcpstream.errors import InputError
-
     root = _local_dir(path)
-    try:
-        probe_writable(root)
-    except OSError as exc:
-        raise InputError(
-            f"checkpoint={root!r} cannot be written: {exc.strerror or exc}; choose a writable "
-            "directory"
-        ) from None
+    check_path_writable(root, folder=True, label=f"checkpoint={root!r}")
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import tempfile
 
-__all__ = ["write_atomic", "fsync_dir", "probe_writable"]
-
 
 def _umask() -> int:
     """The process's umask, read without changing it where the system allows."""
@@ -67,3 +65,22 @@ def probe_writable(folder: str | os.PathLike) -> None:
     os.makedirs(folder, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=folder, prefix=".kcpstream-check-"):
         pass
+
+
+def check_writable(path: str | os.PathLike, *, folder: bool = False, label: str = "") -> None:
+    """Raise :class:`~kcpstream.InputError` now, before any work, when the file
+    (or, with ``folder``, the folder) ``path`` cannot be written: one line
+    naming it (``label``, by default "the file PATH") and why."""
+    from kcpstream.errors import InputError
+
+    path = os.fspath(path)
+    what = label or f"the {'folder' if folder else 'file'} {path}"
+    target = os.path.abspath(path if folder else os.path.dirname(os.path.abspath(path)))
+    try:
+        probe_writable(target)
+    except OSError as exc:
+        raise InputError(
+            f"{what} cannot be written: {exc.strerror or exc}; choose a writable place"
+        ) from None
+    if not folder and os.path.isdir(path):
+        raise InputError(f"{what} cannot be written: it is a folder")

@@ -30,8 +30,6 @@ import numpy as np
 from kcpstream.search.binseg import bound_segment
 from kcpstream.search.stats import BlockStats
 
-__all__ = ["Reuse", "kept_pieces", "plan_reuse"]
-
 
 @dataclass(frozen=True)
 class Reuse:

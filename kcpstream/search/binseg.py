@@ -40,16 +40,6 @@ from kcpstream.errors import NotEnoughSplitsError
 from kcpstream.search.requests import ScanRequest, ScanResult
 from kcpstream.search.stats import BlockStats, PieceStats
 
-__all__ = [
-    "SegmentSplit",
-    "SearchLog",
-    "NotEnoughSplitsError",
-    "binseg_steps",
-    "dense_binseg_steps",
-    "scans_from_prefix",
-    "check_enough_splits",
-]
-
 #: relative slack on pruning bounds (covers floating-point rounding of the bounds)
 _REL_SLACK = 1e-9
 
@@ -61,7 +51,8 @@ class SegmentSplit:
     ``gain``/``split`` hold the best split found so far (quantized units;
     ``-1`` when there is none).  While ``pending`` lists pieces whose bound
     reaches ``gain``, the best split is only known to be at most ``upper``;
-    :func:`refine` scans them and makes the segment exact.
+    a round of refinement scans them (:func:`binseg_steps` asks, :mod:`kcpstream.passes.scan`
+    reads) and makes the segment exact.
     """
 
     start: int

@@ -27,8 +27,6 @@ from kcpstream.search.binseg import SearchLog, Steps, count_round
 from kcpstream.search.requests import ScanRequest
 from kcpstream.search.stats import BlockStats
 
-__all__ = ["MAX_GRID", "dp_grid", "optimal_partitions", "refine_steps"]
-
 #: Grid points of the DP (memory ``8 * MAX_GRID**2`` bytes for the values).
 MAX_GRID = 2048
 #: Rounds of local refinement at most.
@@ -190,7 +188,7 @@ def refine_steps(
 ) -> Steps:
     """Move each change-point to the best position between its neighbouring grid points.
 
-    A generator of refinement rounds (see :func:`~kcpstream.search.binseg.drive_many`):
+    A generator of refinement rounds (see :func:`~kcpstream.passes.drive.drive_many`):
     even-indexed and odd-indexed change-points move in turn (each with its
     neighbours fixed), all scans of a turn in one round, until a full round
     moves nothing; the total cost never increases.  Returns the change-points.

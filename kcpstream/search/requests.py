@@ -10,8 +10,6 @@ import numpy as np
 
 from kcpstream.search.stats import PieceStats
 
-__all__ = ["ScanRequest", "ScanResult", "pieces_of", "piece_of"]
-
 
 @dataclass(frozen=True)
 class ScanRequest:

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-__all__ = ["BlockStats", "PieceStats", "prefix_columns"]
-
 
 @njit(nogil=True, cache=True)
 def _prefix_columns(S):

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kcpstream._kernels.blockstats import split_gain
-from kcpstream.errors import InputError
-from kcpstream.search.binseg import NotEnoughSplitsError, SegmentSplit, check_enough_splits
+from kcpstream.errors import InputError, NotEnoughSplitsError
+from kcpstream.search.binseg import SegmentSplit, check_enough_splits
 from kcpstream.search.dynp import dp_grid, optimal_partitions
 from kcpstream.search.stats import BlockStats
 from kcpstream.selection.rules import (

@@ -9,7 +9,7 @@ pick ``D``:
 * ``pen="auto"``: binary segmentation's splits tested top down
   (:func:`significant_splits`, with the p-values of :mod:`kcpstream.selection.significance`),
   then each change-point of the chosen segmentation between its neighbours
-  (in :mod:`kcpstream.api`, which holds the block statistics);
+  (in :mod:`kcpstream.selection.choose`, which holds the block statistics);
 * ``pen="slope"``: the penalty of Arlot, Celisse & Harchaoui,
   ``pen(D) = c1 log binom(n - 1, D - 1) + c2 D``, with ``c1, c2`` calibrated
   by the slope heuristic: over the largest ``D`` the cost of the best
@@ -25,14 +25,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
-
-__all__ = [
-    "Selection",
-    "log_binomial_shape",
-    "select_by_penalty",
-    "significant_splits",
-    "slope_heuristic",
-]
 
 #: Share of the largest numbers of segments the slope heuristic fits on.
 FIT_FRACTION = 0.4

@@ -31,9 +31,6 @@ import numpy as np
 
 from kcpstream.search.stats import BlockStats
 
-__all__ = ["GridMoments", "line_gain"]
-
-
 #: Grid points between the running sums :class:`GridMoments` keeps.
 ANCHOR_EVERY = 256
 #: Grid points cast and summed at a time while the running sums are made.

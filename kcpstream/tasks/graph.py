@@ -2,11 +2,11 @@
 
 ``dask.compute`` of a list of ``Delayed`` objects treats each as a collection:
 their graphs are merged and each is culled, which costs more than linear
-time in their number (about 6 s for 10^4 calls, 0.6 s for 2000).  A data pass
-over a long archive has one call per chunk, so :class:`TaskBatch` builds the
-calls as one raw graph instead and hands it to the active scheduler's ``get``
-(threads, processes, or a distributed client's): about 70 us per call under
-threads.  Nothing here creates a client.
+time in their number.  A data pass over a long archive has one call per
+chunk, so :class:`TaskBatch` builds the calls as one raw graph instead and
+hands it to the active scheduler's ``get`` (threads, processes, or a
+distributed client's); ``benchmarks/results/design.md`` has the figures.
+Nothing here creates a client.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import dask.local
 import dask.threaded
 
 from kcpstream.tasks.internals import HighLevelGraph, MaterializedLayer, Task, TaskRef
-
-__all__ = ["TaskBatch", "active_client", "in_process_scheduler", "pool_of_processes"]
 
 
 def active_scheduler():
@@ -69,7 +67,7 @@ class TaskBatch:
     passed in their place.  With ``merge_per_thread``, under a distributed
     client, the calls preferring one worker become as many tasks as it has
     threads (for rounds of many short calls, where distributed's cost per
-    task, about 1.5 ms on 2 cores, would dominate).
+    task would dominate).
     """
 
     def __init__(self, name: str, merge_per_thread: bool = False) -> None:
