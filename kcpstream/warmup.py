@@ -81,9 +81,9 @@ def warm_up() -> WarmUp:
     Returns
     -------
     WarmUp
-        The time taken and how many functions were compiled: about 20 s
-        and a few hundred in a fresh environment, about a second and none
-        once cached.
+        The time taken and how many functions were compiled: a few hundred
+        in a fresh environment (``benchmarks/results/design.md`` has the
+        time), none once cached.
     """
     counter = _Counter()
     t0 = time.perf_counter()

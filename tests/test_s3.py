@@ -321,3 +321,118 @@ def test_refused_chunk_reads_are_an_access_error_not_damage(bucket):
     finally:
         proxy.close()
     assert "damaged" not in str(got.value) and len(str(got.value).splitlines()) == 1
+
+
+# -- bounded waits ------------------------------------------------------------
+
+
+@pytest.fixture
+def silent_endpoint():
+    """An endpoint that accepts connections and never answers."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            held.append(conn)
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+@pytest.fixture
+def slow_endpoint(s3_endpoint):
+    """The S3 server behind a proxy that holds every response for 0.3 s."""
+    import threading
+    import time
+    from urllib.parse import urlparse
+
+    target = urlparse(s3_endpoint)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+
+    def pump(src, dst, delay: float) -> None:
+        try:
+            while data := src.recv(1 << 16):
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def accept() -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection((target.hostname, target.port))
+            threading.Thread(target=pump, args=(client, upstream, 0.0), daemon=True).start()
+            threading.Thread(target=pump, args=(upstream, client, 0.3), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+
+
+def test_object_stores_get_bounded_waits_the_caller_can_change():
+    from kcpstream.inputs.stores import CONNECT_TIMEOUT, READ_TIMEOUT, bounded
+
+    got = bounded("s3://b/x.zarr", {"anon": True})
+    assert got["anon"] is True
+    assert got["config_kwargs"] == {
+        "connect_timeout": CONNECT_TIMEOUT,
+        "read_timeout": READ_TIMEOUT,
+        "retries": {"max_attempts": 1},
+    }
+    assert CONNECT_TIMEOUT + READ_TIMEOUT <= 60  # a silent endpoint fails within a minute
+    mine = bounded("s3://b/x.zarr", {"config_kwargs": {"read_timeout": 300}})
+    assert mine["config_kwargs"]["read_timeout"] == 300
+    assert mine["config_kwargs"]["connect_timeout"] == CONNECT_TIMEOUT
+    assert bounded("gs://b/x.zarr", {"token": "anon"}) == {"token": "anon"}
+
+
+def test_an_endpoint_that_never_answers_is_one_line_within_its_timeouts(silent_endpoint):
+    opts = {
+        "endpoint_url": silent_endpoint, "key": "k", "secret": "s",
+        "config_kwargs": {"connect_timeout": 1, "read_timeout": 1},
+    }  # fmt: skip
+    with pytest.raises(InputError, match="did not answer within 2 s") as info:
+        kcpstream.segment("s3://bucket/x.zarr", storage_options=opts)
+    assert silent_endpoint in str(info.value) and "\n" not in str(info.value)
+    args = ["segment", "s3://bucket/x.zarr", "--storage-option",
+            "config_kwargs=" + json.dumps(opts["config_kwargs"])]  # fmt: skip
+    for key in ("endpoint_url", "key", "secret"):
+        args += ["--storage-option", f"{key}={opts[key]}"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "did not answer within 2 s" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_a_slow_store_that_answers_is_not_cut_off(bucket, slow_endpoint):
+    name, opts = bucket
+    x = _signal()[:20_000]
+    x[10_000:] *= 3
+    url = f"s3://{name}/slow.zarr"
+    _put(url, opts, x)
+    slow = {**opts, "endpoint_url": slow_endpoint, "config_kwargs": {"read_timeout": 2}}
+    got = kcpstream.segment(url, storage_options=slow, n_bkps=1)
+    assert_same_segmentation(got, kcpstream.segment(x, n_bkps=1))

@@ -19,6 +19,13 @@ from kcpstream.errors import InputError, one_line
 from kcpstream.inputs.labeled import open_zarr_lazily
 from kcpstream.inputs.provenance import stored_as_values
 
+#: Seconds an object store may take to accept a connection, and to answer one
+#: read, unless ``storage_options["config_kwargs"]`` say otherwise.  botocore's
+#: own defaults (60 s each, retried, and s3fs retries each call 5 times) let an
+#: endpoint that accepts connections and never answers hang a call for minutes.
+CONNECT_TIMEOUT = 10
+READ_TIMEOUT = 30
+
 
 def _check_options(path: str, storage_options: dict | None) -> bool:
     """Whether ``path`` is the URL of an object store; storage options for a
@@ -32,6 +39,68 @@ def _check_options(path: str, storage_options: dict | None) -> bool:
     return remote
 
 
+def bounded(path: str, storage_options: dict | None) -> dict | None:
+    """The storage options kcpstream opens ``path`` with: the caller's, and for
+    an ``s3://`` URL connect and read timeouts of :data:`CONNECT_TIMEOUT` and
+    :data:`READ_TIMEOUT` seconds with one attempt per call (s3fs retries the
+    call), where ``config_kwargs`` does not set them."""
+    if not path.startswith(("s3://", "s3a://")):
+        return storage_options
+    opts = dict(storage_options or {})
+    given = dict(opts.get("config_kwargs") or {})
+    defaults = {
+        "connect_timeout": CONNECT_TIMEOUT,
+        "read_timeout": READ_TIMEOUT,
+        "retries": {"max_attempts": 1},
+    }
+    opts["config_kwargs"] = {**defaults, **given}
+    return opts
+
+
+def check_answers(path: str, storage_options: dict | None) -> None:
+    """One request to the object store at ``path`` (the store's own entry),
+    waited for at most the connect and read timeouts: an endpoint that accepts
+    connections and never answers is one :class:`~kcpstream.InputError` then,
+    not a call that hangs for minutes.  Any answer, an error included, is left
+    to the caller to read."""
+    import threading
+
+    import fsspec
+
+    config = (storage_options or {}).get("config_kwargs") or {}
+    deadline = float(config.get("connect_timeout", CONNECT_TIMEOUT)) + float(
+        config.get("read_timeout", READ_TIMEOUT)
+    )
+
+    def ask() -> None:
+        try:
+            fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+            fs.info(root)
+        except Exception:  # an answer: the caller's open says what it means
+            pass
+
+    asking = threading.Thread(target=ask, name="kcpstream-store-check", daemon=True)
+    asking.start()
+    asking.join(deadline)
+    if asking.is_alive():
+        where = (storage_options or {}).get("endpoint_url") or path
+        raise InputError(
+            f"the object store at {where} did not answer within {deadline:g} s: check "
+            "endpoint_url and the network, or give storage_options config_kwargs with a "
+            "longer read_timeout for a store that is slow to answer"
+        )
+
+
+def _remote_options(path: str, storage_options: dict | None) -> dict | None:
+    """:func:`bounded` options for a URL once the store answered
+    (:func:`check_answers`); None for a local path (options refused)."""
+    if not _check_options(path, storage_options):
+        return None
+    opts = bounded(path, storage_options)
+    check_answers(path, opts)
+    return opts
+
+
 def open_zarr(
     path: str | os.PathLike, variable: str | None, storage_options: dict | None = None
 ) -> tuple[Any, str, Any]:
@@ -40,10 +109,10 @@ def open_zarr(
     import zarr
 
     path_str = os.fspath(path)
-    remote = _check_options(path_str, storage_options)
+    options = _remote_options(path_str, storage_options)
     _check_exists(path_str)
     try:
-        kwargs = {"storage_options": storage_options} if remote and storage_options else {}
+        kwargs = {"storage_options": options} if options else {}
         node = zarr.open(path_str, mode="r", **kwargs)
     except Exception as exc:  # zarr raises several types for unreadable stores
         raise InputError(
@@ -82,7 +151,7 @@ def open_decoded(path: str, name: str, storage_options: dict | None) -> Any:
     """Variable ``name`` of a store through xarray's CF decoding, without loading
     the time index where xarray allows it."""
     try:
-        return open_zarr_lazily(path, storage_options)[name]
+        return open_zarr_lazily(path, bounded(path, storage_options))[name]
     except Exception as exc:
         what = f"cannot decode {path!r}/{name} (CF attributes) with xarray"
         raise InputError(f"{what}: {one_line(exc, typed=True)}") from exc
@@ -107,14 +176,14 @@ def open_store(
     is segmented by path as plain zarr arrays."""
     import zarr
 
-    _check_options(path, storage_options)
+    options = _remote_options(path, storage_options)
     _check_exists(path)
     if variable is not None and variables:
         raise InputError("give one variable (--variable) or several (--variables), not both")
     with warnings.catch_warnings():  # zarr's notes on consolidated metadata
         warnings.simplefilter("ignore")
         try:
-            node = zarr.open(path, mode="r", storage_options=storage_options)
+            node = zarr.open(path, mode="r", storage_options=options)
         except Exception:  # let segment() say what is wrong with the store
             return path, variable
     if isinstance(node, zarr.Array) or not list(node.array_keys()):
@@ -155,7 +224,7 @@ def open_store(
         and stored_as_values(arrays[names[0]])
     ):
         return path, names[0]
-    ds = open_zarr_lazily(path, storage_options)
+    ds = open_zarr_lazily(path, options)
     return (ds[names[0]] if len(names) == 1 else ds[names]), None
 
 
@@ -168,10 +237,11 @@ def _check_exists(path: str) -> None:
 def open_dataset(store: str, variables: list[str] | None, storage_options: dict | None = None):
     """A job's input: the store as an xarray Dataset opened lazily (no time index
     loaded), restricted to ``variables`` when given."""
+    options = _remote_options(store, storage_options)
     if "://" not in store and not os.path.exists(store):
         raise InputError(f"store {store!r} does not exist")
     try:
-        ds = open_zarr_lazily(store, storage_options)
+        ds = open_zarr_lazily(store, options)
     except Exception as exc:
         raise InputError(f"cannot open {store!r} as an xarray zarr store: {exc}") from None
     if variables:
