@@ -44,6 +44,11 @@ class SearchWork:
     in_memory: bool = False
 
 
+def count(k: int, noun: str) -> str:
+    """``"1 change-point"``, ``"2 change-points"``."""
+    return f"{k} {noun}" if k == 1 else f"{k} {noun}s"
+
+
 def _delegate(part: str, name: str) -> property:
     return property(lambda self: getattr(getattr(self, part), name), doc=f"``{part}.{name}``")
 
@@ -231,9 +236,10 @@ class Segmentation:
         return [*map(int, self.changepoints), self.n_samples]
 
     @property
-    def changepoint_times(self) -> np.ndarray:
-        """The time coordinate at each change-point (the index without a coordinate)."""
-        return self.changepoints.copy() if self.times is None else self.times["start"][1:]
+    def changepoint_times(self) -> np.ndarray | None:
+        """The time coordinate at each change-point; None when the input had no
+        time coordinate (:attr:`changepoints` are then the only positions)."""
+        return None if self.times is None else self.times["start"][1:]
 
     @property
     def time_dim(self) -> str:
@@ -249,11 +255,13 @@ class Segmentation:
         cps = ", ".join(map(str, self.changepoints[:10]))
         more = ", ..." if self.n_changepoints > 10 else ""
         d = self.diagnostics
+        window = (self.params or {}).get("window")
+        windows = f", windows of {window}" if window else ""
         return (
-            f"<Segmentation: {self.n_changepoints} change-points in {self.n_samples} samples "
-            f"[{cps}{more}]; {self.method}, {self.selection.rule}; "
-            f"features={type(self.features).__name__}"
-            f"(p={self.features.n_features_out_}); passes={d.passes:.3f}, {d.seconds:.2f} s>"
+            f"<Segmentation: {count(self.n_changepoints, 'change-point')} in "
+            f"{self.n_samples} samples [{cps}{more}]; {self.method}, {self.selection.rule}; "
+            f"features={type(self.features).__name__}(p={self.features.n_features_out_})"
+            f"{windows}; passes={d.passes:.3f}, {d.seconds:.2f} s>"
         )
 
     def plot(self, data: Any, *, true_changepoints: Any = None, ax: Any = None, **kwargs: Any):
@@ -433,7 +441,7 @@ class BatchSegmentation:
             name = ", ".join(f"{k}={v}" for k, v in labels.items())
             cps = res.changepoints.tolist()
             shown = ", ".join(map(str, cps[:8])) + (", ..." if len(cps) > 8 else "")
-            lines.append(f"  {name}: {len(cps)} change-points [{shown}]")
+            lines.append(f"  {name}: {count(len(cps), 'change-point')} [{shown}]")
         if len(self) > 10:
             lines.append(f"  ... {len(self) - 10} more series")
         return "\n".join(lines) + ">"

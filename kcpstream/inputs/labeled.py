@@ -220,13 +220,19 @@ def labeled_signal(
             if axis.dim not in obj[name].dims:
                 raise _error(f"variable {name!r} has no {axis.dim!r} dimension")
             parts.append(_as_channels(obj[name], axis.dim, chunks))
-        description = f"Dataset variables {', '.join(map(str, names))}"
+        word = "variable" if len(names) == 1 else "variables"
+        description = f"Dataset ({word} {', '.join(map(repr, names))})"
         if len(parts) == 1:
             return parts[0][0], axis, description, parts[0][1]
         return da.concatenate([p for p, _ in parts], axis=1), axis, description, None
     axis = _time_axis(obj, dim)
     data, origin = _as_channels(obj, axis.dim, chunks)
-    return data, axis, f"DataArray {obj.name!r}", origin
+    return data, axis, _described(obj), origin
+
+
+def _described(arr: Any) -> str:
+    """A DataArray as messages name it: by its name, or as unnamed."""
+    return "an unnamed DataArray" if arr.name is None else f"DataArray {arr.name!r}"
 
 
 def _stored_chunk(arr: Any, dim: str) -> int | None:
@@ -249,7 +255,7 @@ def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]
     # indexer hides which stored axis is time)
     stored = _stored_chunk(arr, dim) if lazy else None
     arr = arr.transpose(dim, ...)
-    check_dtype(np.dtype(arr.dtype), f"DataArray {arr.name!r}")
+    check_dtype(np.dtype(arr.dtype), _described(arr))
     if lazy:
         # loaded lazily (no dask): its ``.data`` would read it whole; chunked along
         # the store's objects, each task reads its rows (the store, for identity

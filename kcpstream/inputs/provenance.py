@@ -637,10 +637,13 @@ class Damaged:
     error: Exception
 
 
-def find_damaged(stores: tuple[StoredArray, ...], start: int, end: int) -> Damaged | None:
-    """The first stored chunk under samples ``[start, end)`` that fails to read,
-    or None (read again one at a time, at most :data:`MAX_PROBES`; an array
-    whose time axis is not known is taken along its first axis)."""
+def find_damaged(
+    stores: tuple[StoredArray, ...], start: int, end: int
+) -> tuple[Damaged | None, bool]:
+    """The first stored chunk under samples ``[start, end)`` that fails to read
+    (None if none does), and whether every chunk under them was read again (one
+    at a time, at most :data:`MAX_PROBES`; an array whose time axis is not
+    known is taken along its first axis)."""
     probes = 0
     for stored in stores:
         array = stored.array
@@ -652,7 +655,7 @@ def find_damaged(stores: tuple[StoredArray, ...], start: int, end: int) -> Damag
             if not (i * size[ax] < hi and (i + 1) * size[ax] > lo):
                 continue
             if probes >= MAX_PROBES:
-                return None
+                return None, False
             probes += 1
             region = tuple(
                 slice(c * s, min((c + 1) * s, n))
@@ -667,8 +670,8 @@ def find_damaged(stores: tuple[StoredArray, ...], start: int, end: int) -> Damag
                     a, b = region[ax].start, region[ax].stop
                     first, last = stored.rows
                     samples = (max(a, first) - first, min(b, last) - first)
-                return Damaged(f"chunk {key} of {stored.where}", samples, exc)
-    return None
+                return Damaged(f"chunk {key} of {stored.where}", samples, exc), True
+    return None, True
 
 
 #: Attributes by which xarray decodes stored values (CF conventions).

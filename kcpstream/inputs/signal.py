@@ -159,7 +159,7 @@ class ReadContext:
         """The :class:`InputError` for samples ``[start, end)`` failing to read,
         naming the damaged chunk (and only its samples) when a store has it."""
 
-        found = pv.find_damaged(self.stores, start, end)
+        found, complete = pv.find_damaged(self.stores, start, end)
         where = "a chunk under them fails to read"
         if found is not None:
             where, exc = f"{found.label} fails to read", found.error
@@ -172,6 +172,12 @@ class ReadContext:
         elif isinstance(exc, OSError):
             # refused, timed out, unreachable: the store's answer, not the chunk's bytes
             fix = "check access to the store (credentials, network) and run again"
+        elif isinstance(exc, ImportError):  # a codec's or the input's computation's
+            fix = f"a package is missing: install {exc.name or 'it'} and run again"
+        elif found is None and complete:
+            # every stored chunk under them reads: the input's own computation failed
+            where = "computing them from the input's dask graph fails"
+            fix = "fix the computation that makes the input, and run again"
         else:
             fix = "the chunk is damaged: restore or rewrite it"
         return InputError(

@@ -73,7 +73,8 @@ def _summary(res) -> dict:
     d = res.diagnostics
     return {
         "changepoints": res.changepoints.tolist(),
-        "times": [str(t) for t in res.changepoint_times] if res.times is not None else None,
+        "times": None if res.times is None else [str(t) for t in res.changepoint_times],
+        "pvalues": [None if p != p else float(p) for p in res.pvalues],  # NaN: untested
         "n_segments": res.selection.n_segments,
         "rule": res.selection.rule,
         "min_size": res.min_size,
