@@ -605,3 +605,54 @@ def test_results_and_checkpoints_reach_the_disk_before_they_are_published(tmp_pa
     flushed = {p.split(os.sep + ".", 1)[-1].split(os.sep, 1)[-1] for p in synced}
     assert published and published <= flushed
     assert str(tmp_path / "ck") in synced  # and the rename itself
+
+
+# -- sharded stores ----------------------------------------------------------------
+
+
+def _sharded(path, x: np.ndarray, hole: tuple[int, int] | None = None):
+    """``x`` as variable ``v`` (along ``time``) of a group, in chunks of 1000 in
+    shards of 5000, with the chunk ``hole`` left out of its shard (its values
+    are the fill value: zarr leaves such a chunk out)."""
+    import zarr
+
+    y = x.copy()
+    if hole is not None:
+        y[hole[0] : hole[1]] = 0.0
+    group = zarr.open_group(str(path), mode="w")
+    z = group.create_array("v", shape=y.shape, chunks=(1000,), shards=(5000,), dtype=y.dtype,
+                           fill_value=0.0, dimension_names=("time",))  # fmt: skip
+    z[:] = y
+
+
+def test_a_chunk_missing_from_a_shard_is_an_absent_chunk_on_every_route(tmp_path):
+    import xarray as xr
+    import zarr
+
+    x = _signal()[:20_000].astype(np.float32)
+    path = tmp_path / "s.zarr"
+    _sharded(path, x, hole=(6000, 7000))
+    y = x.copy()
+    y[6000:7000] = 0.0  # what zarr reads there: the fill value
+    routes = {
+        "path": lambda **kw: kcpstream.segment(str(path), variable="v", **kw),
+        "file URL": lambda **kw: kcpstream.segment(path.as_uri(), variable="v", **kw),
+        "zarr array": lambda **kw: kcpstream.segment(zarr.open_group(str(path))["v"], **kw),
+        "xarray": lambda **kw: kcpstream.segment(xr.open_zarr(path, chunks=None)["v"], **kw),
+    }
+    for route, call in routes.items():
+        with pytest.raises(InputError, match=r"no chunk for samples \[6000, 7000\)") as info:
+            call(n_bkps=1)
+        assert "\n" not in str(info.value), route
+        assert_same_segmentation(call(n_bkps=1, missing="fill"), kcpstream.segment(y, n_bkps=1))
+    res = CliRunner().invoke(main, ["segment", str(path), "--variable", "v"])
+    assert res.exit_code == 1 and "no chunk for samples [6000, 7000)" in res.output
+    with pytest.raises(InputError, match=r"no chunk \(1,\) of shard c/1 "):  # dask-backed
+        kcpstream.segment(xr.open_zarr(path, chunks={}, consolidated=False)["v"], n_bkps=1)
+
+
+def test_a_sharded_store_without_holes_reads_as_the_samples(tmp_path):
+    x = _signal()[:20_000].astype(np.float32)
+    _sharded(tmp_path / "s.zarr", x)
+    got = kcpstream.segment(str(tmp_path / "s.zarr"), variable="v", n_bkps=1)
+    assert_same_segmentation(got, kcpstream.segment(x, n_bkps=1))

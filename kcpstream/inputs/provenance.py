@@ -364,22 +364,70 @@ def _absent(stored: StoredArray, present: set[str]):
     return ((coords, key) for coords, key in _objects(stored) if key not in present)
 
 
+def _absent_inner(stored: StoredArray, present: set[str]) -> list[tuple[tuple[int, ...], str]]:
+    """``(chunk coords, label)`` of the chunks the signal reads that a shard the
+    store holds lacks: its index says so (zarr reads such a chunk as the fill
+    value, as it reads an absent chunk of an unsharded array).  One read of
+    each shard's index; none for an unsharded array."""
+    array = stored.array
+    if array.shards is None:
+        return []
+    from zarr.core.sync import sync
+
+    codec = array.metadata.codecs[0]
+    inner = tuple(int(c) for c in array.chunks)
+    per_shard = tuple(int(s) // c for s, c in zip(array.shards, inner, strict=True))
+    shards = [(coords, key) for coords, key in _objects(stored) if key in present]
+    base = array._async_array.store_path
+
+    async def indexes():
+        import asyncio
+
+        return await asyncio.gather(
+            *(codec._load_shard_index_maybe(base / key, per_shard) for _, key in shards)
+        )
+
+    allowed = _selected_objects(stored, inner)
+    ax = stored.axis
+    out = []
+    for (coords, key), index in zip(shards, sync(indexes()), strict=True):
+        for local in np.ndindex(*per_shard):
+            chunk = tuple(c * k + j for c, k, j in zip(coords, per_shard, local, strict=True))
+            if any(c * n >= s for c, n, s in zip(chunk, inner, array.shape, strict=True)):
+                continue  # past the array's edge
+            if ax is not None and not (
+                chunk[ax] * inner[ax] < stored.rows[1]
+                and (chunk[ax] + 1) * inner[ax] > stored.rows[0]
+            ):
+                continue
+            if allowed is not None and not all(chunk[i] in ok for i, ok in allowed.items()):
+                continue
+            if index is None or index.get_chunk_slice(chunk) is None:
+                out.append((chunk, f"{local} of shard {key}"))
+    return out
+
+
 def missing_keys(stored: StoredArray, present: set[str]) -> list[str]:
-    """The keys of the stored objects the signal reads that the store lacks."""
-    return [key for _, key in _absent(stored, present)]
+    """The keys of the stored objects the signal reads that the store lacks
+    (and the chunks its shards lack)."""
+    return [key for _, key in _absent(stored, present)] + [
+        label for _, label in _absent_inner(stored, present)
+    ]
 
 
 def missing_rows(stored: StoredArray, present: set[str]) -> list[tuple[int, int]]:
     """``[start, end)`` runs of the read rows (relative to the first) that lie in
-    an absent chunk (``stored.axis`` must be known)."""
+    an absent chunk, or in a chunk a shard lacks (``stored.axis`` must be known)."""
     ax = stored.axis
-    step = stored.step
+    spans = {(c[ax] * stored.step, (c[ax] + 1) * stored.step) for c, _ in _absent(stored, present)}
+    step = int(stored.array.chunks[ax])
+    spans |= {(c[ax] * step, (c[ax] + 1) * step) for c, _ in _absent_inner(stored, present)}
     runs: list[tuple[int, int]] = []
-    for i in sorted({coords[ax] for coords, _ in _absent(stored, present)}):
-        a = max(i * step, stored.rows[0]) - stored.rows[0]
-        b = min((i + 1) * step, stored.rows[1]) - stored.rows[0]
-        if runs and runs[-1][1] == a:
-            runs[-1] = (runs[-1][0], b)
+    for lo, hi in sorted(spans):
+        a = max(lo, stored.rows[0]) - stored.rows[0]
+        b = min(hi, stored.rows[1]) - stored.rows[0]
+        if runs and runs[-1][1] >= a:
+            runs[-1] = (runs[-1][0], max(runs[-1][1], b))
         else:
             runs.append((a, b))
     return runs
