@@ -353,7 +353,7 @@ def settings_of(
     features = _window_features(window, features)
     kind, n_bkps, pen = _rule_of(n_bkps, pen)
     if method not in METHODS:
-        raise InputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+        raise InputError(f"method must be {' or '.join(map(repr, METHODS))}, got {method!r}")
     if d_max is not None:
         d_max = _checked_d_max(d_max)
     settings = Settings(
