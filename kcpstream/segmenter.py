@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from kcpstream.engine.arguments import names_of
 from kcpstream.engine.plan import Job, Settings, settings_of
 from kcpstream.engine.run import prepare, reselect, run, statistics
 from kcpstream.errors import NotFittedError
@@ -142,18 +143,12 @@ class Segmenter:
         Segmenter
             ``self``, fitted.
         """
+        given = locals()  # the input's arguments, as kcpstream.engine.arguments declares them
+        reading = {k: given[k] for k in names_of("input") if k not in ("data", "batch_dims")}
         params = self.get_params()
         settings, features = self._settings(params)
         with lines_on_stderr(settings.progress):
-            signal = as_signal(
-                data,
-                variable=variable,
-                variables=variables,
-                dim=dim,
-                chunks=chunks,
-                missing=missing,
-                storage_options=storage_options,
-            )
+            signal = as_signal(data, **reading)
             job = prepare(signal, features, settings)
             try:
                 statistics([job], settings)
@@ -187,17 +182,11 @@ class Segmenter:
             refinement read (none when an earlier call evaluated the same
             segments).
         """
+        given = locals()  # the selection's arguments (method is the Segmenter's own)
+        selection = {k: given[k] for k in names_of("selection") if k != "method"}
         fitted = self._fitted()
         t0 = time.perf_counter()
-        settings, _ = self._settings(
-            self._fitted_with,
-            n_bkps=n_bkps,
-            pen=pen,
-            d_max=d_max,
-            min_size=min_size,
-            min_duration=min_duration,
-            alpha=alpha,
-        )
+        settings, _ = self._settings(self._fitted_with, **selection)
         with lines_on_stderr(settings.progress):
             return run([reselect(fitted, settings, self._known)], settings, t0)[0]
 
