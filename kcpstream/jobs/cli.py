@@ -139,7 +139,10 @@ def main() -> None:
     help="Level of each split's test.",
 )
 @click.option(
-    "--window", type=int, default=None, help="Length of the temporal patterns, in samples (hint)."
+    "--window",
+    type=int,
+    default=None,
+    help="Segment windows of this many samples with temporal features (shape, frequency).",
 )
 @click.option("--method", type=click.Choice(METHODS), default="binseg", show_default=True)
 @click.option(
