@@ -533,7 +533,7 @@ def test_a_batch_shows_each_series_change_points():
     batch = kcpstream.segment(da, batch_dims="sensor", n_bkps=1)
     text = repr(batch)
     for labels, res in batch:
-        assert f"sensor={labels['sensor']}: 1 change-points [{res.changepoints[0]}]" in text
+        assert f"sensor={labels['sensor']}: 1 change-point [{res.changepoints[0]}]" in text
 
 
 def test_no_output_of_an_earlier_input_outlives_a_run(tmp_path):
