@@ -9,7 +9,7 @@ from typing import Any
 
 from kcpstream.engine.arguments import names_of
 from kcpstream.engine.plan import settings_of
-from kcpstream.engine.run import prepare, run
+from kcpstream.engine.run import segment_signals
 from kcpstream.errors import InputError
 from kcpstream.features import FeatureMap
 from kcpstream.features.base import DEFAULT_TILE
@@ -46,6 +46,7 @@ def segment(
     batch_dims: str | list[str] | None = None,
     chunks: int | None = None,
     missing: str = "error",
+    skipna: bool = True,
     storage_options: dict | None = None,
     seed: int | None = None,
     sample_size: int = 2048,
@@ -124,9 +125,18 @@ def segment(
         :class:`~kcpstream.BatchSegmentation`.
     chunks : int, optional
         Samples per task along time (rounded up to whole stored chunks).
-    missing : {"error", "fill"}, default "error"
+    missing : {"error", "skip", "fill"}, default "error"
         A chunk absent from a zarr store is an :class:`~kcpstream.InputError`
-        naming its samples, or (``"fill"``) read as the fill value.
+        naming its samples (a lost chunk may be data loss), missing samples
+        (``"skip"``: a gap, like NaN), or (``"fill"``) read as the fill value.
+    skipna : bool, default True
+        A sample with a NaN in any channel is missing: the series is segmented
+        as its valid samples alone, exactly (sizes, costs and p-values count
+        valid samples only), with positions mapped back to the input's; a
+        change-point right after a gap is the first valid sample after it
+        (``Segmentation.earliest``: where the gap began).  ``False``: a NaN is
+        an :class:`~kcpstream.InputError` giving the count and the first one.
+        An infinity is always an error.  See the guide's "Gaps and missing data".
     storage_options : dict, optional
         Options of the object store a URL opens, as fsspec takes them.
     seed, sample_size, tile : int, optional
@@ -153,7 +163,8 @@ def segment(
     Raises
     ------
     kcpstream.InputError
-        For input that cannot be segmented as given (NaN/inf, too short,
+        For input that cannot be segmented as given (inf, NaN with
+        ``skipna=False``, too few valid samples,
         wrong shape or dtype, constant, ...), with the fix in the message.
 
     Examples
@@ -176,10 +187,10 @@ def segment(
         if batch_dims:
             dims, labels, signals = batch_signals(data, batch_dims, **reading)
             settings = dataclasses.replace(settings, n_series=len(signals))
-            results = run([prepare(sig, features, settings) for sig in signals], settings, t0)
+            results = segment_signals(signals, features, settings, t0)
             return BatchSegmentation(dims, labels, results)
         signal = as_signal(data, storage_options=storage_options, **reading)
-        return run([prepare(signal, features, settings)], settings, t0)[0]
+        return segment_signals([signal], features, settings, t0)[0]
 
 
 def _check_checkpoint(path) -> None:

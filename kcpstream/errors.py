@@ -9,6 +9,7 @@ __all__ = [
     "NotFittedError",
     "JobError",
     "SchedulerWarning",
+    "MissingSamplesWarning",
     "one_line",
 ]
 
@@ -39,6 +40,10 @@ class JobError(KcpError, ValueError):
 class SchedulerWarning(UserWarning):
     """The active dask scheduler runs kcpstream slower than another would; the
     message says which."""
+
+
+class MissingSamplesWarning(UserWarning):
+    """Most samples of a series are missing: it was segmented from the few valid ones."""
 
 
 def one_line(exc: BaseException, *, typed: bool = False) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kcpstream.plotdata import envelope, segment_gains
+from kcpstream.plotdata import envelope_gaps, segment_gains
 
 __all__ = ["plot_segmentation", "plot_path", "plot_gain"]
 
@@ -47,10 +47,16 @@ def plot_segmentation(
 ):
     """The signal's envelope with the segments shaded and the change-points marked."""
     plt = _pyplot()
-    starts, lo, hi, signal = envelope(data, max_points, **signal_kwargs)
+    starts, lo, hi, signal, missing = envelope_gaps(data, max_points, **signal_kwargs)
     if ax is None:
         _, ax = plt.subplots(figsize=(12, 3.5))
     xs = _positions_to_axis(res, starts, signal)
+    ends = np.r_[starts[1:], signal.n]
+    gap = missing == ends - starts  # bins with no valid sample: hatched, not drawn
+    cuts = np.flatnonzero(np.diff(np.r_[0, gap.astype(np.int8), 0]))
+    for a, b in zip(cuts[::2], cuts[1::2], strict=True):
+        span = _positions_to_axis(res, np.array([starts[a], ends[b - 1] - 1]), signal)
+        ax.axvspan(span[0], span[1], facecolor="none", edgecolor="0.6", hatch="//", lw=0, zorder=0)
     for c in channels if channels is not None else range(lo.shape[1]):
         ax.fill_between(xs, lo[:, c], hi[:, c], step="post", alpha=0.6, lw=0.5)
     bounds = np.array([0, *res.changepoints, res.n_samples - 1], dtype=np.int64)

@@ -12,7 +12,15 @@ from kcpstream.features import FeatureMap
 from kcpstream.inputs.labeled import decode_times, encode_times
 from kcpstream.selection.rules import Selection
 
-__all__ = ["Segmentation", "BatchSegmentation", "Diagnostics", "DataReads", "SearchWork"]
+__all__ = [
+    "Segmentation",
+    "BatchSegmentation",
+    "Diagnostics",
+    "DataReads",
+    "SearchWork",
+    "Missing",
+    "Gaps",
+]
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,26 @@ class SearchWork:
     pieces_scanned: int
     samples_scanned: int
     in_memory: bool = False
+
+
+@dataclass(frozen=True)
+class Missing:
+    """The samples of a series that were missing (a NaN in a channel) and left
+    out (the attributes of :class:`Diagnostics` of the same names say more)."""
+
+    n_missing: int = 0
+    longest_gap: int = 0
+    missing_share: float = 0.0
+
+
+@dataclass(frozen=True)
+class Gaps:
+    """Where a series' missing samples lie beside its change-points (the
+    attributes of :class:`Segmentation` of the same names say more); empty
+    arrays when no sample was missing."""
+
+    earliest: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    segment_valid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def count(k: int, noun: str) -> str:
@@ -113,6 +141,11 @@ class Diagnostics:
         to look for a cycle); 0 when the map came fitted, or when a checkpoint
         kept the fit of an earlier version of the same store whose samples
         under the fit did not change (a store appended to).
+    n_missing, longest_gap : int
+        Samples missing (a NaN in any channel), left out of the statistics;
+        the longest run of them.
+    missing_share : float
+        ``n_missing / n_samples``.
     """
 
     reads: DataReads
@@ -120,6 +153,7 @@ class Diagnostics:
     seconds: float
     seconds_data_pass: float
     checkpoint: str = ""
+    missing: Missing = field(default_factory=Missing)
 
     samples_featurized = _delegate("reads", "samples_featurized")
     passes = _delegate("reads", "passes")
@@ -136,6 +170,9 @@ class Diagnostics:
     pieces_scanned = _delegate("search", "pieces_scanned")
     samples_scanned = _delegate("search", "samples_scanned")
     in_memory = _delegate("search", "in_memory")
+    n_missing = _delegate("missing", "n_missing")
+    longest_gap = _delegate("missing", "longest_gap")
+    missing_share = _delegate("missing", "missing_share")
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure by its name, one flat dict (as JSON keeps it)."""
@@ -144,17 +181,24 @@ class Diagnostics:
             "seconds_data_pass": self.seconds_data_pass,
             "checkpoint": self.checkpoint,
         }
-        return {**asdict(self.reads), **asdict(self.search), **run}
+        return {**asdict(self.reads), **asdict(self.search), **asdict(self.missing), **run}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Diagnostics:
         """The diagnostics :meth:`to_dict` gave."""
         parts = {
             part: {f.name: data[f.name] for f in fields(kind) if f.name in data}
-            for part, kind in (("reads", DataReads), ("search", SearchWork))
+            for part, kind in (("reads", DataReads), ("search", SearchWork), ("missing", Missing))
         }
         reads, search = DataReads(**parts["reads"]), SearchWork(**parts["search"])
-        return cls(reads, search, data["seconds"], data["seconds_data_pass"], data["checkpoint"])
+        return cls(
+            reads,
+            search,
+            data["seconds"],
+            data["seconds_data_pass"],
+            data["checkpoint"],
+            Missing(**parts["missing"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -181,14 +225,15 @@ class Segmentation:
         exists).  The number of change-points is chosen on this path.
     cost : float
         Total cost of the returned segmentation (feature units).
-    method : {"binseg", "dynp"}
     selection : Selection
         The rule that chose the number of segments, with its constants.
     segment_costs : numpy.ndarray of float64
         Cost of each segment (feature units).
     times : dict or None
         For labelled input: ``{"dim": name, "start": ..., "end": ...}`` with
-        the coordinate at every segment's first and last sample.
+        the coordinate at every segment's first and last sample (its first and
+        last valid ones), and for a series with missing samples ``"earliest"``:
+        the coordinate at :attr:`earliest`.
     n_samples, min_size : int
     features : FeatureMap
         The fitted feature map; ``features.transform(X)`` gives the features
@@ -208,6 +253,20 @@ class Segmentation:
         is sure).  ``pen="auto"`` keeps only change-points with
         ``p <= alpha``, so thresholding these values needs no new run.  NaN where the noise
         could not be estimated.
+    gaps : Gaps
+        Where the missing samples lie beside the change-points (``earliest``,
+        ``segment_valid``, below).
+    method : {"binseg", "dynp"}
+        The search (``params["method"]``).
+    earliest : numpy.ndarray of int64
+        For a series with missing samples: the first index each change could
+        lie at, just after the last valid sample before it.  Below the
+        change-point (the first valid sample after the change) when a gap
+        precedes it: the change happened somewhere in ``[earliest, changepoint]``.
+        Empty when no sample was missing (each change-point is its own earliest).
+    segment_valid : numpy.ndarray of int64
+        For a series with missing samples: each segment's valid samples (its
+        size in the statistics); empty when no sample was missing.
     """
 
     changepoints: np.ndarray
@@ -215,7 +274,6 @@ class Segmentation:
     order: np.ndarray
     path_costs: np.ndarray
     cost: float
-    method: str
     selection: Selection
     n_samples: int
     min_size: int
@@ -225,6 +283,19 @@ class Segmentation:
     times: dict[str, Any] | None = None
     params: dict[str, Any] = field(default_factory=dict)
     pvalues: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    gaps: Gaps = field(default_factory=Gaps)
+
+    @property
+    def method(self) -> str:
+        return str(self.params.get("method", "binseg"))
+
+    @property
+    def earliest(self) -> np.ndarray:
+        return self.gaps.earliest
+
+    @property
+    def segment_valid(self) -> np.ndarray:
+        return self.gaps.segment_valid
 
     @property
     def n_changepoints(self) -> int:
@@ -257,9 +328,16 @@ class Segmentation:
         d = self.diagnostics
         window = (self.params or {}).get("window")
         windows = f", windows of {window}" if window else ""
+        gaps = ""
+        if d.n_missing:
+            gaps = (
+                f" ({count(d.n_missing, 'sample')} missing, {100 * d.missing_share:.3g} %, "
+                f"longest gap {d.longest_gap})"
+            )
         return (
             f"<Segmentation: {count(self.n_changepoints, 'change-point')} in "
-            f"{self.n_samples} samples [{cps}{more}]; {self.method}, {self.selection.rule}; "
+            f"{self.n_samples} samples{gaps} [{cps}{more}]; {self.method}, "
+            f"{self.selection.rule}; "
             f"features={type(self.features).__name__}(p={self.features.n_features_out_})"
             f"{windows}; passes={d.passes:.3f}, {d.seconds:.2f} s>"
         )
@@ -318,7 +396,10 @@ class Segmentation:
         ``gain`` and ``pvalue`` of the change-point the segment starts with
         (NaN for the first segment) and, for labelled input,
         ``start_<dim>``/``end_<dim>`` (coordinate of the first and of the last
-        sample).
+        sample).  For a series with missing samples, also ``valid`` (the
+        segment's valid samples) and ``earliest`` (and ``earliest_<dim>``):
+        where its change could begin, below ``start`` when a gap precedes it
+        (:attr:`earliest`).
         """
         import pandas as pd
 
@@ -334,6 +415,13 @@ class Segmentation:
         if self.times is not None:
             table[f"start_{self.time_dim}"] = self.times["start"]
             table[f"end_{self.time_dim}"] = self.times["end"]
+        if self.diagnostics.n_missing:
+            table["valid"] = self.segment_valid
+            table["earliest"] = np.r_[0, self.earliest]
+            if self.times is not None and "earliest" in self.times:
+                table[f"earliest_{self.time_dim}"] = np.r_[
+                    self.times["start"][:1], self.times["earliest"]
+                ]
         return pd.DataFrame(table, index=pd.RangeIndex(len(bounds) - 1, name="segment"))
 
     def _pvalues(self) -> np.ndarray:
@@ -363,8 +451,18 @@ class Segmentation:
                 "dim": self.times["dim"],
                 "start": encode_times(self.times["start"]),
                 "end": encode_times(self.times["end"]),
+                **(
+                    {"earliest": encode_times(self.times["earliest"])}
+                    if "earliest" in self.times
+                    else {}
+                ),
             },
             "params": self.params,
+            **(
+                {"earliest": self.earliest.tolist(), "segment_valid": self.segment_valid.tolist()}
+                if self.earliest.size or self.segment_valid.size
+                else {}
+            ),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -379,7 +477,6 @@ class Segmentation:
             order=np.asarray(data["order"], dtype=np.int64),
             path_costs=np.asarray(data["path_costs"], dtype=np.float64),
             cost=float(data["cost"]),
-            method=str(data["method"]),
             selection=Selection.from_dict(data["selection"]),
             n_samples=int(data["n_samples"]),
             min_size=int(data["min_size"]),
@@ -392,10 +489,19 @@ class Segmentation:
                 "dim": data["times"]["dim"],
                 "start": decode_times(data["times"]["start"]),
                 "end": decode_times(data["times"]["end"]),
+                **(
+                    {"earliest": decode_times(data["times"]["earliest"])}
+                    if "earliest" in data["times"]
+                    else {}
+                ),
             },
-            params=dict(data.get("params", {})),
+            params={"method": str(data.get("method", "binseg")), **data.get("params", {})},
             pvalues=np.array(
                 [np.nan if v is None else v for v in data.get("pvalues", [])], dtype=np.float64
+            ),
+            gaps=Gaps(
+                np.asarray(data.get("earliest", []), dtype=np.int64),
+                np.asarray(data.get("segment_valid", []), dtype=np.int64),
             ),
         )
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from kcpstream.engine.arguments import names_of
 from kcpstream.engine.plan import Job, Settings, settings_of
-from kcpstream.engine.run import prepare, reselect, run, statistics
+from kcpstream.engine.run import fitted_statistics, reselect, run
 from kcpstream.errors import NotFittedError
 from kcpstream.features import FeatureMap
 from kcpstream.features.base import DEFAULT_TILE
@@ -128,13 +128,14 @@ class Segmenter:
         dim: str | None = None,
         chunks: int | None = None,
         missing: str = "error",
+        skipna: bool = True,
         storage_options: dict | None = None,
     ) -> Segmenter:
         """Check the parameters, read the series once and keep its block statistics.
 
         Parameters
         ----------
-        data, variable, variables, dim, chunks, missing, storage_options
+        data, variable, variables, dim, chunks, missing, skipna, storage_options
             The series, as :func:`~kcpstream.segment` takes it (one series:
             a batch is segmented with ``segment(..., batch_dims=...)``).
 
@@ -149,11 +150,12 @@ class Segmenter:
         settings, features = self._settings(params)
         with lines_on_stderr(settings.progress):
             signal = as_signal(data, **reading)
-            job = prepare(signal, features, settings)
+            job = None
             try:
-                statistics([job], settings)
+                job = fitted_statistics(signal, features, settings)
             finally:  # predict reads what it needs; workers keep nothing meanwhile
-                release_worker_caches([job.cache])
+                if job is not None:
+                    release_worker_caches([job.cache])
         self._job, self._fitted_with, self._known = job, params, {}
         return self
 

@@ -123,8 +123,8 @@ def test_the_cli_reports_a_deleted_or_damaged_chunk_in_one_line(tmp_path):
     assert len(res.output.strip().splitlines()) == 1
 
 
-def test_missing_takes_error_or_fill():
-    with pytest.raises(InputError, match="missing='zero' is not one of error, fill"):
+def test_missing_takes_error_skip_or_fill():
+    with pytest.raises(InputError, match="missing='zero' is not one of error, skip, fill"):
         kcpstream.segment(np.zeros(100), missing="zero")
 
 
@@ -156,8 +156,9 @@ def test_a_damaged_input_chunk_gives_a_clear_error_or_the_answer_for_what_it_hol
     try:
         got = kcpstream.segment(store, n_bkps=3)
     except InputError as exc:
-        # an absent chunk, a chunk that fails to decode, or one that decodes to NaN
-        kinds = ("no chunk for samples", "damaged", "contains NaN or inf")
+        # an absent chunk, a chunk that fails to decode, or one that decodes to an
+        # infinity (one that decodes to NaN is a gap: the samples the store holds now)
+        kinds = ("no chunk for samples", "damaged", "infinity")
         assert any(k in str(exc) for k in kinds), str(exc)
         return
     # read without error: the answer for the samples the store holds now
@@ -520,10 +521,13 @@ def test_a_cf_fill_value_is_never_read_as_a_sample(tmp_path):
     encoding = {"v": {"dtype": "int16", "scale_factor": 0.001, "_FillValue": -32768}}
     xr.Dataset({"v": ("time", x)}).to_zarr(tmp_path / "cf.zarr", encoding=encoding)
     assert zarr.open_group(tmp_path / "cf.zarr")["v"][1_000] == -32768
-    with pytest.raises(
-        InputError, match="NaN or inf; the first non-finite sample is at index 1000"
-    ):
-        kcpstream.segment(str(tmp_path / "cf.zarr"), variable="v")
+    # decoded, the stand-ins are missing samples (a gap), never samples
+    gapped = kcpstream.segment(str(tmp_path / "cf.zarr"), variable="v", n_bkps=2)
+    assert gapped.diagnostics.n_missing == 100 and gapped.diagnostics.longest_gap == 100
+    decoded = xr.open_zarr(tmp_path / "cf.zarr")["v"].values
+    valid = np.flatnonzero(~np.isnan(decoded))
+    alone = kcpstream.segment(decoded[valid], n_bkps=2)
+    assert gapped.changepoints.tolist() == valid[alone.changepoints].tolist()
     x[1_000:1_100] = 0.0
     xr.Dataset({"v": ("time", x)}).to_zarr(tmp_path / "ok.zarr", encoding=encoding)
     by_path = kcpstream.segment(str(tmp_path / "ok.zarr"), variable="v", n_bkps=2)

@@ -80,5 +80,5 @@ def test_messages_name_an_unnamed_dataarray_and_a_datasets_variables():
     x = _two_regimes()
     x[7] = np.nan
     ds = xr.Dataset({"temperature": ("time", x)})
-    with pytest.raises(InputError, match=r"Dataset \(variable 'temperature'\) contains"):
-        kcpstream.segment(ds)
+    with pytest.raises(InputError, match=r"Dataset \(variable 'temperature'\) has 1 missing"):
+        kcpstream.segment(ds, skipna=False)

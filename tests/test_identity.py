@@ -242,8 +242,10 @@ def test_a_zarr_2_fill_value_written_by_xarray_is_missing_data_by_path(tmp_path)
     ds.to_zarr(path, zarr_format=2, encoding={"v": {"_FillValue": -9999.0}})
     for data in (str(path), xr.open_zarr(path)["v"]):
         kw = {"variable": "v"} if isinstance(data, str) else {}
-        with pytest.raises(kcpstream.InputError, match="NaN or inf.* at index 5000"):
-            kcpstream.segment(data, n_bkps=1, **kw)
+        with pytest.raises(kcpstream.InputError, match="1000 missing samples.* at index 5000"):
+            kcpstream.segment(data, n_bkps=1, skipna=False, **kw)
+        res = kcpstream.segment(data, n_bkps=1, **kw)  # a gap, by default
+        assert res.diagnostics.n_missing == 1000 and res.earliest.size == 1
 
 
 def test_a_file_url_is_versioned_like_its_path(tmp_path):

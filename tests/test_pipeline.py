@@ -32,7 +32,7 @@ def _archive(path, broken_sensor=None):
     sigs = [datasets.piecewise_constant(20_000, 3, jump=3.0, seed=s) for s in range(4)]
     data = np.stack([s.x for s in sigs], axis=1)
     if broken_sensor is not None:
-        data[5_000, broken_sensor] = np.nan
+        data[5_000, broken_sensor] = np.inf  # (a NaN would be a gap)
     ds = xr.Dataset(
         {"v": (("time", "sensor"), data)},
         coords={
@@ -80,13 +80,14 @@ def test_a_failing_series_then_a_rerun_finishes_without_touching_finished_ones(t
     job = _job(tmp_path)
     first = _kcpstream("run", job)
     assert first.returncode == 1
-    assert "sensor=c" in first.stderr and "NaN" in first.stderr and "Traceback" not in first.stderr
+    assert "sensor=c" in first.stderr and "infinity" in first.stderr
+    assert "Traceback" not in first.stderr
     series = tmp_path / "out" / "series"
     done = {f.name: f.stat().st_mtime_ns for f in series.glob("*.json")}
     assert sorted(done) == ["sensor=a.json", "sensor=b.json", "sensor=d.json"]
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["series"]["sensor=c"]["status"] == "failed"
-    assert "NaN" in manifest["series"]["sensor=c"]["error"]
+    assert "infinity" in manifest["series"]["sensor=c"]["error"]
     assert manifest["kcpstream"] == kcpstream.__version__
     assert not [p for p in series.iterdir() if p.name.startswith(".tmp")]
 
@@ -421,7 +422,7 @@ def test_results_are_readable_by_the_group(tmp_path):
         ("input", 'variables = "v"', r"variables must be a non-empty list of strings"),
         ("selection", "alpha = 1.5", r"alpha must be a number > 0 and < 1"),
         ("selection", "d_max = 5000", r"d_max must be an integer >= 1 and <= 1000"),
-        ("input", 'missing = "zero"', r"missing must be one of 'error', 'fill'"),
+        ("input", 'missing = "zero"', r"missing must be one of 'error', 'skip', 'fill'"),
         ("output", 'store = "../../elsewhere"', r"leaves the job file's folder"),
         ("output", 'checkpoint = "../ck"', r"leaves the job file's folder"),
     ],
@@ -544,7 +545,7 @@ def test_no_output_of_an_earlier_input_outlives_a_run(tmp_path):
     series = tmp_path / "out" / "series"
     ds = xr.open_zarr(tmp_path / "archive.zarr")
     broken = ds.copy(deep=True).load()
-    broken["v"][100, 0] = np.nan  # sensor a
+    broken["v"][100, 0] = np.inf  # sensor a
     broken = broken.sel(sensor=["a", "b"])  # sensor c removed
     broken.chunk({"time": 2_000}).to_zarr(tmp_path / "archive.zarr", mode="w")
     report = _run(tmp_path)
@@ -553,7 +554,7 @@ def test_no_output_of_an_earlier_input_outlives_a_run(tmp_path):
     table = pd.read_csv(tmp_path / "out" / "segments.csv")
     assert set(table["sensor"]) == {"b"}
     # every series failing: no table at all, rather than the last run's
-    broken["v"][100, :] = np.nan
+    broken["v"][100, :] = np.inf
     broken.chunk({"time": 2_000}).to_zarr(tmp_path / "archive.zarr", mode="w")
     assert _run(tmp_path)["done"] == 0
     assert not list(series.iterdir()) and not (tmp_path / "out" / "segments.csv").exists()

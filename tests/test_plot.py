@@ -45,3 +45,29 @@ def test_the_path_plot_draws_a_penalty_only_for_the_rules_that_have_one(pen, cur
     ax = kcpstream.segment(sig.x, pen=pen).plot_path()
     drawn = [line.get_label() for line in ax.lines if not line.get_label().startswith("chosen")]
     assert drawn == curves
+
+
+def test_a_series_with_gaps_is_drawn_from_its_valid_samples_with_the_gaps_hatched():
+    from kcpstream.plotdata import envelope_gaps, segment_gains
+
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(0, 1, 6_000), rng.normal(4, 1, 4_000)]
+    x[2_000:3_000] = np.nan  # an outage: ten whole bins of 100
+    x[rng.choice(10_000, 50, replace=False)] = np.nan  # dropped samples: no bin lost
+    starts, lo, hi, _, missing = envelope_gaps(da.from_array(x, chunks=700), max_points=100)
+    edges = np.append(starts, 10_000)
+    for i in range(len(starts)):
+        part = x[edges[i] : edges[i + 1]]
+        assert missing[i] == np.isnan(part).sum()
+        if np.isnan(part).all():
+            assert np.isnan(lo[i, 0]) and np.isnan(hi[i, 0])
+        else:
+            assert lo[i, 0] == np.nanmin(part) and hi[i, 0] == np.nanmax(part)
+    res = kcpstream.segment(x, n_bkps=1)
+    ax = res.plot(x)
+    assert [p for p in ax.patches if p.get_hatch() == "//"]  # the outage
+    # the gain curve of the segments' valid samples, at positions of the input
+    positions, gains, _ = segment_gains(res, x, 1, 500)
+    start = res.segments[1][0]  # (offsets from the segment's start)
+    assert not np.isnan(gains).any()
+    assert np.isin(start + positions, np.flatnonzero(~np.isnan(x))).all()

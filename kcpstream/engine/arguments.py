@@ -75,6 +75,7 @@ ARGUMENTS: tuple[Argument, ...] = (
         "the command line and jobs read a store as it is chunked; rechunk it to change that",
     ),
     Argument("missing", "input", "--missing", "input.missing"),
+    Argument("skipna", "input", "--skipna", "input.skipna"),
     Argument("storage_options", "input", "--storage-option", "input.storage_options"),
     Argument("seed", "statistics", "--seed", "features.seed"),
     Argument("sample_size", "statistics", None, None, _TUNING),

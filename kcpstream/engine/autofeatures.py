@@ -18,7 +18,7 @@ import numpy as np
 
 from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
 from kcpstream.features.period import dominant_period
-from kcpstream.inputs.signal import Signal, check_finite_index, fit_windows
+from kcpstream.inputs.signal import NonFiniteInput, Signal, fit_windows
 from kcpstream.passes.cache import SampleCache
 from kcpstream.passes.data import fit_sample
 from kcpstream.selection.significance import MIN_BATCHES
@@ -41,7 +41,7 @@ def auto_features(
     """
     pieces, read = _stretches(signal, sample_size, cache)
     if not all(np.isfinite(v).all() for v in read[1]):
-        check_finite_index(signal.first_nonfinite(), signal.description)
+        raise NonFiniteInput(f"the fit sample of {signal.description} holds NaN or inf")
     # every channel of every stretch: the median autocorrelation shows a cycle
     # that most channels share
     period = dominant_period([v[:, j] for v in pieces for j in range(v.shape[1])])

@@ -28,7 +28,7 @@ import numpy as np
 from kcpstream.engine.autofeatures import auto_window, stretch_windows
 from kcpstream.errors import InputError
 from kcpstream.features import FeatureMap
-from kcpstream.inputs.signal import Signal, check_finite_index, fit_windows
+from kcpstream.inputs.signal import NonFiniteInput, Signal, fit_windows
 from kcpstream.passes.cache import SampleCache
 from kcpstream.passes.data import fit_sample
 
@@ -145,6 +145,6 @@ def fitted_map(
     if sample is None:
         sample = fit_sample(signal, signal.fit_windows(sample_size), cache)
     if not np.isfinite(sample).all():
-        check_finite_index(signal.first_nonfinite(), signal.description)
+        raise NonFiniteInput(f"the fit sample of {signal.description} holds NaN or inf")
     fmap.fit(sample)
     return fmap

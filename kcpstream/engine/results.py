@@ -10,7 +10,7 @@ import numpy as np
 from kcpstream.engine.plan import Job, Settings
 from kcpstream.engine.stored import checkpoint_state
 from kcpstream.passes.data import pass_task_count
-from kcpstream.result import DataReads, Diagnostics, SearchWork, Segmentation
+from kcpstream.result import DataReads, Diagnostics, Gaps, Missing, SearchWork, Segmentation
 from kcpstream.selection.choose import Choice, local_pvalues
 
 
@@ -26,12 +26,13 @@ def build_result(
     )
     cost = float(segment_costs.sum())
     w = job.window  # positions of feature vectors -> samples
-    n_samples = job.original.n if job.original is not None else stats.n
+    segmented = job.original if job.original is not None else signal
+    n_samples = segmented.n
     positions = np.asarray(changepoints, dtype=np.int64)
     changepoints = positions * w
     order = np.asarray(order, dtype=np.int64) * w
     sample_bounds = np.array([0, *changepoints, n_samples], dtype=np.int64)
-    time_axis = job.original.time if job.original is not None else signal.time
+    time_axis = segmented.time
     times = None
     if time_axis is not None:
         times = {
@@ -39,6 +40,48 @@ def build_result(
             "start": time_axis.at(sample_bounds[:-1]),
             "end": time_axis.at(sample_bounds[1:] - 1),
         }
+    valid = segmented.valid  # the series' valid samples were segmented: the input's positions
+    gaps, missing = Gaps(), Missing()
+    if valid is not None:
+        changepoints, order, gaps, missing = _in_input(valid, changepoints, order, sample_bounds)
+        n_samples = valid.gaps.n
+        if times is not None:
+            times["earliest"] = time_axis.coord.at_input(gaps.earliest)
+    reads = _reads(job)
+    work = SearchWork(
+        n_blocks=stats.n_blocks,
+        block_size=stats.block_size,
+        rounds=log.rounds,
+        pieces_scanned=log.pieces_scanned,
+        samples_scanned=log.samples_scanned,
+        in_memory=job.in_memory,
+    )
+    seconds = time.perf_counter() - t0
+    diagnostics = Diagnostics(
+        reads, work, seconds, seconds_pass, checkpoint_state(job, st), missing
+    )
+    return Segmentation(
+        changepoints=np.asarray(changepoints, dtype=np.int64),
+        gains=np.asarray(chosen.gains, dtype=np.float64),
+        order=np.asarray(order, dtype=np.int64),
+        path_costs=np.asarray(chosen.costs, dtype=np.float64),
+        cost=cost,
+        selection=chosen.selection,
+        n_samples=n_samples,
+        min_size=job.min_size * job.window,  # in samples
+        features=fmap,
+        diagnostics=diagnostics,
+        segment_costs=segment_costs,
+        times=times,
+        params={"source": signal.source, **job.params},
+        pvalues=local_pvalues(chosen.memo, positions),
+        gaps=gaps,
+    )
+
+
+def _reads(job: Job) -> DataReads:
+    """What the job read of its data (the :class:`DataReads` of its result)."""
+    stats, signal, log = job.stats, job.signal, job.search.log
     per_pass = stats.n if job.reads.samples_per_pass is None else job.reads.samples_per_pass
     starts = signal.chunk_starts
     n_chunks = len(starts) - 1
@@ -61,33 +104,18 @@ def build_result(
         fit_chunks_read=job.reads.fit_chunks,
         pass_tasks=0 if job.reads.loaded or job.in_memory else _pass_tasks(job),
     )
-    work = SearchWork(
-        n_blocks=stats.n_blocks,
-        block_size=stats.block_size,
-        rounds=log.rounds,
-        pieces_scanned=log.pieces_scanned,
-        samples_scanned=log.samples_scanned,
-        in_memory=job.in_memory,
-    )
-    seconds = time.perf_counter() - t0
-    diagnostics = Diagnostics(reads, work, seconds, seconds_pass, checkpoint_state(job, st))
-    return Segmentation(
-        changepoints=np.asarray(changepoints, dtype=np.int64),
-        gains=np.asarray(chosen.gains, dtype=np.float64),
-        order=np.asarray(order, dtype=np.int64),
-        path_costs=np.asarray(chosen.costs, dtype=np.float64),
-        cost=cost,
-        method=st.choice.method,
-        selection=chosen.selection,
-        n_samples=n_samples,
-        min_size=job.min_size * job.window,  # in samples
-        features=fmap,
-        diagnostics=diagnostics,
-        segment_costs=segment_costs,
-        times=times,
-        params={"source": signal.source, **job.params},
-        pvalues=local_pvalues(chosen.memo, positions),
-    )
+    return reads
+
+
+def _in_input(valid, changepoints, order, bounds):
+    """Change-points and order among a series' valid samples as indices of the
+    input, with where the gap before each began and each segment's valid
+    samples (``bounds``: the segments' among the valid samples), and the counts
+    of missing samples: ``(changepoints, order, Gaps, Missing)``."""
+    gaps = valid.gaps
+    where = Gaps(valid.earliest(changepoints), np.diff(bounds))
+    missing = Missing(gaps.n_missing, gaps.longest_gap, gaps.n_missing / gaps.n)
+    return valid.original(changepoints), valid.original(order), where, missing
 
 
 def _pass_tasks(job: Job) -> int:

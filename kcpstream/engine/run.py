@@ -36,15 +36,25 @@ from kcpstream.engine.stored import (
     stored_fit,
     stored_layout,
 )
-from kcpstream.errors import InputError, SchedulerWarning
+from kcpstream.errors import (
+    InputError,
+    MissingSamplesWarning,
+    SchedulerWarning,
+)
 from kcpstream.features import FeatureMap, make_feature_map
-from kcpstream.inputs.signal import Signal, window_signal
+from kcpstream.inputs.gaps import GapMap, compact
+from kcpstream.inputs.signal import NonFiniteInput, Signal, window_signal
 from kcpstream.passes.cache import SampleCache, release_worker_caches
 from kcpstream.passes.data import data_passes, in_memory_passes
+from kcpstream.passes.gaps import find_gaps
+from kcpstream.persist import checkpoint
 from kcpstream.progress import note
-from kcpstream.result import Segmentation
+from kcpstream.result import Segmentation, count
 from kcpstream.selection.choose import Choice, Memo, choose
 from kcpstream.tasks.graph import pool_of_processes
+
+#: Share of missing samples above which a series is said to be mostly missing.
+MOSTLY_MISSING = 0.5
 
 
 def prepare(signal: Signal, features, st: Settings) -> Job:
@@ -100,6 +110,124 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     job.in_memory = searched_in_memory(signal.n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
         open_checkpoint(job, st.checkpoint, st.tile)
+    return job
+
+
+class SeriesWithGaps(Exception):
+    """The data pass found NaN in these jobs' series (the others have their statistics)."""
+
+    def __init__(self, jobs: list[Job], gaps: list) -> None:
+        super().__init__(f"{len(jobs)} series hold NaN")
+        self.jobs = jobs
+        self.gaps = gaps  # each one's GapMap, found by the pass (None: to be read)
+
+
+def segment_signals(signals: list[Signal], features, st: Settings, t0: float) -> list[Segmentation]:
+    """Every series prepared and run.  A series found to hold NaN (by its fit
+    sample or by the data pass) is segmented as its valid samples alone
+    (:mod:`kcpstream.inputs.gaps`), or with ``signal.skipna`` False is an
+    :class:`InputError` saying how many samples are missing and where."""
+    jobs = [_prepare(_known_gaps(sig, st), features, st) for sig in signals]
+    try:
+        return run(jobs, st, t0)
+    except SeriesWithGaps as found:
+        redo, maps = found.jobs, found.gaps
+    # the series without NaN keep the statistics this pass gave them
+    compacted = without_gaps([job.original for job in redo], st, maps)
+    again = {id(job): prepare(sig, features, st) for job, sig in zip(redo, compacted, strict=True)}
+    return run([again.get(id(job), job) for job in jobs], st, t0)
+
+
+def _known_gaps(signal: Signal, st: Settings) -> Signal:
+    """The signal of the valid samples when the checkpoint kept the gaps of
+    these very samples (no read to find them again), else ``signal``."""
+    if st.checkpoint is None or not signal.skipna or signal.identity is None:
+        return signal
+    record = checkpoint.load_gaps(st.checkpoint, signal.identity)
+    if record is None:
+        return signal
+    try:
+        gaps = GapMap.from_dict(record)
+    except (KeyError, TypeError, ValueError):  # another layout: found again by reading
+        return signal
+    if not np.array_equal(gaps.starts, signal.chunk_starts) or gaps.first_inf is not None:
+        return signal  # (read with other chunks)
+    return compact(signal, gaps)
+
+
+def _prepare(signal: Signal, features, st: Settings) -> Job:
+    """:func:`prepare`, on the valid samples when the fit sample holds NaN."""
+    try:
+        return prepare(signal, features, st)
+    except NonFiniteInput:
+        (signal,) = without_gaps([signal], st)
+        return prepare(signal, features, st)
+
+
+def without_gaps(signals: list[Signal], st: Settings, known: list | None = None) -> list[Signal]:
+    """The signals of the valid samples of ``signals``, or the :class:`InputError`
+    for an infinity, for a series with nothing valid, or for any NaN in a
+    signal whose ``skipna`` is False.  ``known``: each one's
+    :class:`~kcpstream.inputs.gaps.GapMap` when a data pass found it (None:
+    the series are read once, together, to find them)."""
+    found = list(known) if known is not None else [None] * len(signals)
+    todo = [k for k, g in enumerate(found) if g is None]
+    if todo:
+        note("gaps: finding the missing samples of %d series", len(todo))
+        for k, gaps in zip(todo, find_gaps([signals[k] for k in todo], st.progress), strict=True):
+            found[k] = gaps
+    out = []
+    for signal, gaps in zip(signals, found, strict=True):
+        where = _where(signal, gaps.first_inf)
+        if where is not None:
+            raise InputError(
+                f"{signal.description} holds an infinity at {where}; an infinity is no "
+                "measurement: replace it (with NaN, to leave the sample out as missing)"
+            )
+        if gaps.n_missing and not signal.skipna:
+            raise InputError(
+                f"{signal.description} has {count(gaps.n_missing, 'missing sample')} (NaN) "
+                f"of {gaps.n} ({100 * gaps.n_missing / gaps.n:.3g} %), the first at "
+                f"{_where(signal, gaps.first_missing)}; with skipna=True (the default) they "
+                "are left out as gaps, or fill them first"
+            )
+        if gaps.n_missing / gaps.n > MOSTLY_MISSING:
+            warnings.warn(
+                f"{signal.description}: {gaps.n_missing} of its {gaps.n} samples are missing "
+                f"(longest gap {gaps.longest_gap}); it is segmented from the "
+                f"{gaps.n_valid} valid ones",
+                MissingSamplesWarning,
+                stacklevel=4,
+            )
+        if st.checkpoint is not None and signal.identity is not None:
+            checkpoint.save_gaps(st.checkpoint, signal.identity, gaps.to_dict())
+        out.append(compact(signal, gaps))
+    return out
+
+
+def _where(signal: Signal, index: int | None) -> str | None:
+    """``"index i"``, with the time coordinate there when the signal has one."""
+    if index is None:
+        return None
+    if signal.time is None or signal.time.coord is None:
+        return f"index {index}"
+    try:
+        when = signal.time.at([index])[0]
+    except InputError:  # a coordinate that cannot be read there: the index says it
+        return f"index {index}"
+    return f"index {index} ({signal.time.dim} {when})"
+
+
+def fitted_statistics(signal: Signal, features, st: Settings) -> Job:
+    """The job of one series with its statistics (:func:`statistics`), of its
+    valid samples when it holds NaN (as :func:`segment_signals` would)."""
+    job = _prepare(signal, features, st)
+    try:
+        statistics([job], st)
+    except SeriesWithGaps as found:
+        (signal,) = without_gaps([job.original], st, found.gaps)
+        job = prepare(signal, features, st)
+        statistics([job], st)
     return job
 
 
@@ -279,31 +407,47 @@ def _choose(job: Job, order, st: Settings) -> Choice:
 def statistics(jobs: list[Job], st: Settings) -> None:
     """``job.stats`` of every job not loaded from a checkpoint: the small series
     in memory, the others in one data pass."""
-    todo = [j for j in jobs if not j.reads.loaded and not j.in_memory]
-    small = [j for j in jobs if not j.reads.loaded and j.in_memory]
+    pending = [j for j in jobs if j.stats is None]  # (a series found holding NaN is redone)
+    todo = [j for j in pending if not j.reads.loaded and not j.in_memory]
+    small = [j for j in pending if not j.reads.loaded and j.in_memory]
+    nonfinite: list[Job] = []
+    found_gaps: dict = {}  # id(job) -> the GapMap its pass found, when it could tell
     if small:
-        found = in_memory_passes([(j.signal, j.fmap, j.cache) for j in small], st.tile, st.progress)
+        try:
+            found = in_memory_passes(
+                [(j.signal, j.fmap, j.cache) for j in small], st.tile, st.progress
+            )
+        except NonFiniteInput as exc:
+            nonfinite += [small[k] for k in exc.series]
+            found_gaps.update({id(small[k]): g for k, g in exc.gaps_of.items()})
+            found = exc.passed
         for job, stats in zip(small, found, strict=True):
             job.stats = stats
     for job in todo:
         job.reads.series = len(todo)
     # the digest of the last chunk, which the next version's append rewrites
     tails = [st.checkpoint is not None and stored_layout(j.signal) is not None for j in todo]
-    for job, passed in zip(
-        todo,
-        data_passes(
+    try:
+        passes = data_passes(
             [(j.signal, j.fmap, j.block_size, j.cache) for j in todo],
             st.tile,
             st.progress,
             [j.stored.reuse for j in todo],
             tails,
-        ),
-        strict=True,
-    ):
+        )
+    except NonFiniteInput as exc:
+        nonfinite += [todo[k] for k in exc.series]
+        found_gaps.update({id(todo[k]): g for k, g in exc.gaps_of.items()})
+        passes = exc.passed
+    for job, passed in zip(todo, passes, strict=True):
+        if passed is None:
+            continue
         job.stats, job.stored.reuse = passed.stats, passed.reuse
         job.reads.featurized, job.stored.tail = passed.featurized, passed.tail or kept_tail(job)
         if job.stored.reuse is not None:  # the exact splits refined before the first change
             job.search.known = job.stored.reuse.carry(job.stats, job.stored.base_known)
+    if nonfinite:
+        raise SeriesWithGaps(nonfinite, [found_gaps.get(id(j)) for j in nonfinite])
     for job in jobs:
         _check_statistics(job.stats, job.signal)
 

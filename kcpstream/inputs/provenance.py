@@ -20,6 +20,7 @@ cannot be followed (a dask array computed from other arrays) has no identity.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 #: What ``missing=`` accepts: refuse absent chunks, or read them as fill values.
-MISSING_CHOICES = ("error", "fill")
+MISSING_CHOICES = ("error", "skip", "fill")
 
 
 @dataclass(frozen=True)
@@ -462,6 +463,41 @@ def strict_reader(array: Any) -> Any:
         return array
 
 
+def gap_reader(array: Any, description: str) -> Any:
+    """``array`` read such that an absent chunk is missing samples (NaN), not
+    its fill value: the same array with NaN as its fill value.  An array of
+    integers cannot hold NaN: an :class:`~kcpstream.errors.InputError`."""
+    from kcpstream.errors import InputError
+
+    if array.dtype.kind != "f":
+        fill = cf_attrs(array).get("_FillValue", None)
+        if fill is not None and not stored_as_values(array) and fill == array.metadata.fill_value:
+            return array  # an absent chunk reads as the CF fill value, decoded as NaN
+        raise InputError(
+            f"missing='skip' reads an absent chunk as missing samples (NaN), which "
+            f"{description} ({array.dtype}) cannot hold; pass missing='error' or "
+            "missing='fill', or store the values as floats"
+        )
+    try:
+        from zarr.core.array import Array, AsyncArray
+
+        inner = array._async_array
+        meta = inner.metadata
+        if np.isnan(np.asarray(meta.fill_value, dtype=np.float64)):
+            return array
+        nan = np.asarray(np.nan, dtype=array.dtype)[()]
+        return Array(
+            AsyncArray(dataclasses.replace(meta, fill_value=nan), inner.store_path, inner.config)
+        )
+    except InputError:
+        raise
+    except Exception:  # another zarr's internals: no safe way to tell fill values apart
+        raise InputError(
+            f"missing='skip' cannot read the absent chunks of {description} as missing with "
+            "this version of zarr; pass missing='error' or missing='fill'"
+        ) from None
+
+
 @functools.cache
 def _strict_store_class() -> type:
     """The store wrapper of :func:`strict_reader` (made once, on first use: zarr
@@ -524,8 +560,9 @@ def check_complete(stored: StoredArray, present: set[str], description: str) -> 
     fill = stored.array.metadata.fill_value
     raise InputError(
         f"{description}: the store has no {what} ({stored.where}); zarr "
-        f"reads an absent chunk as the fill value ({fill}). Restore the chunk, or pass "
-        "missing='fill' if the store leaves out chunks that are all fill values"
+        f"reads an absent chunk as the fill value ({fill}). Restore the chunk; or pass "
+        "missing='skip' to segment its samples as missing (a gap), or missing='fill' if "
+        "the store leaves out chunks that are all fill values"
     )
 
 
@@ -657,7 +694,7 @@ def open_origin(
     direct: bool = False,
 ) -> Origin:
     """List every store once (``listed``: listings already made, by array):
-    check that it holds every chunk read (unless ``missing == "fill"``) and
+    check that it holds every chunk read (with ``missing == "error"``) and
     keep the versions for the identity."""
     listed = {} if listed is None else listed
     out = []
@@ -665,7 +702,7 @@ def open_origin(
         if id(stored.array) not in listed:
             listed[id(stored.array)] = (stored.array, chunk_versions(stored.array))
         present, versions = listed[id(stored.array)][1]
-        if missing != "fill":
+        if missing == "error":
             check_complete(stored, present, description)
         out.append((stored, versions))
     return Origin(tuple(out), tuple(arrays), token, direct)
@@ -724,6 +761,23 @@ def find_damaged(
 
 #: Attributes by which xarray decodes stored values (CF conventions).
 CF_VALUE_KEYS = ("scale_factor", "add_offset", "missing_value", "_Unsigned", "units")
+
+
+def cf_attrs(array: Any) -> dict[str, Any]:
+    """The attributes xarray decodes a zarr array's values with: its own, with
+    the fill value where zarr keeps it (a zarr 2 array written by xarray keeps
+    ``_FillValue`` as the array's fill value; zarr 3 a float one base64-encoded)."""
+    attrs = {k: v for k, v in dict(array.attrs).items() if k != "_ARRAY_DIMENSIONS"}
+    fill = attrs.get("_FillValue", None)
+    if fill is None and "_ARRAY_DIMENSIONS" in dict(array.attrs):
+        fill = getattr(array.metadata, "fill_value", None)
+    if isinstance(fill, str):
+        import base64
+
+        fill = np.frombuffer(base64.b64decode(fill), dtype=array.dtype)[0]
+    if fill is not None:
+        attrs["_FillValue"] = fill
+    return attrs
 
 
 def stored_as_values(array: Any) -> bool:

@@ -87,6 +87,11 @@ class Signal:
     #: What the samples are read from (kcpstream.inputs.provenance.Origin): the
     #: identity a checkpoint is keyed on.  None: not known.
     origin: Any = field(default=None, compare=False, repr=False)
+    #: The valid samples' positions in the input this signal holds the valid
+    #: samples of (kcpstream.inputs.gaps.ValidPositions); None: no sample was left out.
+    valid: Any = field(default=None, compare=False, repr=False)
+    #: A sample with a NaN is left out as missing (else the NaN is an InputError).
+    skipna: bool = True
 
     @cached_property
     def identity(self) -> str | None:
@@ -367,13 +372,38 @@ class ChunkReader:
         return (_with_parts, func, source, parts, *args), graph
 
 
+class NonFiniteInput(InputError):
+    """A series holds NaN or inf where the search cannot take it.  Internal:
+    the engine catches it, segments a series with NaN as its valid samples
+    (:mod:`kcpstream.inputs.gaps`), and raises the one-line :class:`InputError`
+    for an infinity or for NaN that may not be skipped.
+
+    ``position``: the index of the first non-finite sample, -1 when not known;
+    ``series``: the positions of the series it was found in, among those a
+    pass was given; ``passed``: that pass's results for the others;
+    ``gaps_of``: by position, where the pass found each one's missing samples
+    (a ``kcpstream.inputs.gaps.GapMap``, or None); ``gaps``: one series'."""
+
+    def __init__(self, message: str, position: int = -1) -> None:
+        super().__init__(message, position)
+        self.position = int(position)
+        self.series: list[int] = []
+        self.passed: list = []
+        self.gaps_of: dict = {}
+        self.gaps = None
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 def check_finite_index(first_bad: int | None, description: str) -> None:
-    """Raise the NaN/inf error for the first bad sample, if there is one."""
+    """Raise :class:`~kcpstream.errors.NonFiniteInput` for the first non-finite
+    sample, if there is one (the engine skips NaN, or says what it found)."""
     if first_bad is not None:
-        raise InputError(
+        raise NonFiniteInput(
             f"{description} contains NaN or inf; the first non-finite sample is at index "
-            f"{first_bad}. Remove or fill non-finite values first (for example with "
-            "xarray's .interpolate_na or .ffill along time)"
+            f"{first_bad}",
+            first_bad,
         )
 
 
@@ -385,6 +415,7 @@ def as_signal(
     dim: str | None = None,
     chunks: int | None = None,
     missing: str = "error",
+    skipna: bool = True,
     storage_options: dict | None = None,
     listed: dict | None = None,
 ) -> Signal:
@@ -406,10 +437,14 @@ def as_signal(
         Chunk length along time for in-memory input (default: a few chunks per
         core, at most 2**20 samples; numpy arrays are wrapped without a copy);
         for a zarr store, rounded up to whole stored chunks.
-    missing : {"error", "fill"}
+    missing : {"error", "skip", "fill"}
         What an absent chunk of a zarr store is: an :class:`InputError` naming
-        its samples (default), or the array's fill value (for stores that leave
-        out chunks that are all fill values).
+        its samples (default: a lost chunk may be data loss), missing samples
+        (``"skip"``: a gap, see ``skipna``), or the array's fill value (for
+        stores that leave out chunks that are all fill values).
+    skipna : bool
+        A sample with a NaN in any channel is missing, left out of the
+        statistics (default), or (False) an :class:`InputError`.
     storage_options : dict, optional
         Options of the object store a URL opens (fsspec's: ``endpoint_url``,
         ``key``, ``secret``, ``anon``, ``client_kwargs``, ...).
@@ -418,6 +453,11 @@ def as_signal(
     """
     if missing not in pv.MISSING_CHOICES:
         raise InputError(f"missing={missing!r} is not one of {', '.join(pv.MISSING_CHOICES)}")
+    if not isinstance(skipna, bool | np.bool_):
+        raise InputError(
+            f"skipna must be True (leave samples with NaN out as gaps) or False (refuse "
+            f"them), got {skipna!r}"
+        )
     if chunks is not None and (
         isinstance(chunks, bool) or not isinstance(chunks, int | np.integer) or chunks < 1
     ):
@@ -459,6 +499,7 @@ def as_signal(
         time=read.time,
         store_array=read.store_array,
         origin=origin,
+        skipna=bool(skipna),
     )
 
 
@@ -516,7 +557,13 @@ def _read_input(data, variable, variables, dim, chunks, storage_options, missing
     if _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
-        return _stored(data, description, source, missing)
+        read = _stored(data, description, source, missing)
+        if not pv.stored_as_values(data):  # CF-encoded: decoded chunk by chunk, as xarray would
+            attrs = pv.cf_attrs(data)
+            dtype = decode_cf(np.zeros((1,) * read.x.ndim, data.dtype), attrs).dtype
+            read.x = read.x.map_blocks(decode_cf, attrs, dtype=dtype)
+            read.store_array = None  # (read through the graph, which decodes)
+        return read
     if isinstance(data, da.Array):
         stores, arrays = pv.graph_sources(data)
         store_array = _direct(array_source(data), "dask array")
@@ -533,13 +580,38 @@ def _read_input(data, variable, variables, dim, chunks, storage_options, missing
         return _from_labeled(data, dim, variables, chunks)
     if variable is not None:
         raise InputError("variable= applies to zarr stores only; pass the array itself")
+    if isinstance(data, np.ma.MaskedArray) and np.ma.getmask(data) is not np.ma.nomask:
+        # masked values are missing samples: NaN (in floats wide enough for the values)
+        data = np.ma.filled(data.astype(np.result_type(data.dtype, np.float32)), np.nan)
     return _from_numpy(np.asarray(data), chunks)
+
+
+def decode_cf(block: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
+    """A block of a zarr array's stored numbers as values, decoded as xarray
+    decodes them (scale, offset; a fill value or ``missing_value`` as NaN)."""
+    import warnings
+
+    import xarray as xr
+
+    var = xr.Variable(tuple(f"dim_{i}" for i in range(block.ndim)), block, attrs)
+    with warnings.catch_warnings():  # xarray's notes on decoding defaults
+        warnings.simplefilter("ignore")
+        out = xr.conventions.decode_cf_variable(
+            "v", var, decode_times=False, decode_timedelta=False
+        )
+    return np.asarray(out.values)
 
 
 def _stored(arr, description: str, source: dict, missing: str = "error") -> _Input:
     """A zarr array read directly, chunk runs sliced from it (an absent chunk
-    an error at read time too, unless ``missing == "fill"``)."""
-    reader = pv.strict_reader(arr) if missing != "fill" else arr
+    an error at read time too with ``missing == "error"``, missing samples with
+    ``"skip"``, the fill value with ``"fill"``)."""
+    if missing == "error":
+        reader = pv.strict_reader(arr)
+    elif missing == "skip":
+        reader = pv.gap_reader(arr, description)
+    else:
+        reader = arr
     store_array = CheckedArray(reader, description)
     rows = int(arr.shape[0]) if arr.ndim else 0
     return _Input(

@@ -82,6 +82,9 @@ def _summary(res) -> dict:
         "passes": d.passes,
         "seconds": d.seconds,
         "checkpoint": d.checkpoint,
+        "n_missing": d.n_missing,
+        "longest_gap": d.longest_gap,
+        **({"earliest": res.earliest.tolist()} if d.n_missing else {}),
     }
 
 
@@ -166,8 +169,14 @@ def main() -> None:
     type=click.Choice(MISSING_CHOICES),
     default="error",
     show_default=True,
-    help="An absent chunk of the store: an error, or the fill value (stores that leave out "
-    "chunks of fill values).",
+    help="An absent chunk of the store: an error, missing samples (skip: a gap), or the fill "
+    "value (stores that leave out chunks of fill values).",
+)
+@click.option(
+    "--skipna/--no-skipna",
+    default=True,
+    show_default=True,
+    help="A sample with NaN is missing: left out as a gap, or (--no-skipna) an error.",
 )
 @click.option(
     "--storage-option",
@@ -211,6 +220,7 @@ def segment(
     min_duration,
     seed,
     missing,
+    skipna,
     storage_option,
     checkpoint,
     out,
@@ -259,6 +269,7 @@ def segment(
                 min_duration=_duration(min_duration),
                 seed=seed,
                 missing=missing,
+                skipna=skipna,
                 checkpoint=checkpoint,
                 progress=show,
                 **extra,
@@ -280,7 +291,10 @@ def _echo_result(res, as_json: bool) -> None:
     if "series" not in summary:
         for i, c in enumerate(res.changepoints):
             when = f"  {res.changepoint_times[i]}" if res.times is not None else ""
-            click.echo(f"{c:>14,}{when}")
+            gap = ""
+            if res.earliest.size and res.earliest[i] < c:  # the change lies in the gap before
+                gap = f"  (after a gap: from {res.earliest[i]:,})"
+            click.echo(f"{c:>14,}{when}{gap}")
 
 
 def _job_progress(command):

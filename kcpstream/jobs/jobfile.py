@@ -87,6 +87,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "dim": _text,
         "batch_dims": _strings,
         "missing": _choice(*MISSING_CHOICES),
+        "skipna": _flag,
         "storage_options": lambda v: None if isinstance(v, dict) else "a table of options",
     },
     "features": {

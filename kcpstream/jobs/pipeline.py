@@ -80,8 +80,9 @@ def _segment_kwargs(job: dict[str, Any]) -> dict[str, Any]:
     sel = dict(job.get("selection", {}))
     out = job.get("output", {})
     kwargs = {"features": fmap, **sel}
-    if "missing" in job.get("input", {}):
-        kwargs["missing"] = job["input"]["missing"]
+    for key in ("missing", "skipna"):
+        if key in job.get("input", {}):
+            kwargs[key] = job["input"][key]
     if out.get("checkpoint"):
         kwargs["checkpoint"] = out["checkpoint"]
     return kwargs

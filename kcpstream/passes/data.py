@@ -29,7 +29,8 @@ from kcpstream._kernels.blockstats import (
 )
 from kcpstream._kernels.dense import sample_prefix_sums
 from kcpstream.features.base import FeatureMap
-from kcpstream.inputs.signal import Signal, SourceSlice, check_finite_index
+from kcpstream.inputs.gaps import SUMMARY, GapMap, chunk_gaps
+from kcpstream.inputs.signal import NonFiniteInput, Signal, SourceSlice, check_finite_index
 from kcpstream.passes.cache import (
     CacheHandle,
     SampleCache,
@@ -100,8 +101,8 @@ def chunk_block_stats(
         xt = x[pos - start : t_end - start]
         if check_finite:
             bad = first_nonfinite_row(xt)
-            if bad >= 0:
-                return {"first_bad": pos + bad}
+            if bad >= 0:  # a NaN (a gap) or an infinity: where they are, for the engine
+                return {"first_bad": pos + bad, "gaps": chunk_gaps(x)}
         if fast is not None:  # the map accumulates its statistics without dense features
             fast(xt, pos, B, jb0, cnt, S, Q, M2, R)
         else:
@@ -315,7 +316,7 @@ def merge_slices(held: tuple, start: int, cache: CacheHandle | None, *parts: dic
     sample cache with its score, as there."""
     bad = [p["first_bad"] for p in parts if p["first_bad"] >= 0]
     if bad:
-        return [{"first_bad": min(bad)}]
+        return [{"first_bad": min(bad), "gaps": chunk_gaps(held[0])}]
     out = {
         "first_bad": -1,
         "first_block": parts[0]["first_block"],
@@ -545,7 +546,10 @@ def _assemble(
     those are copied, and only the blocks from there on are summed (exact
     integers: the same sums as over every block)."""
     bad = [r["first_bad"] for r in results if r["first_bad"] >= 0]
-    check_finite_index(min(bad) if bad else None, signal.description)
+    if bad:
+        exc = NonFiniteInput(f"{signal.description} holds NaN or inf", min(bad))
+        exc.gaps = _gaps_of(signal, results) if reuse is None else None
+        raise exc
     n = signal.n
     nb = -(-n // block_size)
     p = fmap.n_features_out_
@@ -616,6 +620,16 @@ def _assemble(
     return Passed(stats, reuse, featurized, tail)
 
 
+def _gaps_of(signal: Signal, results: list[dict]) -> GapMap:
+    """The series' gaps from its data pass's chunk results (one per chunk, in order)."""
+    starts = signal.chunk_starts
+    rows = [
+        r["gaps"] if "gaps" in r else np.array([b - a, -1, -1, 0, 0, 0], np.int64)
+        for r, a, b in zip(results, starts[:-1], starts[1:], strict=True)
+    ]
+    return GapMap(starts, np.array(rows, np.int64).reshape(-1, len(SUMMARY)))
+
+
 def data_passes(
     jobs: list[tuple[Signal, FeatureMap, int, SampleCache | None]],
     tile: int,
@@ -651,11 +665,20 @@ def data_passes(
         )
         sizes.append(len(batch) - before)
     flat = batch.compute(progress)
-    out, i = [], 0
-    for (sig, fmap, b, cache), size, reuse in zip(jobs, sizes, reuses, strict=True):
+    out: list[Passed | None] = []
+    i, nonfinite = 0, None
+    for k, ((sig, fmap, b, cache), size, reuse) in enumerate(zip(jobs, sizes, reuses, strict=True)):
         results = [r for run in flat[i : i + size] for r in run]  # one per chunk read
         flat[i : i + size] = [None] * size  # a batch's chunk results go as they are merged
-        out.append(_assemble(sig, fmap, b, results, reuse))
+        try:
+            out.append(_assemble(sig, fmap, b, results, reuse))
+        except NonFiniteInput as exc:  # every series is assembled: all those with NaN are named
+            nonfinite = nonfinite or exc
+            nonfinite.series.append(k)
+            nonfinite.gaps_of[k] = exc.gaps
+            out.append(None)
+            i += size
+            continue
         if cache is not None:
             starts = sig.chunk_starts
             read = np.arange(len(starts) - 1) if reuse is None else reuse.chunks
@@ -666,6 +689,9 @@ def data_passes(
                 if int(s0) in cache.fit_chunks and not r.get("from_cache", True):
                     cache.samples_read_again += int(s1 - s0)  # the fit had read it
         i += size
+    if nonfinite is not None:
+        nonfinite.passed = out  # the statistics of the series without
+        raise nonfinite
     return out
 
 
@@ -699,7 +725,14 @@ def read_dense_stats(
     local = cache.resolve() if cache is not None else None
     xs, read, _ = _run_chunks(source, range(len(source.starts) - 1), local, held)
     x = np.concatenate([as_2d(xs[i]) for i in sorted(xs)], axis=0) if len(xs) > 1 else xs[0]
-    return dense_stats(x, fmap, tile, description), sorted(read)
+    try:
+        return dense_stats(x, fmap, tile, description), sorted(read)
+    except NonFiniteInput as exc:  # returned: the other series of the graph are kept
+        starts = np.asarray(source.starts, np.int64)
+        x, bounds = as_2d(x), starts - starts[0]
+        rows = [chunk_gaps(x[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        exc.gaps = GapMap(starts, np.array(rows, np.int64))
+        return exc, sorted(read)
 
 
 def in_memory_passes(
@@ -724,11 +757,23 @@ def in_memory_passes(
         reader.add_task(
             batch, read_dense_stats, 0, last, fmap, tile, sig.description, handle, held, home=home
         )
-    out = []
-    for (sig, _, cache), (stats, read) in zip(jobs, batch.compute(progress), strict=True):
+    out: list[BlockStats | None] = []
+    nonfinite = None
+    for k, ((sig, _, cache), (stats, read)) in enumerate(
+        zip(jobs, batch.compute(progress), strict=True)
+    ):
+        if isinstance(stats, NonFiniteInput):
+            nonfinite = nonfinite or stats
+            nonfinite.series.append(k)
+            nonfinite.gaps_of[k] = stats.gaps
+            out.append(None)
+            continue
         starts = sig.chunk_starts
         for i in read:
             if int(starts[i]) in cache.fit_chunks:
                 cache.samples_read_again += int(starts[i + 1] - starts[i])
         out.append(stats)
+    if nonfinite is not None:
+        nonfinite.passed = out  # the statistics of the series without
+        raise nonfinite
     return out

@@ -54,6 +54,7 @@ temporary folders that killed runs left.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -70,7 +71,7 @@ import numpy as np
 
 from kcpstream._version import __version__
 from kcpstream.persist.files import check_writable as check_path_writable
-from kcpstream.persist.files import fsync_dir
+from kcpstream.persist.files import fsync_dir, write_atomic
 from kcpstream.search.binseg import SegmentSplit
 from kcpstream.search.stats import BlockStats
 
@@ -146,6 +147,46 @@ def check_writable(path: str | os.PathLike) -> None:
     the checkpoint directory cannot be created or written."""
     root = _local_dir(path)
     check_path_writable(root, folder=True, label=f"checkpoint={root!r}")
+
+
+#: Gap records kept (the newest): a record is small, and one per version of an input.
+GAP_RECORDS = 16
+
+
+def _gaps_path(path: str | os.PathLike, identity: str) -> str:
+    return os.path.join(_local_dir(path), "gaps", f"{identity[:32]}.json")
+
+
+def load_gaps(path: str | os.PathLike, identity: str) -> dict[str, Any] | None:
+    """Where an input's missing samples are (:meth:`kcpstream.inputs.gaps.GapMap.to_dict`),
+    as a run on the very same samples (``identity``) kept them, or None."""
+    try:
+        with open(_gaps_path(path, identity)) as f:
+            record = json.load(f)
+    except (OSError, ValueError):  # none, or damaged: found again by reading
+        return None
+    if not isinstance(record, dict) or record.get("identity") != identity:
+        return None
+    return record
+
+
+def save_gaps(path: str | os.PathLike, identity: str, record: dict[str, Any]) -> None:
+    """Keep an input's gap record for later runs on the same samples (the
+    :data:`GAP_RECORDS` newest records are kept)."""
+    where = _gaps_path(path, identity)
+    folder = os.path.dirname(where)
+    os.makedirs(folder, exist_ok=True)
+    write_atomic(where, json.dumps({**record, "identity": identity}))
+    entries = []
+    for entry in os.scandir(folder):
+        if entry.name.endswith(".json"):
+            try:
+                entries.append((entry.stat().st_mtime_ns, entry.path))
+            except OSError:
+                pass
+    for _, old in sorted(entries, reverse=True)[GAP_RECORDS:]:
+        with contextlib.suppress(OSError):
+            os.remove(old)
 
 
 @dataclass(frozen=True)
