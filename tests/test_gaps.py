@@ -469,3 +469,23 @@ def test_gaps_the_data_pass_meets_are_not_read_again_to_be_found(caplog):
     res = kcpstream.segment(da.from_array(x, chunks=10_000), **kw)
     assert len([r for r in caplog.records if r.getMessage().startswith("gaps:")]) == 1
     _assert_same_as_valid_alone(res, kcpstream.segment(_alone(x, 10_000), **kw), x)
+
+
+@given(st.lists(st.booleans(), min_size=2, max_size=120), st.integers(1, 30), st.booleans())
+def test_valid_positions_map_back_with_kept_runs_or_by_reading(missing, chunk, keep_runs):
+    from kcpstream.inputs.gaps import ValidPositions, gap_map, scan_chunk
+
+    miss = np.array(missing)
+    if miss.all():
+        return
+    x = np.where(miss, np.nan, 1.0)
+    data = da.from_array(x, chunks=chunk)
+    starts = np.r_[np.arange(0, len(x), chunk), len(x)]
+    scans = [scan_chunk(x[a:b]) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+    if not keep_runs:  # as for chunks of more runs than are kept: read again
+        scans = [(summary, None) for summary, _ in scans]
+    positions = ValidPositions(gap_map(starts, scans), data)
+    index = np.flatnonzero(~miss)
+    ranks = np.arange(len(index) + 1)
+    np.testing.assert_array_equal(positions.original(ranks), np.r_[index, len(x)])
+    np.testing.assert_array_equal(positions.earliest(ranks[1:-1]), index[:-1] + 1)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dask
 import dask.array as da
 import numpy as np
 
+from kcpstream._kernels.gaps import scan_gaps
 from kcpstream.errors import InputError
 from kcpstream.inputs.labeled import TimeAxis
 from kcpstream.inputs.signal import Signal
@@ -49,31 +50,29 @@ def valid_rows(x: np.ndarray) -> np.ndarray:
     return x if not miss.any() else x[~miss]
 
 
+#: Runs of missing samples kept per chunk (a chunk of more is read again to map
+#: positions: scattered dropped samples would otherwise cost memory in proportion).
+MAX_RUNS = 4096
+
+
+def scan_chunk(x: np.ndarray, max_runs: int = MAX_RUNS) -> tuple[np.ndarray, np.ndarray | None]:
+    """One chunk's gaps: its :func:`chunk_gaps` summary and its runs of missing
+    rows (``(k, 2)``: start, length), or None for the runs when there are more
+    than ``max_runs``."""
+    x = np.asarray(x)
+    x2 = x[:, None] if x.ndim == 1 else x
+    if x.dtype.kind != "f" or x2.shape[0] == 0:  # (integers hold no NaN)
+        return np.array([x2.shape[0], -1, -1, 0, 0, 0], np.int64), np.zeros((0, 2), np.int64)
+    summary, starts, lengths, complete = scan_gaps(x2, max(1, int(max_runs)))
+    return summary, np.stack([starts, lengths], axis=1) if complete else None
+
+
 def chunk_gaps(x: np.ndarray) -> np.ndarray:
     """One chunk's gaps (int64, one value per :data:`SUMMARY` field): its valid
     samples, the first row holding an infinity (-1: none), the first missing
     row (-1: none), the missing rows at its start and at its end, and its
     longest run of missing rows."""
-    x = np.asarray(x)
-    n = x.shape[0]
-    miss = missing_rows(x)
-    first_inf = -1
-    if x.dtype.kind in "fc":
-        inf = np.isinf(x)
-        inf = inf.any(axis=1) if inf.ndim == 2 else inf
-        if inf.any():
-            first_inf = int(np.argmax(inf))
-    if not miss.any():
-        return np.array([n, first_inf, -1, 0, 0, 0], np.int64)
-    edges = np.diff(np.concatenate([[0], miss.view(np.int8), [0]]))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    runs = ends - starts
-    leading = int(runs[0]) if starts[0] == 0 else 0
-    trailing = int(runs[-1]) if ends[-1] == n else 0
-    return np.array(
-        [n - int(runs.sum()), first_inf, int(starts[0]), leading, trailing, int(runs.max())],
-        np.int64,
-    )
+    return scan_chunk(x)[0]
 
 
 @dataclass(frozen=True)
@@ -91,6 +90,12 @@ class GapMap:
 
     starts: np.ndarray
     summary: np.ndarray
+    #: each chunk's runs of missing rows (:func:`scan_chunk`; None: not kept)
+    runs: tuple = field(default=(), compare=False, repr=False)
+
+    def runs_of(self, chunk: int) -> np.ndarray | None:
+        """The runs of missing rows of one chunk (``(k, 2)``), or None when not kept."""
+        return self.runs[chunk] if chunk < len(self.runs) else None
 
     @property
     def n(self) -> int:
@@ -163,44 +168,68 @@ class GapMap:
         return h.hexdigest()[:16]
 
 
+def gap_map(starts: np.ndarray, scans: list[tuple]) -> GapMap:
+    """The :class:`GapMap` of chunks ``starts`` from each chunk's :func:`scan_chunk`."""
+    summary = np.array([sc[0] for sc in scans], np.int64).reshape(-1, len(SUMMARY))
+    return GapMap(np.asarray(starts, np.int64), summary, tuple(sc[1] for sc in scans))
+
+
 class ValidPositions:
     """Positions among a series' valid samples as positions of the input.
 
-    The valid rows of a chunk are found by reading it (a result needs a few
-    dozen positions, so a few chunks) and kept.
+    A chunk's positions come from its runs of missing rows: those the gap map
+    kept, or found by reading the chunk again (a result needs a few dozen
+    positions, so a few chunks, read a few at a time) and kept.
     """
 
-    def __init__(self, gaps: GapMap, data: da.Array) -> None:
+    #: chunks read together to find the runs the gap map did not keep
+    READ_TOGETHER = 4
+
+    def __init__(self, gaps: GapMap, data: da.Array, reader: Any = None) -> None:
         self.gaps = gaps
         self._data = data  # the input, gaps included
+        self._reader = reader  # its kcpstream.inputs.signal.ChunkReader, if known
         self._compact = gaps.compact_starts
-        self._rows: dict[int, np.ndarray] = {}
-
-    def _valid_in(self, chunks: list[int]) -> None:
-        todo = [j for j in chunks if j not in self._rows and self.gaps.summary[j, 2] >= 0]
-        if todo:
-            blocks = dask.compute(*[self._data.blocks[j] for j in todo])
-            for j, x in zip(todo, blocks, strict=True):
-                self._rows[j] = np.flatnonzero(~missing_rows(x))
+        self._runs: dict[int, np.ndarray] = {}  # runs of the chunks read to map positions
 
     def original(self, positions) -> np.ndarray:
         """The input's index of each valid sample ``positions`` (``n_valid``: ``n``)."""
         pos = np.asarray(positions, dtype=np.int64)
         flat = pos.ravel()
-        out = np.empty_like(flat)
-        end = flat >= self.gaps.n_valid
-        out[end] = self.gaps.n
-        inside = flat[~end]
-        # the chunk holding each: the last one starting at or before it with valid samples
-        chunk = np.searchsorted(self._compact, inside, side="right") - 1
-        self._valid_in(sorted(set(map(int, chunk))))
-        mapped = np.empty_like(inside)
-        for k, (j, p) in enumerate(zip(chunk, inside, strict=True)):
-            r = int(p - self._compact[j])
-            rows = self._rows.get(int(j))
-            mapped[k] = self.gaps.starts[j] + (r if rows is None else rows[r])
-        out[~end] = mapped
+        out = np.full(flat.shape, self.gaps.n, np.int64)
+        inside = np.flatnonzero(flat < self.gaps.n_valid)
+        # the chunk holding each: the last one starting at or before it (with valid samples)
+        chunk = np.searchsorted(self._compact, flat[inside], side="right") - 1
+        rank = flat[inside] - self._compact[chunk]  # among the chunk's valid samples
+        to_read = [
+            int(j)
+            for j in np.unique(chunk)
+            if self.gaps.summary[j, 2] >= 0
+            and self.gaps.runs_of(int(j)) is None
+            and int(j) not in self._runs
+        ]
+        for i in range(0, len(to_read), self.READ_TOGETHER):
+            group = to_read[i : i + self.READ_TOGETHER]
+            for j, x in zip(group, self._read(group), strict=True):
+                # all of its runs, kept: far fewer numbers than the chunk's samples
+                self._runs[j] = scan_chunk(x, max_runs=len(x))[1]
+        for j in np.unique(chunk):
+            at = chunk == j
+            runs = None
+            if self.gaps.summary[j, 2] >= 0:
+                runs = self.gaps.runs_of(int(j))
+                runs = self._runs[int(j)] if runs is None else runs
+            out[inside[at]] = self.gaps.starts[j] + _skip_runs(rank[at], runs)
         return out.reshape(pos.shape)
+
+    def _read(self, chunks: list[int]) -> list[np.ndarray]:
+        """Chunks of the input: read here, as the data pass's tasks read them (a
+        store's chunks sliced directly), or computed by dask when the input's
+        chunks are held by a cluster."""
+        reader = self._reader
+        if reader is not None and reader.self_contained:
+            return [reader.run(j, j).read() for j in chunks]
+        return list(dask.compute(*[self._data.blocks[j] for j in chunks]))
 
     def earliest(self, positions) -> np.ndarray:
         """For each change-point at valid sample ``positions`` (> 0): the first
@@ -210,6 +239,17 @@ class ValidPositions:
         if not pos.size:
             return pos.copy()
         return self.original(pos - 1) + 1
+
+
+def _skip_runs(rank: np.ndarray, runs: np.ndarray | None) -> np.ndarray:
+    """Offsets in a chunk of its valid rows ``rank`` (0-based among them), with
+    its runs of missing rows ``(k, 2)`` in order (None or empty: none)."""
+    if runs is None or not len(runs):
+        return rank
+    starts, lengths = runs[:, 0], runs[:, 1]
+    before = starts - np.concatenate([[0], np.cumsum(lengths)[:-1]])  # valid rows before each
+    passed = np.searchsorted(before, rank, side="right")  # runs that start before the row
+    return rank + np.concatenate([[0], np.cumsum(lengths)])[passed]
 
 
 class CompactCoord:
@@ -231,6 +271,30 @@ class CompactCoord:
         return indices if self._coord is None else np.asarray(self._coord[indices])
 
 
+class CompactRows:
+    """The valid rows of a signal as one array to slice: rows ``[a, b)`` of its
+    valid samples are its chunks holding them, read with one call to what the
+    signal's own reader slices (:attr:`Signal.store_array`), without their
+    missing rows.  The chunks of the series of valid samples are the input's,
+    so a run of them is one read, as the input's run would be."""
+
+    def __init__(self, signal: Signal, gaps: GapMap) -> None:
+        self._rows = signal.store_array
+        self._starts = gaps.starts
+        self._compact = gaps.compact_starts
+        self.shape = (gaps.n_valid, signal.d)
+        self.dtype = signal.data.dtype
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        a, b, _ = key.indices(self.shape[0])
+        first = int(np.searchsorted(self._compact, a, side="right")) - 1
+        end = int(np.searchsorted(self._compact, b, side="left"))
+        x = np.asarray(self._rows[int(self._starts[first]) : int(self._starts[end])])
+        x = valid_rows(x[:, None] if x.ndim == 1 else x)
+        offset = a - int(self._compact[first])
+        return x[offset : offset + (b - a)]
+
+
 def compact(signal: Signal, gaps: GapMap) -> Signal:
     """The signal of ``signal``'s valid samples alone: each chunk without its
     missing rows (chunks left empty are left out), read through the input's
@@ -247,7 +311,7 @@ def compact(signal: Signal, gaps: GapMap) -> Signal:
     keep = np.flatnonzero(counts > 0)
     if len(keep) < len(counts):
         x = x.blocks[keep.tolist()]
-    positions = ValidPositions(gaps, signal.data)
+    positions = ValidPositions(gaps, signal.data, signal.reader)
     time = None
     if signal.time is not None:
         time = TimeAxis(signal.time.dim, CompactCoord(signal.time.coord, positions))
@@ -257,7 +321,8 @@ def compact(signal: Signal, gaps: GapMap) -> Signal:
         data=x,
         source={**signal.source, "missing_samples": gaps.n_missing},
         time=time,
-        store_array=None,  # the chunks' valid rows: read through the graph
+        # read as the input's chunks are, their missing rows dropped
+        store_array=None if signal.store_array is None else CompactRows(signal, gaps),
         origin=None if signal.origin is None else signal.origin.derived(token),
         valid=positions,
     )

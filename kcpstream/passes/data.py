@@ -29,7 +29,7 @@ from kcpstream._kernels.blockstats import (
 )
 from kcpstream._kernels.dense import sample_prefix_sums
 from kcpstream.features.base import FeatureMap
-from kcpstream.inputs.gaps import SUMMARY, GapMap, chunk_gaps
+from kcpstream.inputs.gaps import GapMap, gap_map, scan_chunk
 from kcpstream.inputs.signal import NonFiniteInput, Signal, SourceSlice, check_finite_index
 from kcpstream.passes.cache import (
     CacheHandle,
@@ -102,7 +102,7 @@ def chunk_block_stats(
         if check_finite:
             bad = first_nonfinite_row(xt)
             if bad >= 0:  # a NaN (a gap) or an infinity: where they are, for the engine
-                return {"first_bad": pos + bad, "gaps": chunk_gaps(x)}
+                return {"first_bad": pos + bad, "gaps": scan_chunk(x)}
         if fast is not None:  # the map accumulates its statistics without dense features
             fast(xt, pos, B, jb0, cnt, S, Q, M2, R)
         else:
@@ -316,7 +316,7 @@ def merge_slices(held: tuple, start: int, cache: CacheHandle | None, *parts: dic
     sample cache with its score, as there."""
     bad = [p["first_bad"] for p in parts if p["first_bad"] >= 0]
     if bad:
-        return [{"first_bad": min(bad), "gaps": chunk_gaps(held[0])}]
+        return [{"first_bad": min(bad), "gaps": scan_chunk(held[0])}]
     out = {
         "first_bad": -1,
         "first_block": parts[0]["first_block"],
@@ -623,11 +623,12 @@ def _assemble(
 def _gaps_of(signal: Signal, results: list[dict]) -> GapMap:
     """The series' gaps from its data pass's chunk results (one per chunk, in order)."""
     starts = signal.chunk_starts
-    rows = [
-        r["gaps"] if "gaps" in r else np.array([b - a, -1, -1, 0, 0, 0], np.int64)
+    none = np.zeros((0, 2), np.int64)
+    scans = [
+        r["gaps"] if "gaps" in r else (np.array([b - a, -1, -1, 0, 0, 0], np.int64), none)
         for r, a, b in zip(results, starts[:-1], starts[1:], strict=True)
     ]
-    return GapMap(starts, np.array(rows, np.int64).reshape(-1, len(SUMMARY)))
+    return gap_map(starts, scans)
 
 
 def data_passes(
@@ -730,8 +731,8 @@ def read_dense_stats(
     except NonFiniteInput as exc:  # returned: the other series of the graph are kept
         starts = np.asarray(source.starts, np.int64)
         x, bounds = as_2d(x), starts - starts[0]
-        rows = [chunk_gaps(x[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        exc.gaps = GapMap(starts, np.array(rows, np.int64))
+        scans = [scan_chunk(x[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        exc.gaps = gap_map(starts, scans)
         return exc, sorted(read)
 
 

@@ -8,17 +8,15 @@ series without its gaps.
 
 from __future__ import annotations
 
-import numpy as np
-
-from kcpstream.inputs.gaps import SUMMARY, GapMap, chunk_gaps
+from kcpstream.inputs.gaps import GapMap, gap_map, scan_chunk
 from kcpstream.inputs.signal import Signal
 from kcpstream.passes.data import pass_runs
 from kcpstream.tasks.graph import TaskBatch
 
 
-def _summaries(source, description: str) -> list[np.ndarray]:
-    """:func:`chunk_gaps` of every chunk of a slice (a dask task)."""
-    return [chunk_gaps(x) for x in source.read_chunks(range(len(source.starts) - 1))]
+def _summaries(source, description: str) -> list[tuple]:
+    """:func:`~kcpstream.inputs.gaps.scan_chunk` of every chunk of a slice (a dask task)."""
+    return [scan_chunk(x) for x in source.read_chunks(range(len(source.starts) - 1))]
 
 
 def find_gaps(signals: list[Signal], progress: bool = False) -> list[GapMap]:
@@ -35,7 +33,7 @@ def find_gaps(signals: list[Signal], progress: bool = False) -> list[GapMap]:
     flat = batch.compute(progress)
     out, i = [], 0
     for sig, size in zip(signals, sizes, strict=True):
-        rows = [s for part in flat[i : i + size] for s in part]
-        out.append(GapMap(sig.chunk_starts, np.array(rows, np.int64).reshape(-1, len(SUMMARY))))
+        scans = [s for part in flat[i : i + size] for s in part]
+        out.append(gap_map(sig.chunk_starts, scans))
         i += size
     return out
