@@ -660,3 +660,75 @@ def test_a_sharded_store_without_holes_reads_as_the_samples(tmp_path):
     _sharded(tmp_path / "s.zarr", x)
     got = kcpstream.segment(str(tmp_path / "s.zarr"), variable="v", n_bkps=1)
     assert_same_segmentation(got, kcpstream.segment(x, n_bkps=1))
+
+
+# -- a store changed while it is read --------------------------------------------
+
+
+def _xarray_store(path, x: np.ndarray, chunk: int = CHUNK) -> None:
+    xr = pytest.importorskip("xarray")
+    xr.Dataset({"v": ("time", x)}).chunk(time=chunk).to_zarr(path, mode="w")
+
+
+def _change_after_the_listing(monkeypatch, change) -> None:
+    """Make ``change()`` happen right after the store is listed, before any read."""
+    from kcpstream.inputs import provenance as pv
+
+    listed = pv.open_origin
+
+    def then_changed(*args, **kwargs):
+        origin = listed(*args, **kwargs)
+        change()
+        return origin
+
+    monkeypatch.setattr(pv, "open_origin", then_changed)
+
+
+@pytest.mark.parametrize("how", ["delete", "same-bytes"])
+@pytest.mark.parametrize("route", ["path", "xarray-dask", "xarray-lazy"])
+def test_a_chunk_changed_after_the_listing_is_an_error_on_every_route(
+    tmp_path, monkeypatch, how, route
+):
+    # an xarray object reads a removed chunk as fill values (NaN: a gap, once gaps
+    # are skipped); the listing after the reads says the store changed under them
+    xr = pytest.importorskip("xarray")
+    path = tmp_path / "s.zarr"
+    _xarray_store(path, _signal())
+    chunk = path / "v" / "c" / "3"
+
+    def change():
+        if how == "delete":
+            chunk.unlink()
+        else:  # re-uploaded with the same bytes: a new version of the object
+            raw = chunk.read_bytes()
+            chunk.unlink()
+            chunk.write_bytes(raw)
+
+    data = {
+        "path": str(path),
+        "xarray-dask": xr.open_zarr(path)["v"],
+        "xarray-lazy": xr.open_zarr(path, chunks=None)["v"],
+    }[route]
+    kw = {"variable": "v"} if route == "path" else {}
+    _change_after_the_listing(monkeypatch, change)
+    with pytest.raises(InputError, match=r"c/3.*(changed while it was read|removed after)"):
+        kcpstream.segment(data, n_bkps=1, features="rff:16", **kw)
+
+
+def test_samples_appended_after_the_listing_leave_the_rows_read_alone(tmp_path, monkeypatch):
+    # a live archive: chunks written after the listing, beyond the rows read
+    path = tmp_path / "s.zarr"
+    x = _signal()
+    z = zarr.create_array(store=str(path), shape=x.shape, chunks=(CHUNK,), dtype=x.dtype)
+    z[:] = x
+
+    def append():
+        grown = zarr.open_array(str(path), mode="a")
+        grown.resize((N + CHUNK,))
+        grown[N:] = np.ones(CHUNK, np.float32)
+
+    _change_after_the_listing(monkeypatch, append)
+    res = kcpstream.segment(str(path), n_bkps=1, features="rff:16", seed=0)
+    assert res.n_samples == N
+    monkeypatch.undo()
+    assert_same_segmentation(res, kcpstream.segment(x, n_bkps=1, features="rff:16", seed=0))

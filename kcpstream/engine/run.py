@@ -42,6 +42,7 @@ from kcpstream.errors import (
     SchedulerWarning,
 )
 from kcpstream.features import FeatureMap, make_feature_map
+from kcpstream.inputs import provenance as pv
 from kcpstream.inputs.gaps import GapMap, compact
 from kcpstream.inputs.signal import NonFiniteInput, Signal, window_signal
 from kcpstream.passes.cache import SampleCache, release_worker_caches
@@ -132,6 +133,8 @@ def segment_signals(signals: list[Signal], features, st: Settings, t0: float) ->
         return run(jobs, st, t0)
     except SeriesWithGaps as found:
         redo, maps = found.jobs, found.gaps
+    for job in redo:  # what they kept of the samples with gaps is no use any more
+        job.cache.resize(0)
     # the series without NaN keep the statistics this pass gave them
     compacted = without_gaps([job.original for job in redo], st, maps)
     again = {id(job): prepare(sig, features, st) for job, sig in zip(redo, compacted, strict=True)}
@@ -160,8 +163,9 @@ def _prepare(signal: Signal, features, st: Settings) -> Job:
     try:
         return prepare(signal, features, st)
     except NonFiniteInput:
-        (signal,) = without_gaps([signal], st)
-        return prepare(signal, features, st)
+        pass  # (out of the handler: what the fit read is freed before the series is read)
+    (signal,) = without_gaps([signal], st)
+    return prepare(signal, features, st)
 
 
 def without_gaps(signals: list[Signal], st: Settings, known: list | None = None) -> list[Signal]:
@@ -228,6 +232,7 @@ def fitted_statistics(signal: Signal, features, st: Settings) -> Job:
         (signal,) = without_gaps([job.original], st, found.gaps)
         job = prepare(signal, features, st)
         statistics([job], st)
+    check_unchanged([job])
     return job
 
 
@@ -393,9 +398,31 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
         of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
         refined = drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile, "exact positions")
         chosen = [c.refined(cps) for c, cps in zip(chosen, refined, strict=True)]
+    check_unchanged(stored)  # (before a checkpoint keeps what was read)
     if st.checkpoint is not None:
         save_checkpoints(stored, st.checkpoint, st.tile)
     return [build_result(j, c, st, t0, seconds_pass) for j, c in zip(jobs, chosen, strict=True)]
+
+
+def check_unchanged(jobs: list[Job]) -> None:
+    """An :class:`InputError` when a stored object a job read changed while it
+    was read (rewritten, or removed: read as fill values by a route that does
+    not refuse an absent chunk, an xarray object's), rather than a result of
+    two versions of the data, or of fill values taken for samples or gaps.
+    One listing of each store, after the last read of the data."""
+    listed: dict = {}
+    for job in jobs:
+        signal = job.original if job.original is not None else job.signal
+        if signal.origin is None:
+            continue
+        changed = pv.changed_objects(signal.origin, listed)
+        if changed:
+            more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+            raise InputError(
+                f"{signal.description}: {changed[0]}{more} changed while it was read "
+                "(rewritten, or removed, after the store was listed); the result would "
+                "mix versions of the data: run again once the store is not being rewritten"
+            )
 
 
 def _choose(job: Job, order, st: Settings) -> Choice:

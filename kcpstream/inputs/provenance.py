@@ -708,6 +708,29 @@ def open_origin(
     return Origin(tuple(out), tuple(arrays), token, direct)
 
 
+def changed_objects(origin: Origin, listed: dict | None = None) -> list[str]:
+    """The stored objects under what a signal reads whose version is no longer
+    the one its identity was made with (rewritten, or removed, since the store
+    was listed), as ``store/key``; empty when none changed or a store keeps no
+    versions.  One listing per store (``listed``: those made, by array)."""
+    listed = {} if listed is None else listed
+    out = []
+    for stored, versions in origin.stores:
+        if versions is None:
+            continue
+        if id(stored.array) not in listed:
+            listed[id(stored.array)] = chunk_versions(stored.array)[1]
+        now = listed[id(stored.array)]
+        if now is None:
+            continue
+        out += [
+            f"{stored.where}/{key}"
+            for _, key in _objects(stored)
+            if versions.get(key) != now.get(key)
+        ]
+    return out
+
+
 #: At most this many chunks are read again to find the one that fails.
 MAX_PROBES = 64
 
