@@ -277,6 +277,9 @@ def test_a_store_with_gaps_gives_one_answer_on_every_route(tmp_path):
     assert ran.returncode == 0, ran.stderr
     (result,) = (tmp_path / "out" / "series").glob("*.json")
     assert kcpstream.Segmentation.from_json(result.read_text()).changepoints.tolist() == expected
+    table = pd.read_csv(tmp_path / "out" / "segments.csv")
+    assert table["start"].tolist()[1:] == expected
+    assert table["valid"].sum() == int(_valid(x).sum()) and "earliest" in table
 
 
 def test_an_absent_chunk_is_a_gap_only_when_asked_and_only_in_floats(tmp_path):

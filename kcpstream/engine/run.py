@@ -104,6 +104,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
                 tuple(reads),
                 fmap.to_json(),
             )
+    _check_headroom(signal, fmap, B)
     job = Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
     job.auto = auto
     job.stored.fit, job.reads.fit_chunks = record, fit_chunks
@@ -477,6 +478,25 @@ def statistics(jobs: list[Job], st: Settings) -> None:
         raise SeriesWithGaps(nonfinite, [found_gaps.get(id(j)) for j in nonfinite])
     for job in jobs:
         _check_statistics(job.stats, job.signal)
+
+
+def _check_headroom(signal: Signal, fmap: FeatureMap, block_size: int) -> None:
+    """Before any read: a series longer than the exact integer sums of its
+    map's features can hold (known from the map alone when it bounds every
+    sample's features) is an :class:`InputError`, not a failure after the
+    data pass."""
+    bound = fmap.quantized_norm_bound_
+    if bound <= 0:  # the map's norms are measured by the data pass
+        return
+    most = int(2.0**62 / bound)
+    if signal.n >= most or bound * block_size >= 2.0**52:
+        unit = "windows" if fmap.window_samples > 1 else "samples"
+        raise InputError(
+            f"{signal.description} has {signal.n} {unit}: the exact integer sums of "
+            f"{type(fmap).__name__} features hold at most {most - 1} in one series (their "
+            "grid is fixed by the map); segment consecutive parts of the series of at most "
+            f"that length each"
+        )
 
 
 def _check_statistics(stats, signal: Signal) -> None:
