@@ -35,18 +35,13 @@ from kcpstream.inputs.signal import Signal
 SUMMARY = ("valid", "first_inf", "first_missing", "leading", "trailing", "longest")
 
 
-def missing_rows(x: np.ndarray) -> np.ndarray:
-    """Which rows of ``x`` (``(n,)`` or ``(n, d)``) are missing: a NaN in any channel."""
-    x = np.asarray(x)
-    if x.dtype.kind not in "fc":
-        return np.zeros(x.shape[0], bool)
-    nan = np.isnan(x)
-    return nan.any(axis=1) if nan.ndim == 2 else nan
-
-
 def valid_rows(x: np.ndarray) -> np.ndarray:
-    """The rows of ``x`` without a NaN (a view when there is none)."""
-    miss = missing_rows(x)
+    """The rows of ``x`` (``(n,)`` or ``(n, d)``) without a NaN in any channel
+    (``x`` itself when there is none)."""
+    if np.asarray(x).dtype.kind != "f":  # (integers hold no NaN)
+        return x
+    nan = np.isnan(x)
+    miss = nan.any(axis=1) if nan.ndim == 2 else nan
     return x if not miss.any() else x[~miss]
 
 
@@ -62,9 +57,14 @@ def scan_chunk(x: np.ndarray, max_runs: int = MAX_RUNS) -> tuple[np.ndarray, np.
     x = np.asarray(x)
     x2 = x[:, None] if x.ndim == 1 else x
     if x.dtype.kind != "f" or x2.shape[0] == 0:  # (integers hold no NaN)
-        return np.array([x2.shape[0], -1, -1, 0, 0, 0], np.int64), np.zeros((0, 2), np.int64)
+        return no_gaps(x2.shape[0])
     summary, starts, lengths, complete = scan_gaps(x2, max(1, int(max_runs)))
     return summary, np.stack([starts, lengths], axis=1) if complete else None
+
+
+def no_gaps(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`scan_chunk` of a chunk of ``n`` samples none of which is missing."""
+    return np.array([n, -1, -1, 0, 0, 0], np.int64), np.zeros((0, 2), np.int64)
 
 
 def chunk_gaps(x: np.ndarray) -> np.ndarray:
@@ -297,8 +297,9 @@ class CompactRows:
 
 def compact(signal: Signal, gaps: GapMap) -> Signal:
     """The signal of ``signal``'s valid samples alone: each chunk without its
-    missing rows (chunks left empty are left out), read through the input's
-    own graph; its ``valid`` maps its positions back to the input's."""
+    missing rows (chunks left empty are left out), read as the input's chunks
+    are (:class:`CompactRows`, or through the input's graph); its ``valid``
+    maps its positions back to the input's."""
     counts = gaps.valid
     if gaps.n_valid == 0:
         raise InputError(

@@ -144,14 +144,6 @@ class Signal:
         rows = dask.compute(*[self.data[a:b] for a, b in windows])
         return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
 
-    def first_nonfinite(self) -> int | None:
-        """Index of the first sample with a NaN or inf in any channel, or None."""
-        if not np.issubdtype(self.data.dtype, np.floating):
-            return None
-        bad = ~da.isfinite(self.data).all(axis=1)
-        any_bad, first = dask.compute(bad.any(), da.argmax(bad))
-        return int(first) if any_bad else None
-
 
 @dataclass(frozen=True)
 class ReadContext:

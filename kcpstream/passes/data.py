@@ -29,7 +29,7 @@ from kcpstream._kernels.blockstats import (
 )
 from kcpstream._kernels.dense import sample_prefix_sums
 from kcpstream.features.base import FeatureMap
-from kcpstream.inputs.gaps import GapMap, gap_map, scan_chunk
+from kcpstream.inputs.gaps import GapMap, gap_map, no_gaps, scan_chunk
 from kcpstream.inputs.signal import NonFiniteInput, Signal, SourceSlice, check_finite_index
 from kcpstream.passes.cache import (
     CacheHandle,
@@ -623,9 +623,8 @@ def _assemble(
 def _gaps_of(signal: Signal, results: list[dict]) -> GapMap:
     """The series' gaps from its data pass's chunk results (one per chunk, in order)."""
     starts = signal.chunk_starts
-    none = np.zeros((0, 2), np.int64)
     scans = [
-        r["gaps"] if "gaps" in r else (np.array([b - a, -1, -1, 0, 0, 0], np.int64), none)
+        r["gaps"] if "gaps" in r else no_gaps(int(b - a))
         for r, a, b in zip(results, starts[:-1], starts[1:], strict=True)
     ]
     return gap_map(starts, scans)

@@ -1,4 +1,4 @@
-"""The read that finds a series' gaps: each chunk's :func:`~kcpstream.inputs.gaps.chunk_gaps`.
+"""The read that finds a series' gaps: each chunk's :func:`~kcpstream.inputs.gaps.scan_chunk`.
 
 One graph for several series (runs of small chunks read by one task, as
 the data pass groups them), computed by the active scheduler; nothing
@@ -14,7 +14,7 @@ from kcpstream.passes.data import pass_runs
 from kcpstream.tasks.graph import TaskBatch
 
 
-def _summaries(source, description: str) -> list[tuple]:
+def _summaries(source) -> list[tuple]:
     """:func:`~kcpstream.inputs.gaps.scan_chunk` of every chunk of a slice (a dask task)."""
     return [scan_chunk(x) for x in source.read_chunks(range(len(source.starts) - 1))]
 
@@ -28,7 +28,7 @@ def find_gaps(signals: list[Signal], progress: bool = False) -> list[GapMap]:
         reader = sig.reader
         runs = pass_runs(reader.starts, sig.row_bytes, len(signals))
         for first, last in runs:
-            reader.add_task(batch, _summaries, first, last, sig.description)
+            reader.add_task(batch, _summaries, first, last)
         sizes.append(len(runs))
     flat = batch.compute(progress)
     out, i = [], 0
