@@ -322,12 +322,25 @@ class Segmentation:
         bounds = [0, *map(int, self.changepoints), self.n_samples]
         return list(zip(bounds[:-1], bounds[1:], strict=True))
 
+    @property
+    def windowing(self) -> str:
+        """How the samples were segmented, and why, in words: ``"windows of 8640
+        samples (a cycle of 8640.0 samples found)"``, ``"windows of 700
+        samples (window=)"``, or ``""`` for samples one by one."""
+        params = self.params or {}
+        window = params.get("window")
+        if not window:
+            return ""
+        period = params.get("period")
+        why = "window=" if period is None else f"a cycle of {period:g} samples found"
+        return f"windows of {window} samples ({why})"
+
     def __repr__(self) -> str:
         cps = ", ".join(map(str, self.changepoints[:10]))
         more = ", ..." if self.n_changepoints > 10 else ""
         d = self.diagnostics
-        window = (self.params or {}).get("window")
-        windows = f", windows of {window}" if window else ""
+        windows = self.windowing
+        windows = f", {windows}" if windows else ""
         gaps = ""
         if d.n_missing:
             gaps = (
@@ -399,7 +412,9 @@ class Segmentation:
         sample).  For a series with missing samples, also ``valid`` (the
         segment's valid samples) and ``earliest`` (and ``earliest_<dim>``):
         where its change could begin, below ``start`` when a gap precedes it
-        (:attr:`earliest`).
+        (:attr:`earliest`).  ``attrs`` holds the feature map used (``features``)
+        and, for windows, their ``window`` and the cycle's ``period`` when a
+        cycle chose them (:attr:`windowing`).
         """
         import pandas as pd
 
@@ -422,7 +437,14 @@ class Segmentation:
                 table[f"earliest_{self.time_dim}"] = np.r_[
                     self.times["start"][:1], self.times["earliest"]
                 ]
-        return pd.DataFrame(table, index=pd.RangeIndex(len(bounds) - 1, name="segment"))
+        frame = pd.DataFrame(table, index=pd.RangeIndex(len(bounds) - 1, name="segment"))
+        params = self.params or {}
+        frame.attrs.update(
+            features=params.get("features", repr(self.features)),
+            window=params.get("window"),
+            period=params.get("period"),
+        )
+        return frame
 
     def _pvalues(self) -> np.ndarray:
         if self.pvalues.shape[0] == self.changepoints.shape[0]:

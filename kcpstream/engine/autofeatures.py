@@ -17,7 +17,12 @@ from __future__ import annotations
 import numpy as np
 
 from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
-from kcpstream.features.period import dominant_period
+from kcpstream.features.period import (
+    MIN_PERIOD,
+    PERIOD_LEVEL,
+    dominant_period,
+    refine_period,
+)
 from kcpstream.inputs.signal import NonFiniteInput, Signal, fit_windows
 from kcpstream.passes.cache import SampleCache
 from kcpstream.passes.data import fit_sample
@@ -42,15 +47,39 @@ def auto_features(
     pieces, read = _stretches(signal, sample_size, cache)
     if not all(np.isfinite(v).all() for v in read[1]):
         raise NonFiniteInput(f"the fit sample of {signal.description} holds NaN or inf")
-    # every channel of every stretch: the median autocorrelation shows a cycle
-    # that most channels share
-    period = dominant_period([v[:, j] for v in pieces for j in range(v.shape[1])])
+    period = signal_period(pieces)
     window = auto_window(period, signal.n)
     if window < 2:
         windows, values = read
         rows = [_cut(windows, values, a, b) for a, b in signal.fit_windows(sample_size)]
         return "auto", np.concatenate(rows, axis=0), period
     return Temporal(DEFAULT_FEATURES, window=window, seed=0 if seed is None else seed), None, period
+
+
+def signal_period(pieces: list[np.ndarray]) -> int | None:
+    """The period (samples) of the cycle of the stretches ``pieces`` (m_i, d), or None.
+
+    Each channel is checked on its own (:func:`~kcpstream.features.period.dominant_period`
+    at level ``PERIOD_LEVEL / d``: a Bonferroni correction over the channels),
+    so that a cycle in one channel is not hidden by channels without it; the
+    period of each channel with a cycle is refined on each stretch
+    (:func:`~kcpstream.features.period.refine_period`: the lag of the
+    autocorrelation's peak can be a few samples off a long period, and windows
+    of a wrong length drift through the cycle) and the median taken.  The
+    period is the median of the channels' (the lower middle one for an even
+    count): none of it depends on the order of the channels.
+    """
+    d = pieces[0].shape[1] if pieces else 0
+    periods = []
+    for j in range(d):
+        stretches = [v[:, j] for v in pieces]
+        found = dominant_period(stretches, level=PERIOD_LEVEL / d)
+        if found is not None:
+            refined = np.median([refine_period(s, found) for s in stretches])
+            periods.append(max(MIN_PERIOD, int(np.rint(refined))))
+    if not periods:
+        return None
+    return sorted(periods)[(len(periods) - 1) // 2]
 
 
 def auto_window(period: int | None, n: int) -> int:
@@ -103,8 +132,9 @@ def _cut(windows, values, a: int, b: int) -> np.ndarray:
     return values[k][a - windows[k][0] : b - windows[k][0]]
 
 
-def block_cycle(prefix: np.ndarray, block_size: int) -> int | None:
-    """A cycle of the features' block sums, in blocks, or None.
+def block_cycle(prefix: np.ndarray, block_size: int) -> float | None:
+    """The period of a cycle of the features' block sums, in blocks (to a small
+    fraction of one: :func:`~kcpstream.features.period.refine_period`), or None.
 
     ``prefix`` (p, m + 1) holds the features' sums over the first ``j`` whole
     blocks of ``block_size`` samples.  A cycle longer than the stretches the
@@ -128,9 +158,10 @@ def block_cycle(prefix: np.ndarray, block_size: int) -> int | None:
     # a median over features)
     centred = sums - sums.mean(axis=1, keepdims=True)
     u, _, _ = np.linalg.svd(centred @ centred.T)
-    period = dominant_period([u[:, 0] @ centred])
+    projected = u[:, 0] @ centred
+    period = dominant_period([projected])
     if period is None or sums.shape[1] // period < MIN_BATCHES:
         return None
     if period * step * block_size <= PERIOD_WIDTH // 8:
         return None
-    return period * step
+    return refine_period(projected, period) * step

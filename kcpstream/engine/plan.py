@@ -169,6 +169,23 @@ class Reads:
     fit_chunks: int = 0  # chunks the fit (and the period check) read
 
 
+@dataclass(frozen=True)
+class Windows:
+    """What a job's feature vectors stand for: ``width`` consecutive samples each
+    (1: one sample), or, for windows that follow a cycle's period, the
+    windows between consecutive ``cuts`` (samples from the series' start) of
+    ``width`` samples on average."""
+
+    width: int = 1
+    cuts: np.ndarray | None = None  # (m + 1,) window edges in samples, from 0
+    period: float | None = None  # the cycle the cuts follow (samples)
+
+    def samples(self, positions) -> np.ndarray:
+        """Feature-vector positions (window edges) as sample positions."""
+        positions = np.asarray(positions, dtype=np.int64)
+        return positions * self.width if self.cuts is None else self.cuts[positions]
+
+
 @dataclass
 class Job:
     """One series: its signal, fitted map, grid, sizes and cache; its
@@ -180,7 +197,7 @@ class Job:
     d_max: int
     cache: SampleCache
     min_size: int = 2
-    window: int = 1  # samples per feature vector
+    windows: Windows = field(default_factory=Windows)  # samples per feature vector
     original: Signal | None = None  # the signal before windowing
     in_memory: bool = False  # one block per sample, searched without reading data again
     auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
@@ -189,6 +206,11 @@ class Job:
     search: SearchState = field(default_factory=SearchState)
     stored: Stored = field(default_factory=Stored)
     reads: Reads = field(default_factory=Reads)
+
+    @property
+    def window(self) -> int:
+        """Samples per feature vector (on average, for windows that follow a cycle)."""
+        return self.windows.width
 
 
 def searched_in_memory(n: int, p: int, st: Settings) -> bool:

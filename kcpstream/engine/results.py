@@ -25,12 +25,11 @@ def build_result(
         [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     )
     cost = float(segment_costs.sum())
-    w = job.window  # positions of feature vectors -> samples
     segmented = job.original if job.original is not None else signal
     n_samples = segmented.n
     positions = np.asarray(changepoints, dtype=np.int64)
-    changepoints = positions * w
-    order = np.asarray(order, dtype=np.int64) * w
+    changepoints = job.windows.samples(positions)  # feature vectors' -> samples'
+    order = job.windows.samples(order)
     sample_bounds = np.array([0, *changepoints, n_samples], dtype=np.int64)
     time_axis = segmented.time
     times = None

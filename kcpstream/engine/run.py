@@ -9,6 +9,7 @@ lockstep, the choice of the number of change-points, the results).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -20,6 +21,7 @@ from kcpstream.engine.fitting import FitRecord, fit_reads, fitted_map, seed_of
 from kcpstream.engine.plan import (
     Job,
     Settings,
+    Windows,
     block_size_of,
     d_max_of,
     is_auto,
@@ -105,7 +107,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
                 fmap.to_json(),
             )
     _check_headroom(signal, fmap, B)
-    job = Job(signal, fmap, B, d_max, cache, min_size, window=window, original=original)
+    job = Job(signal, fmap, B, d_max, cache, min_size, Windows(window), original)
     job.auto = auto
     job.stored.fit, job.reads.fit_chunks = record, fit_chunks
     job.params = _params(job, st)
@@ -253,13 +255,13 @@ def reselect(fitted: Job, st: Settings, known: dict[int, dict]) -> Job:
         d_max,
         fitted.cache,
         min_size,
-        window=fitted.window,
-        original=original,
+        fitted.windows,
+        original,
     )
     job.stats, job.in_memory, job.auto = fitted.stats, fitted.in_memory, fitted.auto
     job.reads.loaded = True  # no data pass: diagnostics count none
     job.search.known = known.setdefault(min_size, {})
-    job.params = _params(job, st)
+    job.params = {**_params(job, st), "period": fitted.params.get("period")}
     return job
 
 
@@ -304,7 +306,18 @@ def _params(job: Job, st: Settings) -> dict:
         "sample_size": st.sample_size,
         "features": _spec(job.fmap),
         "window": job.window if job.window > 1 else None,
+        # the cycle the windows of features="auto" hold (samples), found by the
+        # period check; a long cycle's is set by _long_cycle
+        "period": _cycle_found(job),
     }
+
+
+def _cycle_found(job: Job) -> float | None:
+    """The period the period check found for a job it made windows for, or None."""
+    fit = job.stored.fit
+    if job.window > 1 and fit is not None and fit.period is not None:
+        return float(fit.period)
+    return None
 
 
 def _long_cycle(job: Job, st: Settings) -> Job | None:
@@ -313,8 +326,11 @@ def _long_cycle(job: Job, st: Settings) -> Job | None:
     For ``features="auto"`` segmented sample by sample: a cycle longer than
     the period check's reach (:data:`~kcpstream.engine.autofeatures.PERIOD_WIDTH`
     / 8 samples) that shows in the features' block sums
-    (:func:`~kcpstream.engine.autofeatures.block_cycle`) is segmented as windows of
-    whole blocks holding one cycle, each the mean of its samples' features:
+    (:func:`~kcpstream.engine.autofeatures.block_cycle`) is segmented as windows
+    that follow its period: the ``k``-th ends at the block edge nearest ``k``
+    periods (a period to a fraction of a sample, so that the windows keep in
+    phase with the cycle over the whole series), each the sum of its
+    samples' centred features (:meth:`~kcpstream.search.stats.BlockStats.windows`):
     from the statistics of the data pass alone, in memory, at window
     resolution (the cycle's phase is no change).
     """
@@ -322,22 +338,30 @@ def _long_cycle(job: Job, st: Settings) -> Job | None:
     if not job.auto or job.window != 1:
         return None
     full = stats.n // stats.block_size
-    steps = block_cycle(stats.prefix[:, : full + 1], stats.block_size)
-    if steps is None:
+    period = block_cycle(stats.prefix[:, : full + 1], stats.block_size)  # blocks
+    if period is None:
         return None
-    window = steps * stats.block_size
-    windows = stats.windows(steps)
-    m = windows.n
-    min_size = min_size_of(st, job.signal, m, window)
+    m = int(full // period)
+    edges = np.rint(np.arange(m + 1) * period).astype(np.int64)
+    windows = stats.windows(edges)
+    width = int(round(period * stats.block_size))
+    min_size = min_size_of(st, job.signal, m, width)
     if m < 2 * min_size or (st.choice.n_bkps is not None and st.choice.n_bkps > m // min_size - 1):
         return None  # the windows cannot hold the segments asked for: sample by sample
     d_max = d_max_of(st, m, min_size)
-    out = Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, window=window)
-    out.original, out.stats, out.in_memory = job.signal, windows, True
-    out.reads.loaded = job.reads.loaded
-    out.stored.reuse, out.reads.fit_chunks = job.stored.reuse, job.reads.fit_chunks
-    out.reads.samples_per_pass = stats.n
-    out.params = {**job.params, "d_max": d_max, "min_size": min_size * window, "window": window}
+    cuts = edges * stats.block_size
+    shape = Windows(width, cuts, period * stats.block_size)
+    out = Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, shape, job.signal)
+    out.stats, out.in_memory = windows, True
+    out.stored = job.stored
+    out.reads = dataclasses.replace(job.reads, samples_per_pass=stats.n)
+    out.params = {
+        **job.params,
+        "d_max": d_max,
+        "min_size": min_size * width,
+        "window": width,
+        "period": round(period * stats.block_size, 3),
+    }
     return out
 
 
@@ -429,6 +453,7 @@ def check_unchanged(jobs: list[Job]) -> None:
 def _choose(job: Job, order, st: Settings) -> Choice:
     """:func:`~kcpstream.selection.choose.choose` on the job's statistics."""
     memo = Memo(job.stats, job.min_size, job.window == 1, job.signal.description)
+    memo.mixtures = job.windows.cuts is not None
     return choose(memo, order, st.choice, job.d_max)
 
 

@@ -72,11 +72,16 @@ def default_feature_map(d: int, *, seed: int | None = None) -> FeatureMap:
     Univariate: Gauss-Hermite quadrature features of the Gaussian kernel (at
     64 features they reproduce the exact kernel to float32 precision, at the
     cost of random Fourier features, with no randomness;
-    ``benchmarks/results/feature_results.md``).  Multivariate: random Fourier features.
+    ``benchmarks/results/feature_results.md``).  Multivariate: random Fourier
+    features of the channels standardised each by its own scale, in an order of
+    what they hold (``RFF(scaled=True)``): the answer does not depend on the
+    channels' units or order.
     """
     if d == 1:
         return QuadratureFF(DEFAULT_FEATURES)
-    return RFF(DEFAULT_FEATURES) if seed is None else RFF(DEFAULT_FEATURES, seed=seed)
+    if seed is None:
+        return RFF(DEFAULT_FEATURES, scaled=True)
+    return RFF(DEFAULT_FEATURES, seed=seed, scaled=True)
 
 
 def make_feature_map(

@@ -46,7 +46,9 @@ class FourierFeatures(FeatureMap):
     Fitted attributes: ``center_`` (the sample median, which keeps the
     float32 arguments small and does not change a shift-invariant kernel),
     ``bandwidth_``, ``weights_`` (d, m) float32 frequencies, ``amplitudes_``
-    (m,) float32, ``quantum_exponent_``, ``seed_``.
+    (m,) float32, ``quantum_exponent_``, ``seed_``, ``order_`` (the order
+    the channels are taken in, for ``center_`` and the rows of ``weights_``;
+    None: as given).
     """
 
     _fitted_names = (
@@ -56,7 +58,11 @@ class FourierFeatures(FeatureMap):
         "amplitudes_",
         "quantum_exponent_",
         "seed_",
+        "order_",
     )
+    #: the channels' order the frequencies' rows follow (None: as given);
+    #: maps saved before it existed have none
+    order_: np.ndarray | None = None
     #: metric of the median heuristic for this map's kernel
     _metric = "euclidean"
 
@@ -86,10 +92,24 @@ class FourierFeatures(FeatureMap):
 
     def fit(self, sample: np.ndarray) -> Self:
         x = as_sample(sample)
-        sigma = resolve_bandwidth(self.bandwidth, x, self._metric)
+        scaled = getattr(self, "scaled", False) and x.shape[1] > 1
+        if scaled:
+            scales, order = channel_scales(x, self._metric)
+            z = (x - np.median(x, axis=0)) / scales
+            sigma = resolve_bandwidth(self.bandwidth, z[:, order], self._metric)
+        else:
+            sigma = resolve_bandwidth(self.bandwidth, x, self._metric)
         seed = resolve_seed(getattr(self, "seed", None))
         w, amp = self._draw(np.random.default_rng(seed), x.shape[1], sigma)
         self.center_ = np.median(x, axis=0)
+        self.order_ = None
+        if scaled:
+            # the channels are taken in the canonical order (also by the
+            # projection's float sums), each divided by its scale: the kernel of
+            # the standardised channels, bit for bit the same whatever order
+            # they come in
+            w = w / scales[order, None]
+            self.center_, self.order_ = self.center_[order], order
         self.bandwidth_ = float(sigma)
         self.weights_ = np.ascontiguousarray(w, dtype=np.float32)
         self.amplitudes_ = np.ascontiguousarray(amp, dtype=np.float32)
@@ -98,7 +118,34 @@ class FourierFeatures(FeatureMap):
         return self
 
     def featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
+        if self.order_ is not None:
+            x = x[:, self.order_]
         rff_tile(x, self.center_, self.weights_, self.amplitudes_, out)
+
+
+def channel_scales(x: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each channel's scale and a canonical order of the channels, from the
+    sample ``x`` (m, d): ``(scales, order)``.
+
+    A channel's scale is its median heuristic on its own (the median distance
+    between its values, or between its different values when most are equal;
+    1 for a constant channel).  The order sorts the channels by scale, then
+    by median, then by their standardised values: it depends on what the
+    channels hold, not on where they come in ``x``."""
+    d = x.shape[1]
+    scales = np.ones(d)
+    for j in range(d):
+        try:
+            scales[j] = resolve_bandwidth("median", x[:, j : j + 1], metric)
+        except InputError:  # constant in the sample: no scale of its own
+            pass
+    medians = np.median(x, axis=0)
+    z = (x - medians) / scales
+
+    def key(j: int) -> tuple:
+        return (float(scales[j]), float(medians[j]), tuple(z[:, j].tolist()))
+
+    return scales, np.array(sorted(range(d), key=key), dtype=np.intp)
 
 
 class RFF(FourierFeatures):
@@ -122,10 +169,19 @@ class RFF(FourierFeatures):
         the Gaussian kernel, L1 for the Laplacian).
     seed : int or None
         Seed of the frequencies (None: fresh entropy, recorded in ``seed_``).
+    scaled : bool
+        Standardise each channel by its own scale (its median heuristic on the
+        fit sample) before the kernel, and draw the frequencies for the
+        channels in an order of what they hold (:func:`channel_scales`): the
+        features then do not depend on the channels' units or their order
+        (permuted channels give permuted frequencies, the same features).
+        ``bandwidth`` is then in standardised units.  The default map for
+        several channels is scaled; without it, the channel of the largest
+        spread dominates the kernel.
     """
 
     name = "rff"
-    _param_names = ("n_features", "kernel", "bandwidth", "seed")
+    _param_names = ("n_features", "kernel", "bandwidth", "seed", "scaled")
 
     def __init__(
         self,
@@ -134,13 +190,17 @@ class RFF(FourierFeatures):
         kernel: Literal["gaussian", "laplacian"] = "gaussian",
         bandwidth: float | str = "auto",
         seed: int | None = 0,
+        scaled: bool = False,
     ) -> None:
         self.n_features = _check_even("RFF", n_features)
         if kernel not in ("gaussian", "laplacian"):
             raise InputError(f"RFF kernel must be 'gaussian' or 'laplacian', got {kernel!r}")
+        if not isinstance(scaled, bool | np.bool_):
+            raise InputError(f"RFF scaled must be True or False, got {scaled!r}")
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.seed = seed
+        self.scaled = bool(scaled)
 
     @property
     def _metric(self) -> str:  # type: ignore[override]

@@ -157,13 +157,25 @@ class BlockStats:
         obj._pieces = {}
         return obj
 
-    def windows(self, steps: int) -> BlockStats:
-        """Statistics with one block per window of ``steps`` whole blocks: the
-        window's feature is the sum of its samples' (quantized units, exact),
-        so a segmentation of the windows is one of the samples at window
-        resolution with the kernel of the windows' mean features."""
-        m = (self.n // self.block_size) // steps
-        prefix = np.ascontiguousarray(self.prefix[:, : m * steps + 1 : steps])
+    def windows(self, edges: np.ndarray) -> BlockStats:
+        """Statistics with one sample per window of whole blocks, the ``k``-th
+        from block ``edges[k]`` to ``edges[k + 1]`` (increasing, from 0): the
+        window's feature is the sum of its samples' features less ``c`` per
+        sample (quantized units, exact), ``c`` the features' mean over the
+        whole blocks rounded to a unit.  A segmentation of the windows is one
+        of the samples at window resolution with the kernel of the windows'
+        mean features.  Windows of unequal length (one that follows a cycle of
+        a fractional number of blocks) would otherwise differ by the mean
+        feature times their length difference; centred, by what the few
+        samples more hold of the cycle at its edges, and those parts cancel
+        in any run of consecutive windows but its first and last."""
+        edges = np.asarray(edges, dtype=np.int64)
+        full = self.n // self.block_size
+        if edges[0] != 0 or np.any(np.diff(edges) < 1) or edges[-1] > full:
+            raise ValueError("window edges must increase from 0 within the whole blocks")
+        mean = np.rint(self.prefix[:, full] / float(full * self.block_size)).astype(np.int64)
+        prefix = self.prefix[:, edges] - np.outer(mean, edges * self.block_size)
+        prefix = np.ascontiguousarray(prefix)
         sums = np.diff(prefix, axis=1).astype(np.float64)
         q = (sums * sums).sum(axis=0)
         return BlockStats.from_samples(self.quantum_exponent, prefix, q, q)
