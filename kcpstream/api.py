@@ -14,6 +14,7 @@ from kcpstream.errors import InputError
 from kcpstream.features import FeatureMap
 from kcpstream.features.base import DEFAULT_TILE
 from kcpstream.inputs.signal import as_signal, batch_signals
+from kcpstream.inputs.stores import store_input
 from kcpstream.persist import checkpoint
 from kcpstream.progress import lines_on_stderr
 from kcpstream.result import BatchSegmentation, Segmentation
@@ -108,21 +109,19 @@ def segment(
         Level of the test (``pen="auto"``): a series without change gets a
         change-point with probability about ``alpha``.
     window : int, optional
-        Segment windows of ``window`` samples with ``Temporal`` features
-        (each window's distribution and the shapes it traces): changes of
-        shape and frequency; change-points at window resolution.
+        Windows of ``window`` samples with ``Temporal`` features (their
+        distribution and shapes): changes of shape and frequency, at window resolution.
     block_size : int, optional
         Samples per block of the statistics grid (default: about 2**15
         blocks of at least 64 samples; ``1``: in memory when small enough).
     variable, variables : str, list of str, optional
-        The array in a zarr group; the variables of a Dataset segmented
-        jointly, as channels of one signal.
+        The array in a zarr group; variables (of a Dataset, or of a store by
+        path: all along time if neither) segmented as channels of one signal.
     dim : str, optional
         Time dimension of an xarray object (default ``"time"``, or its only one).
     batch_dims : str or list of str, optional
-        Dimensions of an xarray object along which it holds independent
-        series, all segmented in one data pass; returns a
-        :class:`~kcpstream.BatchSegmentation`.
+        Dimensions of an xarray object along which it holds independent series,
+        all segmented in one data pass; returns a :class:`~kcpstream.BatchSegmentation`.
     chunks : int, optional
         Samples per task along time (rounded up to whole stored chunks).
     missing : {"error", "skip", "fill"}, default "error"
@@ -184,6 +183,7 @@ def segment(
         _check_checkpoint(checkpoint)
     reading = {k: given[k] for k in READING}
     with lines_on_stderr(settings.progress):
+        data, storage_options = store_input(data, reading, bool(batch_dims), storage_options)
         if batch_dims:
             dims, labels, signals = batch_signals(data, batch_dims, **reading)
             settings = dataclasses.replace(settings, n_series=len(signals))
@@ -193,8 +193,8 @@ def segment(
         return segment_signals([signal], features, settings, t0)[0]
 
 
-def _check_checkpoint(path) -> None:
+def _check_checkpoint(path) -> None:  # a URL's ValueError as an InputError too
     try:
         checkpoint.check_writable(path)
-    except ValueError as exc:  # a URL: the same one-line error type
+    except ValueError as exc:
         raise InputError(str(exc)) from None

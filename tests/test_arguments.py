@@ -131,3 +131,27 @@ def test_run_and_watch_speak_of_progress_as_segment_does():
     for command in (cli.segment, cli.run, cli.watch):
         opts = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
         assert {"--progress", "--no-progress"} <= opts, command.name
+
+
+def test_a_repeated_variable_is_segmented_together_on_every_route(store):
+    # the command line once kept the last --variable silently; a path could not
+    # be given variables= at all, and refused a group the command line segmented
+    path, ds = store
+    want = kcpstream.segment(ds, variables=["a", "b"], n_bkps=1)
+    res = CliRunner().invoke(
+        cli.main, ["segment", path, "-v", "a", "-v", "b", "--n-bkps", "1", "--out", path + ".json"]
+    )
+    assert res.exit_code == 0, res.output
+    with open(path + ".json") as fh:
+        got = kcpstream.Segmentation.from_json(fh.read())
+    assert got.params["source"]["shape"] == [6000, 2]
+    np.testing.assert_array_equal(got.changepoints, want.changepoints)
+    by_path = kcpstream.segment(path, variables=["a", "b"], n_bkps=1)
+    np.testing.assert_array_equal(by_path.changepoints, want.changepoints)
+    # a group given no variable is every variable along time, on both
+    every = kcpstream.segment(path, n_bkps=1)
+    assert every.params["source"]["shape"] == [6000, 3]
+    np.testing.assert_array_equal(every.changepoints, kcpstream.segment(ds, n_bkps=1).changepoints)
+    res = CliRunner().invoke(cli.main, ["segment", path, "-v", "a", "-v", "b", "--variables", "a"])
+    assert res.exit_code == 1 and "not both" in res.output
+    assert len(res.output.strip().splitlines()) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 import pytest
+import zarr
 
 import kcpstream
 from kcpstream import RFF, InputError, Linear, NotEnoughSplitsError, datasets
@@ -145,12 +146,18 @@ def test_values_far_outside_the_fitted_range_are_refused(x):
 def test_zarr_path_errors(tmp_path, x):
     with pytest.raises(InputError, match="no zarr store at"):
         kcpstream.segment(tmp_path / "missing.zarr", n_bkps=1)
-    datasets.write_zarr(x, tmp_path / "s.zarr", name="a")
-    datasets.write_zarr(x, tmp_path / "s.zarr", name="b")
+    # arrays without dimension names: nothing says they are variables along time
+    for name in "ab":
+        zarr.create_array(str(tmp_path / "s.zarr"), name=name, shape=x.shape, dtype=x.dtype)
     with pytest.raises(InputError, match=r"holds 2 arrays \(a, b\).*variable=<name>"):
         kcpstream.segment(tmp_path / "s.zarr", n_bkps=1)
     with pytest.raises(InputError, match="no array 'c'; available arrays: a, b"):
         kcpstream.segment(tmp_path / "s.zarr", variable="c", n_bkps=1)
+    # variables along time (dimension names) are a group's channels, as in xarray
+    datasets.write_zarr(x, tmp_path / "t.zarr", name="a")
+    datasets.write_zarr(x, tmp_path / "t.zarr", name="b")
+    both = kcpstream.segment(tmp_path / "t.zarr", n_bkps=1)
+    assert both.params["source"]["shape"][1] == 2
 
 
 def test_a_series_longer_than_the_exact_sums_hold_is_refused_before_any_read():

@@ -228,6 +228,33 @@ def open_store(
     return (ds[names[0]] if len(names) == 1 else ds[names]), None
 
 
+def store_input(data, reading: dict, batch: bool, storage_options):
+    """What a path or URL stands for, as the command line reads it
+    (:func:`~kcpstream.inputs.stores.open_store`): ``variable``, the
+    ``variables`` segmented together, or, for a group given neither, every
+    variable along time together (as ``xr.open_zarr(path)`` is segmented).
+    ``(data, storage_options)``, ``reading`` updated in place."""
+    if not isinstance(data, str | os.PathLike) or not (
+        reading["variables"] or reading["variable"] is None
+    ):
+        return data, storage_options
+    path = os.fspath(data)
+    opened, variable = open_store(
+        path,
+        reading["variable"],
+        reading["dim"],
+        storage_options,
+        batch=batch,
+        variables=list(reading["variables"] or ()),
+    )
+    if isinstance(opened, str):
+        reading["variable"] = variable
+        return opened, storage_options
+    # an xarray object holding just what was asked for: read through it
+    reading["variable"], reading["variables"] = None, None
+    return opened, None
+
+
 def _check_exists(path: str) -> None:
     """A local path that names nothing is refused before zarr makes a guess of it."""
     if "://" not in path and not os.path.exists(path):

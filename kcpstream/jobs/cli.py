@@ -85,6 +85,9 @@ def _summary(res) -> dict:
         "n_missing": d.n_missing,
         "longest_gap": d.longest_gap,
         **({"earliest": res.earliest.tolist()} if d.n_missing else {}),
+        "features": (res.params or {}).get("features"),
+        "window": (res.params or {}).get("window"),
+        "period": (res.params or {}).get("period"),
     }
 
 
@@ -117,7 +120,13 @@ def main() -> None:
 
 @main.command()
 @click.argument("store")
-@click.option("--variable", "-v", default=None, help="Array or variable in the store.")
+@click.option(
+    "--variable",
+    "-v",
+    multiple=True,
+    help="Array or variable in the store; repeated, variables segmented together "
+    "as channels of one signal.",
+)
 @click.option(
     "--variables",
     multiple=True,
@@ -238,6 +247,7 @@ def segment(
             raise click.BadParameter(
                 f"--pen must be a number, 'auto' or 'slope', got {pen!r}"
             ) from None
+    variable, variables = _variables(variable, variables)
     show = sys.stderr.isatty() if progress is None else progress
     options = parse_storage_options(storage_option)
     from kcpstream.inputs.stores import open_store
@@ -279,6 +289,19 @@ def segment(
     if out:
         write_atomic(out, res.to_json())
     _echo_result(res, as_json)
+
+
+def _variables(given: tuple, variables: tuple) -> tuple[str | None, tuple]:
+    """``(variable, variables)`` from the options: ``-v a -v b`` is ``variables``
+    a and b, segmented together (as the API's ``variables=["a", "b"]``)."""
+    if len(given) > 1:
+        if variables:
+            raise click.ClickException(
+                "give one variable (--variable), or several (--variable repeated or "
+                "--variables), not both"
+            )
+        return None, given
+    return (given[0] if given else None), variables
 
 
 def _echo_result(res, as_json: bool) -> None:
