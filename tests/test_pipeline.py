@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -625,3 +626,46 @@ def test_a_parameter_the_feature_map_lacks_is_named_with_those_it_takes(tmp_path
     with pytest.raises(JobError, match="'quadrature' takes no 'kernel'; its parameters are n_"):
         run_job(job)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_series_that_fails_after_an_append_keeps_its_last_result_apart(tmp_path):
+    # the run after an append removed every series' file before segmenting it:
+    # one that then failed lost its last valid result
+    _archive(tmp_path / "archive.zarr")
+    first = _run(tmp_path)
+    assert first["done"] == 4
+    folder = tmp_path / "out" / "series"
+    kept_bytes = (folder / "sensor=b.json").read_bytes()
+    rng = np.random.default_rng(5)
+    more = rng.normal(0, 1, (2_000, 4))
+    more[100, 1] = np.inf  # sensor b: an error, not a gap
+    extra = xr.Dataset(
+        {"v": (("time", "sensor"), more)},
+        coords={
+            "time": pd.date_range("2026-01-01 05:33:20", periods=2_000, freq="s"),
+            "sensor": ["a", "b", "c", "d"],
+        },
+    )
+    extra.to_zarr(tmp_path / "archive.zarr", append_dim="time")
+    second = _run(tmp_path)
+    assert second["done"] == 3 and list(second["failed"]) == ["sensor=b"]
+    assert not (folder / "sensor=b.json").exists()  # not passed off as the new input's
+    assert (folder / "previous" / "sensor=b.json").read_bytes() == kept_bytes
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    entry = manifest["series"]["sensor=b"]
+    assert entry["status"] == "failed" and entry["previous"]["file"] == os.path.join(
+        "series", "previous", "sensor=b.json"
+    )
+    assert entry["previous"]["sha256"] == hashlib.sha256(kept_bytes).hexdigest()
+    table = pd.read_csv(tmp_path / "out" / "segments.csv")
+    assert "b" not in set(table["sensor"])
+    # still failing: the kept result stays; once it succeeds, it goes
+    assert list(_run(tmp_path)["failed"]) == ["sensor=b"]
+    assert (folder / "previous" / "sensor=b.json").read_bytes() == kept_bytes
+    whole = xr.open_zarr(tmp_path / "archive.zarr").load()
+    whole["v"][:] = np.nan_to_num(whole["v"].values, posinf=0.0)
+    whole.chunk({"time": 5_000}).to_zarr(tmp_path / "archive.zarr", mode="w")
+    third = _run(tmp_path)
+    assert third["done"] == 4 and third["failed"] == {}
+    assert (folder / "sensor=b.json").exists()
+    assert not (folder / "previous").exists() or not any((folder / "previous").iterdir())

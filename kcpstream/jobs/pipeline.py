@@ -18,7 +18,10 @@ feature map, the selection rule, the output directory and the cluster.
   segmented again and its file replaced; output written with *other*
   parameters is refused rather than mixed with new results;
 * a series that fails, whatever the error, fails alone: the others are
-  written, the failure is reported and the next run tries it again;
+  written, the failure is reported and the next run tries it again; its
+  last result is not lost but kept apart, as the result of the earlier
+  input, in ``series/previous/`` (the manifest's entry names it), until a
+  run succeeds;
 * one run at a time writes an output folder (an advisory lock);
 * ``manifest.json`` records the input, its identity, the parameters, the
   kcpstream version and the state of every series.
@@ -319,15 +322,8 @@ def _previous(job, ds, params) -> tuple[dict[str, Any], dict[str, Any], str | No
     manifest_path = os.path.join(folder, "manifest.json")
     where = {"store": inp["store"], "variables": sorted(map(str, ds.data_vars))}
     identity = _input_identity(job, ds)
-    previous: dict[str, Any] = {}
-    if os.path.exists(manifest_path):
-        try:
-            with open(manifest_path) as fh:
-                previous = json.load(fh)
-        except (OSError, ValueError):
-            previous = {}  # a damaged manifest: nothing is trusted, everything redone
-        if not isinstance(previous, dict) or not isinstance(previous.get("series", {}), dict):
-            previous = {}  # valid JSON of another shape: damaged too
+    previous = _read_manifest(manifest_path)
+    if previous:
         held = [v for v in previous.get("series", {}).values() if _status(v) == "done"]
         if held and (previous.get("params_hash") != params or previous.get("input") != where):
             raise JobError(
@@ -337,6 +333,61 @@ def _previous(job, ds, params) -> tuple[dict[str, Any], dict[str, Any], str | No
     # results of the same input only: when it changed (or cannot be told), all are redone
     same_input = identity is not None and previous.get("input_identity") == identity
     return (previous.get("series", {}) if same_input else {}), where, identity
+
+
+#: Where a series' last result is kept while its new run has not succeeded.
+PREVIOUS = "previous"
+
+
+def _read_manifest(path: str) -> dict[str, Any]:
+    """The manifest at ``path``; ``{}`` when there is none or it is damaged
+    (nothing in it is trusted: everything is redone)."""
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as fh:
+            previous = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(previous, dict) or not isinstance(previous.get("series", {}), dict):
+        return {}  # valid JSON of another shape: damaged too
+    return previous
+
+
+def _keep_earlier(
+    folder: str, names: list[str], last: dict[str, Any], manifest: dict[str, Any]
+) -> dict[str, dict]:
+    """Set apart the last result of each series about to be segmented again,
+    so that a failure does not lose it: a file the last manifest recorded as
+    done (its checksum unchanged) moves to ``series/previous/``; one kept
+    there by an earlier failure stays; other kept files go.  The manifest
+    records them (series ``pending``) before any moves, so a run killed
+    meanwhile loses none.  Returns, per series, the kept file (relative to
+    ``folder``) and its checksum."""
+    keep_dir = os.path.join(folder, "series", PREVIOUS)
+    kept: dict[str, dict] = {}
+    moves = []
+    for name in names:
+        entry = last.get(name)
+        current = os.path.join(folder, "series", f"{name}.json")
+        earlier = os.path.join(keep_dir, f"{name}.json")
+        if _holds(entry, current):
+            moves.append((current, earlier))
+            kept[name] = {"file": os.path.relpath(earlier, folder), "sha256": entry["sha256"]}
+        elif isinstance(entry, dict) and isinstance(entry.get("previous"), dict):
+            if entry["previous"].get("sha256") == _file_sha256(earlier):
+                kept[name] = entry["previous"]
+    for name, info in kept.items():
+        manifest["series"][name] = {"status": "pending", "previous": info}
+    _write_manifest(os.path.join(folder, "manifest.json"), manifest)
+    for current, earlier in moves:
+        os.makedirs(keep_dir, exist_ok=True)
+        os.replace(current, earlier)
+    if os.path.isdir(keep_dir):
+        for e in os.scandir(keep_dir):
+            if e.name.endswith(".json") and e.name[: -len(".json")] not in kept:
+                os.remove(e.path)
+    return kept
 
 
 def _holds(entry: Any, target: str) -> bool:
@@ -374,6 +425,7 @@ def _run_locked(
     folder = job["output"]["store"]
     manifest_path = os.path.join(folder, "manifest.json")
     before, where, identity = _previous(job, ds, params)
+    last = _read_manifest(manifest_path).get("series", {})
     manifest = {
         "kcpstream": __version__,
         "job": os.path.abspath(os.fspath(path)),
@@ -403,7 +455,7 @@ def _run_locked(
     t0 = time.perf_counter()
     # the scheduler first: one that cannot start leaves the outputs as they were
     with _cluster(spec, cluster.get("slurm"), cluster.get("timeout")):
-        _write_manifest(manifest_path, manifest)
+        kept = _keep_earlier(folder, [t[0] for t in todo], last, manifest)
         # what the manifest no longer lists as done goes: a series that failed, was
         # removed from the input, or is segmented again leaves no file of another
         # input behind, even if this run is killed, and the table is written anew
@@ -416,9 +468,12 @@ def _run_locked(
                 entry = {"labels": {k: _label_text(v) for k, v in labels.items()}}
                 if name in failures:
                     entry.update(status="failed", error=failures[name])
+                    if name in kept:  # the result of the earlier input, kept apart
+                        entry["previous"] = kept[name]
                 else:
                     entry.update(status="done", sha256=digests[name])
                     done += 1
+                    _drop_earlier(folder, name)
                 manifest["series"][name] = entry
             manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             _write_manifest(manifest_path, manifest)
@@ -437,6 +492,12 @@ def _run_locked(
         "failed": failed,
         "series": len(series),
     }
+
+
+def _drop_earlier(folder: str, name: str) -> None:
+    """Remove a series' result kept apart, once it has a new one."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(folder, "series", PREVIOUS, f"{name}.json"))
 
 
 def _remove_stale(folder: str, keep: set[str]) -> None:
