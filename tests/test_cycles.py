@@ -5,6 +5,9 @@ and a cyclic archive that grows."""
 from __future__ import annotations
 
 import itertools
+import json
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ from kcpstream.features import RFF
 from kcpstream.features.period import refine_period
 
 from .test_pipeline import _kcpstream
+from .test_watch import _watching
 
 
 def _cyclic(n, period, seed, *, changes=(), ar=0.0, drift=0.0, amplitude=3.0):
@@ -176,25 +180,55 @@ def test_a_cyclic_checkpointed_series_that_grows_gives_the_fresh_answer(tmp_path
     assert grown.params["period"] == fresh.params["period"]
 
 
-def test_a_cyclic_archive_that_grows_is_updated_by_run(tmp_path):
-    n, more = 1_500_000, 43_200
+def _cyclic_archive(folder, n, more):
+    """A 1440-sample day with a level change, as a store of ``n`` samples, a job
+    file with a checkpoint, and the ``more`` samples to append."""
     x = _cyclic(n + more, 1440, 1, changes=[(600_000, "level", 1.0)])
     t = np.arange(n + more).astype("datetime64[m]")
     ds = xr.Dataset({"v": (("time",), x[:n])}, coords={"time": t[:n]})
-    ds.chunk({"time": 100_000}).to_zarr(tmp_path / "archive.zarr", mode="w")
-    (tmp_path / "job.toml").write_text(
+    ds.chunk({"time": 100_000}).to_zarr(folder / "archive.zarr", mode="w")
+    (folder / "job.toml").write_text(
         '[input]\nstore = "archive.zarr"\nvariables = ["v"]\n\n'
         '[output]\nstore = "out"\ncheckpoint = "ck"\n'
     )
+    return xr.Dataset({"v": (("time",), x[n:])}, coords={"time": t[n:]})
+
+
+def _saved_result(folder):
+    (path,) = (folder / "out" / "series").glob("*.json")
+    return kcpstream.Segmentation.from_json(path.read_text())
+
+
+def test_a_cyclic_archive_that_grows_is_updated_by_run(tmp_path):
+    n, more = 3_000_000, 43_200
+    tail = _cyclic_archive(tmp_path, n, more)
     first = _kcpstream("run", tmp_path / "job.toml", "--quiet", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    tail = xr.Dataset({"v": (("time",), x[n:])}, coords={"time": t[n:]})
     tail.to_zarr(tmp_path / "archive.zarr", append_dim="time")
     second = _kcpstream("run", tmp_path / "job.toml", "--quiet", cwd=tmp_path)
     assert second.returncode == 0 and "Traceback" not in second.stderr, second.stderr
-    saved = [p for p in (tmp_path / "out").rglob("*.json") if p.name != "manifest.json"]
-    results = [kcpstream.Segmentation.from_json(p.read_text()) for p in saved]
-    (res,) = [r for r in results if r.n_samples == n + more]
+    res = _saved_result(tmp_path)
+    assert res.n_samples == n + more and res.diagnostics.chunks_reused > 0
     fresh = kcpstream.segment(xr.open_zarr(tmp_path / "archive.zarr")["v"])
     np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
     assert res.params["window"] == 1440
+
+
+def test_a_cyclic_archive_that_grows_is_updated_by_watch(tmp_path):
+    n, more = 3_000_000, 43_200
+    tail = _cyclic_archive(tmp_path, n, more)
+    with _watching(tmp_path / "job.toml", "--every", "1s", "--json", "--quiet") as proc:
+        first = json.loads(proc.stdout.readline())
+        assert first["done"] == 1 and first["failed"] == {}
+        tail.to_zarr(tmp_path / "archive.zarr", append_dim="time")
+        deadline, grown = time.monotonic() + 300, False
+        while not grown and time.monotonic() < deadline:
+            report = json.loads(proc.stdout.readline())
+            assert report["failed"] == {}, report
+            grown = report["done"] == 1 and _saved_result(tmp_path).n_samples == n + more
+        assert grown
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err
+    fresh = kcpstream.segment(xr.open_zarr(tmp_path / "archive.zarr")["v"])
+    np.testing.assert_array_equal(_saved_result(tmp_path).changepoints, fresh.changepoints)
