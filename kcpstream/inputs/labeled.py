@@ -180,6 +180,7 @@ def _time_axis(obj: Any, dim: str | None) -> TimeAxis:
             else bool(np.all(values[1:] > values[:-1]))
         )
         if not increasing:
+            _check_coordinate_chunks(obj, dim)
             order = values[1:] > values[:-1] if values.dtype.kind != "O" else None
             where = "" if order is None else f" (first at position {int(np.argmin(order)) + 1})"
             raise _error(
@@ -187,6 +188,35 @@ def _time_axis(obj: Any, dim: str | None) -> TimeAxis:
                 f"along {dim!r} (obj.sortby({dim!r})) and drop duplicate times"
             )
     return TimeAxis(dim, coord)
+
+
+def _check_coordinate_chunks(obj: Any, dim: str) -> None:
+    """An :class:`InputError` naming the positions of a chunk the time coordinate
+    lacks in the zarr store ``obj`` was opened from: xarray read its fill
+    value as times, which then do not increase.  Looked for only once the
+    times are found out of order (no cost otherwise); nothing when the store
+    cannot be found."""
+    import zarr
+
+    from kcpstream.inputs import provenance as pv
+
+    stored = pv.stored_array(obj)
+    arrays = [stored] if stored is not None else []
+    data = getattr(getattr(obj, "variable", None), "_data", None)
+    if not arrays and hasattr(data, "dask"):
+        arrays = pv.graph_sources(data)[0]
+    for found in arrays[:1]:
+        parent = found.array.path.rpartition("/")[0]
+        try:
+            coord = zarr.open_array(store=found.array.store, path=f"{parent}/{dim}".lstrip("/"))
+        except Exception:  # no such array beside it: nothing to say
+            return
+        whole = pv.StoredArray(coord, 0, (0, int(coord.shape[0])))
+        for a, b in pv.missing_rows(whole, pv.chunk_versions(coord)[0]):
+            raise _error(
+                f"the {dim!r} coordinate has no chunk for positions [{a}, {b}) (its fill "
+                "value was read as times); restore the chunk"
+            )
 
 
 def labeled_signal(

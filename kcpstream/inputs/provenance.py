@@ -566,6 +566,36 @@ def check_complete(stored: StoredArray, present: set[str], description: str) -> 
     )
 
 
+def check_skippable(stored: StoredArray, present: set[str], description: str) -> None:
+    """With ``missing="skip"`` on a route that reads through xarray: an absent
+    chunk is read as the array's fill value, which is a gap only when it reads
+    as NaN (a NaN fill value, or a CF ``_FillValue`` xarray masks).  Any other
+    fill value would be read as samples: an
+    :class:`~kcpstream.inputs.signal.InputError` rather than invented samples."""
+    array = stored.array
+    fill = array.metadata.fill_value
+    try:
+        if np.isnan(np.asarray(fill, dtype=np.float64)):
+            return
+    except (TypeError, ValueError):
+        pass
+    cf_fill = cf_attrs(array).get("_FillValue", None)
+    if cf_fill is not None and not stored_as_values(array) and cf_fill == fill:
+        return  # decoded as NaN
+    keys = missing_keys(stored, present)
+    if not keys:
+        return
+    from kcpstream.errors import InputError
+
+    raise InputError(
+        f"{description}: the store has no chunk {keys[0]}"
+        f"{f' (and {len(keys) - 1} more)' if len(keys) > 1 else ''} ({stored.where}), "
+        f"which xarray reads as the fill value ({fill}), not as missing samples; "
+        "segment the store by path (kcpstream.segment(path, variable=...) reads it as a "
+        "gap with missing='skip'), or restore the chunk"
+    )
+
+
 def zarr_identity(stored: StoredArray, versions: dict[str, tuple] | None) -> str | None:
     """An identity of the array's metadata and of the version of every object
     the store holds for it, or None when the store keeps no versions."""
@@ -704,6 +734,10 @@ def open_origin(
         present, versions = listed[id(stored.array)][1]
         if missing == "error":
             check_complete(stored, present, description)
+        elif missing == "skip" and (not direct or token.startswith("xarray|")):
+            # read through xarray (a dask graph, or a lazily opened array): no
+            # reader marks its absent chunks missing
+            check_skippable(stored, present, description)
         out.append((stored, versions))
     return Origin(tuple(out), tuple(arrays), token, direct)
 
