@@ -249,8 +249,8 @@ def test_a_chunk_missing_from_its_shard_is_an_absent_chunk(tmp_path, route, mode
 
 
 def test_an_object_store_on_every_fault(s3_endpoint):  # noqa: F811
-    # the same faults behind an S3 endpoint (a local S3 server): absent,
-    # truncated, and deleted between the listing and the read
+    # the same faults behind an S3 endpoint (a local S3 server): an object
+    # absent, and one truncated, in every mode
     import s3fs
 
     from .test_s3 import bucket as _bucket
