@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import kcpstream
 from kcpstream import InputError, MissingSamplesWarning
 from kcpstream.inputs.gaps import GapMap, chunk_gaps
+from kcpstream.persist import checkpoint
 
 # -- gap patterns ------------------------------------------------------------
 
@@ -396,6 +397,19 @@ def test_a_checkpoint_keeps_the_gaps_and_the_statistics(tmp_path, caplog):
     assert not [r for r in caplog.records if r.getMessage().startswith("gaps:")]
     assert again.diagnostics.samples_featurized == 0
     np.testing.assert_array_equal(again.changepoints, first.changepoints)
+    # a gap record damaged into other valid JSON is not used: found again by reading
+    (record,) = (tmp_path / "ck").rglob("gaps/*.json")
+    body = json.loads(record.read_text())
+    identity = body["identity"]
+    assert checkpoint.load_gaps(tmp_path / "ck", identity) is not None
+    gaps = np.array(body["summary"])
+    gaps[gaps[:, 0] < gaps[:, 0].max(), 0] += 1  # a chunk's count of valid samples
+    record.write_text(json.dumps({**body, "summary": gaps.tolist()}))
+    assert checkpoint.load_gaps(tmp_path / "ck", identity) is None
+    caplog.clear()
+    read_again = kcpstream.segment(str(path), **kw)
+    assert [r for r in caplog.records if r.getMessage().startswith("gaps:")]
+    np.testing.assert_array_equal(read_again.changepoints, first.changepoints)
     # a gap back-filled is another input: never the statistics of the old one
     x2 = x.copy()
     x2[2000:3000] = _two_regimes(30_000, 18_000, 8)[2000:3000]

@@ -167,7 +167,18 @@ def load_gaps(path: str | os.PathLike, identity: str) -> dict[str, Any] | None:
         return None
     if not isinstance(record, dict) or record.get("identity") != identity:
         return None
+    # a record damaged into other valid JSON (a digit changed) would map the
+    # change-points to the wrong samples: its checksum says so, and it is
+    # found again by reading
+    digest = record.pop("sha256", None)
+    if digest != _record_digest(record):
+        return None
     return record
+
+
+def _record_digest(record: dict[str, Any]) -> str:
+    """SHA-256 of a gap record's canonical JSON."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
 def save_gaps(path: str | os.PathLike, identity: str, record: dict[str, Any]) -> None:
@@ -176,7 +187,8 @@ def save_gaps(path: str | os.PathLike, identity: str, record: dict[str, Any]) ->
     where = _gaps_path(path, identity)
     folder = os.path.dirname(where)
     os.makedirs(folder, exist_ok=True)
-    write_atomic(where, json.dumps({**record, "identity": identity}))
+    body = {**record, "identity": identity}
+    write_atomic(where, json.dumps({**body, "sha256": _record_digest(body)}))
     entries = []
     for entry in os.scandir(folder):
         if entry.name.endswith(".json"):
