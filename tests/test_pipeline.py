@@ -540,7 +540,8 @@ def test_a_batch_shows_each_series_change_points():
 
 def test_no_output_of_an_earlier_input_outlives_a_run(tmp_path):
     # a series that fails now, or is gone from the input, leaves no file (nor a
-    # row of the table) of what the input held before
+    # row of the table) of what the input held before among the results; the
+    # one that failed keeps its last result apart, the one gone keeps none
     _labelled_archive(tmp_path / "archive.zarr", ["a", "b", "c"])
     assert _run(tmp_path)["done"] == 3
     series = tmp_path / "out" / "series"
@@ -551,14 +552,17 @@ def test_no_output_of_an_earlier_input_outlives_a_run(tmp_path):
     broken.chunk({"time": 2_000}).to_zarr(tmp_path / "archive.zarr", mode="w")
     report = _run(tmp_path)
     assert set(report["failed"]) == {"sensor=a"} and report["done"] == 1
-    assert sorted(p.name for p in series.iterdir()) == ["sensor=b.json"]
+    assert sorted(p.name for p in series.glob("*.json")) == ["sensor=b.json"]
+    assert sorted(p.name for p in (series / "previous").iterdir()) == ["sensor=a.json"]
     table = pd.read_csv(tmp_path / "out" / "segments.csv")
     assert set(table["sensor"]) == {"b"}
     # every series failing: no table at all, rather than the last run's
     broken["v"][100, :] = np.inf
     broken.chunk({"time": 2_000}).to_zarr(tmp_path / "archive.zarr", mode="w")
     assert _run(tmp_path)["done"] == 0
-    assert not list(series.iterdir()) and not (tmp_path / "out" / "segments.csv").exists()
+    assert not list(series.glob("*.json")) and not (tmp_path / "out" / "segments.csv").exists()
+    kept = sorted(p.name for p in (series / "previous").iterdir())
+    assert kept == ["sensor=a.json", "sensor=b.json"]
 
 
 @pytest.mark.parametrize("text", ["[]", "3", '{"series": null}', '{"series": []}'])
