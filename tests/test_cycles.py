@@ -75,6 +75,21 @@ def test_changes_of_a_cycle_are_found_at_its_period(period, changes):
         assert abs(res.params["window"] - period) <= 1
 
 
+@pytest.mark.parametrize("period", [700, 3000, 8640])
+def test_a_strong_change_of_a_cycle_is_one_change_point(period):
+    # the window holding the change is a mixture of both sides, far from either:
+    # it stood apart as a segment of its own next to the change (a temporal
+    # map's windows of 700, a long cycle's of 3000 and 8640)
+    n, t = 2_000_000, np.arange(2_000_000)
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        x = 20 + 3 * np.sin(2 * np.pi * t / period) + 0.5 * rng.standard_normal(n)
+        x[1_234_567:] += 1
+        res = kcpstream.segment(x.astype("f4"))
+        assert res.n_changepoints == 1, (seed, res.changepoints)
+        assert abs(int(res.changepoints[0]) - 1_234_567) <= period
+
+
 @pytest.mark.parametrize("period", [700, 1440, 2345.6, 8640])
 def test_a_steady_cycle_with_drift_and_ar_noise_is_no_change(period):
     for seed in range(2):

@@ -81,9 +81,14 @@ class Memo:
     lines: dict = field(default_factory=dict)  # (start, end) -> a line's gain, quantized units
     pvalues: dict = field(default_factory=dict)  # (start, split, end, gain, noise) -> p-value
     gains: dict = field(default_factory=dict)  # (start, split, end) -> gain, quantized units
-    # windows whose features are the sums of their samples' (the windows of a
-    # long cycle): a window holding a change is a mixture of both sides
+    # windows whose features are the sums of their samples' (a long cycle's):
+    # a window holding a change is a mixture of both sides, exactly
     mixtures: bool = False
+    # the test may drop a change-point beside a window holding a change from a
+    # segmentation of the path rather than take a lower D: binary segmentation
+    # in memory (every subset of its candidates is a segmentation it can cost)
+    merges: bool = False
+    chosen: list | None = None  # the change-points the test kept (pen="auto")
 
 
 @dataclass(frozen=True)
@@ -139,8 +144,9 @@ def choose(memo: Memo, order: list[SegmentSplit], rule: Rule, d_max: int) -> Cho
             check_enough_splits(len(path), rule.n_bkps, memo.min_size, allow_fewer=False)
         grid = np.array([0, *sorted(path), n])
         costs, partitions = optimal_partitions(stats, grid, d_max, memo.min_size)
+        memo.merges = stats.block_size == 1
         selection = _select(rule, costs, memo, order, partitions, (sums, short))
-        changepoints = partitions[selection.n_segments - 1]
+        changepoints = _kept(memo, selection, partitions)
         rank = {c: i for i, c in enumerate(path)}
         gains = local_gains(stats, changepoints)
         first = np.array(sorted(changepoints, key=rank.__getitem__), dtype=np.int64)
@@ -156,6 +162,15 @@ def choose(memo: Memo, order: list[SegmentSplit], rule: Rule, d_max: int) -> Cho
             f"{memo.min_size} samples exists on the grid; lower n_bkps or min_size"
         )
     return Choice(costs, selection, chosen, None, None, memo, grid)
+
+
+def _kept(memo: Memo, selection: Selection, partitions) -> np.ndarray:
+    """The change-points chosen: those the test kept (a segmentation of the
+    path less the change-points beside a window holding a change), else the
+    path's segmentation into the number of segments selected."""
+    if selection.rule == "auto" and memo.chosen is not None:
+        return np.asarray(memo.chosen, dtype=np.int64)
+    return partitions[selection.n_segments - 1]
 
 
 def _binseg_path_costs(stats, order) -> np.ndarray:
@@ -220,6 +235,7 @@ def _select_by_test(
             accepted, memo.noise = found, noise
     finally:  # a batch's series are chosen one after the other: one holds them at a time
         memo.diffs = memo.moments = None
+    memo.chosen = found
     return Selection(
         "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=memo.noise.to_dict()
     )
@@ -257,7 +273,11 @@ def _significant(memo: Memo, order, partitions, alpha: float) -> list[int]:
         chosen = partitions[d - 1]
         if chosen is None:
             continue
-        bounds = [0, *map(int, chosen), memo.stats.n]
+        # two change-points around the window that holds a change are one: the
+        # segmentation without the second (a lower D would rather drop a true
+        # change than the pair, which lowers the cost more)
+        chosen = _without_mixtures(memo, [int(c) for c in chosen], alpha)
+        bounds = [0, *chosen, memo.stats.n]
         m = np.subtract(bounds[2:], bounds[:-2])
         corrected = alpha * (memo.min_size / m) ** 2
         if d > top_down:  # beyond what the splits showed: corrected for the neighbours
@@ -272,8 +292,10 @@ def _significant(memo: Memo, order, partitions, alpha: float) -> list[int]:
         if all(
             _local_pvalue(memo, a, c, e) <= level
             and _is_step(memo, a, c, e)
-            and _beside_mixtures(memo, a, c, e, level)
-            for a, c, e, level in zip(bounds[:-2], bounds[1:-1], bounds[2:], levels, strict=True)
+            and _beside_mixtures(memo, bounds, i, level)
+            for i, (a, c, e, level) in enumerate(
+                zip(bounds[:-2], bounds[1:-1], bounds[2:], levels, strict=True), start=1
+            )
         ):
             return [int(c) for c in chosen]
     return []
@@ -287,29 +309,92 @@ def _local_pvalue(memo: Memo, start: int, split: int, end: int) -> float:
     return _pvalue(memo, memo.gains[key], start, split, end)
 
 
-def _beside_mixtures(memo: Memo, start: int, split: int, end: int, level: float) -> bool:
-    """Whether the change-point ``split`` of windows is significant at ``level``
-    without the window next to each neighbouring change-point.
+def _beside_mixtures(memo: Memo, bounds: list[int], i: int, level: float) -> bool:
+    """Whether the change-point ``bounds[i]`` of windows is significant at
+    ``level`` without the window next to a neighbouring change-point where
+    that window could stand apart on its own.
 
     A change inside a window makes that window a mixture of both sides, unlike
     either: it can stand apart as a short segment of its own with its
-    neighbour, two change-points for one change.  A change-point that is one
-    only beside such a window, in a segment shorter than twice ``min_size``,
-    is not one without it.  Samples segmented one by one hold no mixture;
-    the windows of a temporal map are left alone too: their shape features
-    are no sum over the window's samples, and on the TSSB series (short, with
-    true segments of a few windows) the same rule lost true change-points
-    (``benchmarks/results/cycles.md``)."""
-    if not memo.mixtures:
+    neighbour, two change-points for one change (and, next to a strong
+    change, it moves the mean of a segment of many windows).  Next to a
+    neighbouring change strong enough for one window of the other side to be
+    significant (:func:`_could_stand_apart`), the change-point must be one
+    without that window.  Samples
+    segmented one by one hold no mixture.  A weak neighbouring change is left
+    alone: its window cannot make a change-point, and a short true segment
+    beside it keeps its power (on the TSSB series, applying the rule next to
+    every change lost true change-points, ``benchmarks/results/cycles.md``)."""
+    if memo.pointwise:
         return True
-    # only a short segment is the mixture's: in a longer one, one window of it
-    # moves its mean too little to make a change-point
-    short = 2 * memo.min_size
-    a = start + 1 if 0 < start and split - start < short else start
-    e = end - 1 if end < memo.stats.n and end - split < short else end
+    start, split, end = bounds[i - 1], bounds[i], bounds[i + 1]
+    a, e = start, end
+    if i >= 2 and _mixed(memo, bounds[i - 2], start, split, end, level):
+        a = start + 1
+    if i + 2 < len(bounds) and _mixed(memo, bounds[i + 2], end, split, start, level):
+        e = end - 1
     if (a, e) == (start, end) or not a < split < e:
-        return True  # (no neighbouring change, or no window besides the mixture)
+        return True  # (no such neighbour, or no window besides the mixture)
     return _local_pvalue(memo, a, split, e) <= level
+
+
+def _without_mixtures(memo: Memo, chosen: list[int], level: float) -> list[int]:
+    """``chosen`` without the change-points that are ones only beside a window
+    holding a neighbouring change (:func:`_beside_mixtures` at ``level``), the
+    first such removed and the rest tested again, until none is; as it is
+    unless ``memo.merges``."""
+    if memo.pointwise or not memo.merges:
+        return chosen
+    while True:
+        bounds = [0, *chosen, memo.stats.n]
+        drop = next(
+            (i for i in range(1, len(bounds) - 1) if not _beside_mixtures(memo, bounds, i, level)),
+            None,
+        )
+        if drop is None:
+            return chosen
+        chosen = chosen[: drop - 1] + chosen[drop:]
+
+
+def _mixed(memo: Memo, far: int, at: int, split: int, other: int, level: float) -> bool:
+    """Whether the window at the neighbouring change-point ``at`` (of the
+    segment ``at .. split``, ``other`` the tested segment's other end; ``far``
+    the change-point beyond ``at``) is to be left out of the test of ``split``.
+
+    A long cycle's windows (sums of the samples' features: the mixture is
+    exact) leave it out next to any change when the segment is shorter than
+    twice ``min_size``, and next to a strong change (:func:`_could_stand_apart`)
+    whatever its length; a temporal map's windows only when both hold (on the
+    TSSB series, either alone lost true change-points)."""
+    short = abs(split - at) < 2 * memo.min_size
+    if memo.mixtures and short:
+        return True
+    if not (memo.mixtures or short):
+        return False
+    segment = (min(at, other), max(at, other))
+    return _could_stand_apart(memo, far, at, split, segment, level)
+
+
+def _could_stand_apart(
+    memo: Memo, far: int, at: int, near: int, segment: tuple[int, int], level: float
+) -> bool:
+    """Whether a window at the change-point ``at`` (between ``[far, at)`` and
+    ``[at, near)``, either order) that holds the far side alone would make the
+    shortest segment it may start significant, split off the tested
+    ``segment``: from the squared distance between the two sides' mean windows."""
+    prefix = memo.stats.prefix
+
+    def mean(lo: int, hi: int) -> np.ndarray:
+        lo, hi = min(lo, hi), max(lo, hi)
+        return (prefix[:, hi] - prefix[:, lo]).astype(np.float64) / (hi - lo)
+
+    jump = mean(far, at) - mean(at, near)
+    lo, hi = segment
+    # the fewest windows a segment may hold, one of them all of the far side:
+    # their mean is jump / k off the rest
+    k = max(1, min(memo.min_size, hi - lo - 1))
+    gain = float(jump @ jump) * (hi - lo - k) / (k * (hi - lo))
+    return _pvalue(memo, gain, lo, lo + k, hi) <= level
 
 
 def _is_step(memo: Memo, start: int, split: int, end: int) -> bool:
