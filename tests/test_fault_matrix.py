@@ -307,3 +307,29 @@ def test_a_chunk_rewritten_in_place_with_its_size_and_time_is_read_as_it_is_now(
     again = ROUTES[route](path, ck)
     assert_same_segmentation(again, kcpstream.segment(other, **KW))
     assert first.n_samples == again.n_samples
+
+
+def test_kcpstream_watch_reports_a_lost_chunk_in_one_line_and_keeps_watching(tmp_path):
+    # the watch runs the job on a schedule: a lost chunk fails the series in
+    # every run's report, naming it, and never becomes a gap
+    import signal
+
+    from .test_watch import _watching
+
+    path = tmp_path / "s.zarr"
+    _write(path)
+    _absent(path)
+    (tmp_path / "job.toml").write_text(
+        '[input]\nstore = "s.zarr"\nvariables = ["v"]\n[selection]\nn_bkps = 1\n'
+        '[output]\nstore = "out"\n'
+    )
+    with _watching(tmp_path / "job.toml", "--every", "1s", "--json", "--quiet") as proc:
+        for _ in range(2):  # two runs: the same failure each time
+            report = json.loads(proc.stdout.readline())
+            assert report["done"] == 0 and len(report["failed"]) == 1
+            (message,) = report["failed"].values()
+            assert "[15000, 20000)" in message and "\n" not in message
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err
+    assert not list((tmp_path / "out" / "series").glob("*.json"))

@@ -89,6 +89,7 @@ class Memo:
     # in memory (every subset of its candidates is a segmentation it can cost)
     merges: bool = False
     chosen: list | None = None  # the change-points the test kept (pen="auto")
+    apart: dict = field(default_factory=dict)  # the mixture checks' answers, by their arguments
 
 
 @dataclass(frozen=True)
@@ -273,32 +274,45 @@ def _significant(memo: Memo, order, partitions, alpha: float) -> list[int]:
         chosen = partitions[d - 1]
         if chosen is None:
             continue
+        chosen, beyond = [int(c) for c in chosen], d > top_down
+        if not _passes(memo, chosen, beyond, found, alpha, mixtures=False):
+            continue
+        if _passes(memo, chosen, beyond, found, alpha, mixtures=True):
+            return chosen
         # two change-points around the window that holds a change are one: the
         # segmentation without the second (a lower D would rather drop a true
         # change than the pair, which lowers the cost more)
-        chosen = _without_mixtures(memo, [int(c) for c in chosen], alpha)
-        bounds = [0, *chosen, memo.stats.n]
-        m = np.subtract(bounds[2:], bounds[:-2])
-        corrected = alpha * (memo.min_size / m) ** 2
-        if d > top_down:  # beyond what the splits showed: corrected for the neighbours
-            levels = corrected
-        else:
-            # a change-point the splits did not show (the DP placed it, with its
-            # neighbours, among later candidates) was searched for with both of
-            # its neighbours: a short segment inside a long one
-            levels = np.where(np.isin(chosen, found), alpha, corrected)
-        # the segmentations of the path share most of their (start, split, end):
-        # each is tested once, and a segmentation only until one fails
-        if all(
-            _local_pvalue(memo, a, c, e) <= level
-            and _is_step(memo, a, c, e)
-            and _beside_mixtures(memo, bounds, i, level)
-            for i, (a, c, e, level) in enumerate(
-                zip(bounds[:-2], bounds[1:-1], bounds[2:], levels, strict=True), start=1
-            )
-        ):
-            return [int(c) for c in chosen]
+        pruned = _without_mixtures(memo, chosen, alpha)
+        if pruned != chosen and _passes(memo, pruned, beyond, found, alpha, mixtures=True):
+            return pruned
     return []
+
+
+def _passes(
+    memo: Memo, chosen: list[int], beyond: bool, found: list, alpha: float, mixtures: bool
+) -> bool:
+    """Whether every change-point of the segmentation ``chosen`` is significant
+    between its neighbours (:func:`_significant` says at which level: with
+    ``beyond``, the segmentation has more change-points than the splits
+    showed) and a step, not a trend; with ``mixtures``, also beside the
+    windows that hold its neighbouring changes (:func:`_beside_mixtures`)."""
+    bounds = [0, *chosen, memo.stats.n]
+    m = np.subtract(bounds[2:], bounds[:-2])
+    corrected = alpha * (memo.min_size / m) ** 2
+    # a change-point the splits did not show (the DP placed it, with its
+    # neighbours, among later candidates) was searched for with both of its
+    # neighbours: a short segment inside a long one
+    levels = corrected if beyond else np.where(np.isin(chosen, found), alpha, corrected)
+    # the segmentations of the path share most of their (start, split, end):
+    # each is tested once, and a segmentation only until one fails
+    return all(
+        _local_pvalue(memo, a, c, e) <= level
+        and _is_step(memo, a, c, e)
+        and (not mixtures or _beside_mixtures(memo, bounds, i, level))
+        for i, (a, c, e, level) in enumerate(
+            zip(bounds[:-2], bounds[1:-1], bounds[2:], levels, strict=True), start=1
+        )
+    )
 
 
 def _local_pvalue(memo: Memo, start: int, split: int, end: int) -> float:
@@ -327,6 +341,16 @@ def _beside_mixtures(memo: Memo, bounds: list[int], i: int, level: float) -> boo
     every change lost true change-points, ``benchmarks/results/cycles.md``)."""
     if memo.pointwise:
         return True
+    start, split, end = bounds[i - 1], bounds[i], bounds[i + 1]
+    far = (bounds[i - 2] if i >= 2 else None, bounds[i + 2] if i + 2 < len(bounds) else None)
+    key = ("beside", *far, start, split, end, level, id(memo.noise))
+    if key not in memo.apart:  # (the segmentations of the path share most of them)
+        memo.apart[key] = _beside(memo, bounds, i, level)
+    return memo.apart[key]
+
+
+def _beside(memo: Memo, bounds: list[int], i: int, level: float) -> bool:
+    """:func:`_beside_mixtures`, computed."""
     start, split, end = bounds[i - 1], bounds[i], bounds[i + 1]
     a, e = start, end
     if i >= 2 and _mixed(memo, bounds[i - 2], start, split, end, level):
@@ -382,6 +406,16 @@ def _could_stand_apart(
     ``[at, near)``, either order) that holds the far side alone would make the
     shortest segment it may start significant, split off the tested
     ``segment``: from the squared distance between the two sides' mean windows."""
+    key = (far, at, near, segment, level, id(memo.noise))
+    if key not in memo.apart:  # (the segmentations of the path share most of them)
+        memo.apart[key] = _stands_apart(memo, far, at, near, segment, level)
+    return memo.apart[key]
+
+
+def _stands_apart(
+    memo: Memo, far: int, at: int, near: int, segment: tuple[int, int], level: float
+) -> bool:
+    """:func:`_could_stand_apart`, computed."""
     prefix = memo.stats.prefix
 
     def mean(lo: int, hi: int) -> np.ndarray:
