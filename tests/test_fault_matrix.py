@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -248,10 +249,14 @@ def test_a_chunk_missing_from_its_shard_is_an_absent_chunk(tmp_path, route, mode
         call(path, MODES[mode])
 
 
-def test_an_object_store_on_every_fault(s3_endpoint):  # noqa: F811
+def test_an_object_store_on_every_fault(s3_endpoint, monkeypatch):  # noqa: F811
     # the same faults behind an S3 endpoint (a local S3 server): an object
-    # absent, and one truncated, in every mode
+    # absent, one truncated, in every mode; one deleted, or re-uploaded with
+    # the same bytes, between the listing and the reads; the time
+    # coordinate's object lost
     import s3fs
+
+    from kcpstream.inputs import provenance as pv
 
     from .test_s3 import bucket as _bucket
 
@@ -278,6 +283,28 @@ def test_an_object_store_on_every_fault(s3_endpoint):  # noqa: F811
         fs.pipe(key, raw)
     ok = kcpstream.segment(url, variable="v", storage_options=opts, **KW)
     assert_same_segmentation(ok, kcpstream.segment(_signal(), **KW))
+    listed = pv.open_origin
+    for how, change in (("deleted", lambda: fs.rm(key)), ("same bytes", lambda: fs.pipe(key, raw))):
+
+        def then_changed(*args, change=change, **kwargs):
+            origin = listed(*args, **kwargs)
+            change()
+            return origin
+
+        monkeypatch.setattr(pv, "open_origin", then_changed)
+        for mode in MODES.values():
+            try:
+                res = kcpstream.segment(url, variable="v", storage_options=opts, **KW, **mode)
+            except InputError as exc:
+                assert re.search(r"c/3.*(changed while it was read|removed)|15000", str(exc))
+            else:  # the same bytes: the answer for them, or an error, never another
+                assert how == "same bytes"
+                assert_same_segmentation(res, ok)
+            fs.pipe(key, raw)
+        monkeypatch.undo()
+    fs.rm(f"{name}/s.zarr/time/c/0")
+    with pytest.raises(InputError, match=r"'time' coordinate has no chunk for positions \[0, "):
+        kcpstream.segment(url, variable="v", storage_options=opts, **KW)
 
 
 @pytest.mark.parametrize("route", ["path", "xarray", "xarray dask", "cli"])
