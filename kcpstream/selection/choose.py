@@ -89,7 +89,8 @@ class Memo:
     # in memory (every subset of its candidates is a segmentation it can cost)
     merges: bool = False
     chosen: list | None = None  # the change-points the test kept (pen="auto")
-    apart: dict = field(default_factory=dict)  # the mixture checks' answers, by their arguments
+    # the mixture checks' answers, by their arguments (for the noise tested against)
+    apart: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ def choose(memo: Memo, order: list[SegmentSplit], rule: Rule, d_max: int) -> Cho
     # are chosen one after the other, so one series' is held at a time
     sums, short = batch_sums(stats), short_range(stats)
     memo.noise = noise_of(stats, short, pointwise=memo.pointwise, sums=sums)
+    memo.apart.clear()
     path = [seg.split for seg in order]
     if rule.method == "binseg" and rule.kind == "pen":
         costs = _binseg_path_costs(stats, order)
@@ -234,6 +236,7 @@ def _select_by_test(
             if noise is None:
                 break
             accepted, memo.noise = found, noise
+            memo.apart.clear()  # (answers for the noise before)
     finally:  # a batch's series are chosen one after the other: one holds them at a time
         memo.diffs = memo.moments = None
     memo.chosen = found
@@ -334,8 +337,8 @@ def _beside_mixtures(memo: Memo, bounds: list[int], i: int, level: float) -> boo
     change, it moves the mean of a segment of many windows).  Next to a
     neighbouring change strong enough for one window of the other side to be
     significant (:func:`_could_stand_apart`), the change-point must be one
-    without that window.  Samples
-    segmented one by one hold no mixture.  A weak neighbouring change is left
+    without that window.  Samples segmented one by one hold no mixture.  A
+    weak neighbouring change is left
     alone: its window cannot make a change-point, and a short true segment
     beside it keeps its power (on the TSSB series, applying the rule next to
     every change lost true change-points, ``benchmarks/results/cycles.md``)."""
@@ -343,7 +346,7 @@ def _beside_mixtures(memo: Memo, bounds: list[int], i: int, level: float) -> boo
         return True
     start, split, end = bounds[i - 1], bounds[i], bounds[i + 1]
     far = (bounds[i - 2] if i >= 2 else None, bounds[i + 2] if i + 2 < len(bounds) else None)
-    key = ("beside", *far, start, split, end, level, id(memo.noise))
+    key = ("beside", *far, start, split, end, level)
     if key not in memo.apart:  # (the segmentations of the path share most of them)
         memo.apart[key] = _beside(memo, bounds, i, level)
     return memo.apart[key]
@@ -406,7 +409,7 @@ def _could_stand_apart(
     ``[at, near)``, either order) that holds the far side alone would make the
     shortest segment it may start significant, split off the tested
     ``segment``: from the squared distance between the two sides' mean windows."""
-    key = (far, at, near, segment, level, id(memo.noise))
+    key = (far, at, near, segment, level)
     if key not in memo.apart:  # (the segmentations of the path share most of them)
         memo.apart[key] = _stands_apart(memo, far, at, near, segment, level)
     return memo.apart[key]
