@@ -178,7 +178,6 @@ class Windows:
 
     width: int = 1
     cuts: np.ndarray | None = None  # (m + 1,) window edges in samples, from 0
-    period: float | None = None  # the cycle the cuts follow (samples)
 
     def samples(self, positions) -> np.ndarray:
         """Feature-vector positions (window edges) as sample positions."""

@@ -350,7 +350,7 @@ def _long_cycle(job: Job, st: Settings) -> Job | None:
         return None  # the windows cannot hold the segments asked for: sample by sample
     d_max = d_max_of(st, m, min_size)
     cuts = edges * stats.block_size
-    shape = Windows(width, cuts, period * stats.block_size)
+    shape = Windows(width, cuts)
     out = Job(job.signal, job.fmap, 1, d_max, job.cache, min_size, shape, job.signal)
     out.stats, out.in_memory = windows, True
     out.stored = job.stored

@@ -94,8 +94,7 @@ class FourierFeatures(FeatureMap):
         x = as_sample(sample)
         scaled = getattr(self, "scaled", False) and x.shape[1] > 1
         if scaled:
-            scales, order = channel_scales(x, self._metric)
-            z = (x - np.median(x, axis=0)) / scales
+            scales, order, z = channel_scales(x, self._metric)
             sigma = resolve_bandwidth(self.bandwidth, z[:, order], self._metric)
         else:
             sigma = resolve_bandwidth(self.bandwidth, x, self._metric)
@@ -123,9 +122,10 @@ class FourierFeatures(FeatureMap):
         rff_tile(x, self.center_, self.weights_, self.amplitudes_, out)
 
 
-def channel_scales(x: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """Each channel's scale and a canonical order of the channels, from the
-    sample ``x`` (m, d): ``(scales, order)``.
+def channel_scales(x: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each channel's scale, a canonical order of the channels and the sample
+    standardised (less its medians, over the scales), from the sample ``x``
+    (m, d): ``(scales, order, z)``.
 
     A channel's scale is its median heuristic on its own (the median distance
     between its values, or between its different values when most are equal;
@@ -145,7 +145,7 @@ def channel_scales(x: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
     def key(j: int) -> tuple:
         return (float(scales[j]), float(medians[j]), tuple(z[:, j].tolist()))
 
-    return scales, np.array(sorted(range(d), key=key), dtype=np.intp)
+    return scales, np.array(sorted(range(d), key=key), dtype=np.intp), z
 
 
 class RFF(FourierFeatures):
