@@ -10,7 +10,7 @@ lockstep, the choice of the number of change-points, the results).
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 import time
 import warnings
 
@@ -18,6 +18,7 @@ import numpy as np
 
 from kcpstream.engine.autofeatures import auto_features, block_cycle
 from kcpstream.engine.fitting import FitRecord, fit_reads, fitted_map, seed_of
+from kcpstream.engine.headroom import check_after_pass, check_before_pass, held_map
 from kcpstream.engine.plan import (
     Job,
     Settings,
@@ -48,7 +49,7 @@ from kcpstream.inputs import provenance as pv
 from kcpstream.inputs.gaps import GapMap, compact
 from kcpstream.inputs.signal import NonFiniteInput, Signal, window_signal
 from kcpstream.passes.cache import SampleCache, release_worker_caches
-from kcpstream.passes.data import data_passes, in_memory_passes
+from kcpstream.passes.data import data_passes, fit_sample, in_memory_passes
 from kcpstream.passes.gaps import find_gaps
 from kcpstream.persist import checkpoint
 from kcpstream.progress import note
@@ -106,7 +107,8 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
                 tuple(reads),
                 fmap.to_json(),
             )
-    _check_headroom(signal, fmap, B)
+    fmap = held_map(fmap, signal.n)
+    check_before_pass(signal, fmap, B)
     job = Job(signal, fmap, B, d_max, cache, min_size, Windows(window), original)
     job.auto = auto
     job.stored.fit, job.reads.fit_chunks = record, fit_chunks
@@ -502,38 +504,23 @@ def statistics(jobs: list[Job], st: Settings) -> None:
     if nonfinite:
         raise SeriesWithGaps(nonfinite, [found_gaps.get(id(j)) for j in nonfinite])
     for job in jobs:
-        _check_statistics(job.stats, job.signal)
+        _check_statistics(job)
 
 
-def _check_headroom(signal: Signal, fmap: FeatureMap, block_size: int) -> None:
-    """Before any read: a series longer than the exact integer sums of its
-    map's features can hold (known from the map alone when it bounds every
-    sample's features) is an :class:`InputError`, not a failure after the
-    data pass."""
-    bound = fmap.quantized_norm_bound_
-    if bound <= 0:  # the map's norms are measured by the data pass
-        return
-    most = int(2.0**62 / bound)
-    if signal.n >= most or bound * block_size >= 2.0**52:
-        unit = "windows" if fmap.window_samples > 1 else "samples"
-        raise InputError(
-            f"{signal.description} has {signal.n} {unit}: the exact integer sums of "
-            f"{type(fmap).__name__} features hold at most {most - 1} in one series (their "
-            "grid is fixed by the map); segment consecutive parts of the series of at most "
-            f"that length each"
-        )
+def _largest_sample(job: Job, start: int, end: int) -> str | None:
+    """Where the features of samples ``start`` to ``end`` have their largest norm
+    (read again: only when the series is refused for it)."""
+    try:
+        rows = fit_sample(job.signal, [(start, end)], job.cache)
+        q = job.fmap.transform(rows).astype(np.float64)
+    except Exception:  # the error names the block instead
+        return None
+    return _where(job.signal, start + int(np.argmax((q * q).sum(axis=1))))
 
 
-def _check_statistics(stats, signal: Signal) -> None:
-    qmax = math.sqrt(stats.global_max_norm2)
-    # block sums are exact integers held in float64 only below 2**53, prefix sums in int64
-    if qmax * stats.block_size >= 2.0**52 or qmax * stats.n >= 2.0**62:
-        raise InputError(
-            f"{signal.description} has values far outside the range of the fit sample "
-            f"(feature norm up to {qmax * 2.0**-stats.quantum_exponent:.3g}); the exact integer "
-            "sums would overflow. Standardise the signal, or fit the feature map on a sample "
-            "that covers its range and pass it as features="
-        )
+def _check_statistics(job: Job) -> None:
+    stats, signal = job.stats, job.signal
+    check_after_pass(stats, signal, job.fmap, functools.partial(_largest_sample, job))
     s_total, q_total = stats.range_sum(0, stats.n)
     sf = s_total.astype(np.float64)
     spread = q_total - float(sf @ sf) / stats.n

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import copy
 import json
 import math
 from collections.abc import Callable
@@ -14,13 +15,25 @@ from kcpstream._kernels.featurize import groups_to_rows, quantize
 from kcpstream.errors import InputError, NotFittedError
 from kcpstream.features.registry import get_feature_map_class
 
-__all__ = ["FeatureMap", "NotFittedError", "QUANTUM_BITS", "exponent_for_amplitude"]
+__all__ = [
+    "FeatureMap",
+    "NotFittedError",
+    "QUANTUM_BITS",
+    "SUM_BITS",
+    "exponent_for_amplitude",
+]
 
 #: Bits of the fixed-point grid below the largest expected feature magnitude:
 #: a feature of magnitude ``a`` is represented by an integer of at most
-#: ``2**QUANTUM_BITS`` (more precise than float32 near ``a``), which keeps the
-#: exact int64 sums free of overflow for up to ``2**34`` samples.
+#: ``2**QUANTUM_BITS`` (more precise than float32 near ``a``).  Such a grid
+#: keeps the exact int64 sums of ``2**(SUM_BITS - QUANTUM_BITS)`` samples (1.7e10);
+#: a longer series is segmented on a coarser grid (:meth:`FeatureMap.holding`).
 QUANTUM_BITS = 28
+
+#: Every coordinate's sum over a series stays below ``2**SUM_BITS`` in
+#: magnitude, so that a difference of two sums (a range of the prefix sums,
+#: the right part of a split) stays below ``2**63``: no int64 sum overflows.
+SUM_BITS = 62
 
 #: Samples featurized together in one tile (bounded memory, amortised calls).
 DEFAULT_TILE = 4096
@@ -78,8 +91,12 @@ class FeatureMap(abc.ABC):
 
     and may refine :attr:`tile_groups_` (the layout of a tile's features),
     :attr:`quantized_norm_bound_` (a bound on every sample's feature norm,
-    tightening the search's pruning) and :attr:`accumulate_tile_stats` (block
-    statistics without dense features).  ``tests/test_feature_conformance.py``
+    tightening the search's pruning), :attr:`quantized_amplitude_bound_` (a
+    bound on every coordinate: the engine then puts a long series on a grid
+    that holds it before reading, instead of checking the features measured
+    after the pass) and :attr:`accumulate_tile_stats` (block statistics
+    without dense features).  The grid exponent is the map's to choose from
+    its fit; :meth:`holding` only lowers it for a series too long for it.  ``tests/test_feature_conformance.py``
     checks every registered map against this contract.
     """
 
@@ -132,6 +149,53 @@ class FeatureMap(abc.ABC):
     def quantized_norm_bound_(self) -> float:
         """A bound on ``||q||`` of every sample known from the map alone, or -1."""
         return -1.0
+
+    @property
+    def quantized_amplitude_bound_(self) -> float:
+        """A bound on every coordinate ``|q_j|`` of every sample known from the
+        map alone, or -1 (the data pass measures the features' norms).  A
+        bound on the norm bounds each coordinate; maps whose coordinates are
+        bounded more tightly than their norm say so here."""
+        return self.quantized_norm_bound_
+
+    @property
+    def capacity_(self) -> int:
+        """Samples (feature vectors) one series may hold for the exact int64
+        sums of this map's features to stay below ``2**SUM_BITS``: known from
+        the map when it bounds every coordinate; otherwise the nominal capacity
+        of its grid (the fit sample's largest coordinate at ``2**QUANTUM_BITS``
+        units), which the data pass checks against the features measured."""
+        self._check_fitted()
+        bound = self.quantized_amplitude_bound_
+        if bound <= 0:
+            bound = 2.0 ** (QUANTUM_BITS - self.grid_shift_)
+        return int(2.0**SUM_BITS // bound)
+
+    @property
+    def grid_shift_(self) -> int:
+        """Bits by which :meth:`holding` coarsened the grid of the fit (0: none)."""
+        return int(getattr(self, "_grid_shift", 0))
+
+    def holding(self, n: int) -> Self:
+        """This map, or a copy of it on a grid coarse enough for the exact sums
+        of a series of ``n`` samples (feature vectors) to hold.
+
+        Each halving of the grid doubles :attr:`capacity_`; the grid of a
+        series of ``10**12`` samples is ``2**-22`` of the largest feature, about
+        float32's own resolution there, which keeps the sums far finer than
+        any kernel approximation (``benchmarks/results/headroom.md``).  The
+        same ``n`` always gives the same grid, so the statistics of a series
+        do not depend on how it grew; a checkpoint of a coarser or finer grid
+        is another map's and is not reused.
+        """
+        self._check_fitted()
+        fmap = self
+        while int(n) > fmap.capacity_:
+            if fmap is self:
+                fmap = copy.deepcopy(self)
+            fmap.quantum_exponent_ = int(fmap.quantum_exponent_) - 1
+            fmap._grid_shift = fmap.grid_shift_ + 1
+        return fmap
 
     @property
     def window_samples(self) -> int:
@@ -221,6 +285,8 @@ class FeatureMap(abc.ABC):
         out: dict[str, Any] = {"feature_map": self.name, "params": self.get_params()}
         if self.is_fitted:
             out["fitted"] = {k: _encode(getattr(self, k)) for k in self._fitted_names}
+            if self.grid_shift_:  # absent on the grid of the fit, as before it existed
+                out["fitted"]["_grid_shift"] = self.grid_shift_
         return out
 
     def to_json(self) -> str:
@@ -255,7 +321,7 @@ class FeatureMap(abc.ABC):
                     return False
             elif a != b:
                 return False
-        return True
+        return self.grid_shift_ == other.grid_shift_
 
     __hash__ = None  # type: ignore[assignment]
 

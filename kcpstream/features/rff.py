@@ -84,6 +84,14 @@ class FourierFeatures(FeatureMap):
         norm = float(np.sqrt(np.sum(self.amplitudes_.astype(np.float64) ** 2)))
         return 2.0**self.quantum_exponent_ * norm * (1 + 1e-5) + 0.5 * np.sqrt(self.n_features_out_)
 
+    @property
+    def quantized_amplitude_bound_(self) -> float:
+        """A coordinate is its amplitude times a cosine or a sine (the same ulps
+        as the norm), plus at most ``0.5`` of rounding onto the grid."""
+        self._check_fitted()
+        largest = float(np.max(self.amplitudes_.astype(np.float64)))
+        return 2.0**self.quantum_exponent_ * largest * (1 + 1e-5) + 0.5
+
     def _draw(
         self, rng: np.random.Generator, d: int, sigma: float
     ) -> tuple[np.ndarray, np.ndarray]:

@@ -163,6 +163,11 @@ class Temporal(InvariantWindow):
         return -1.0
 
     @property
+    def quantized_amplitude_bound_(self) -> float:
+        """-1, as the norm: the data pass measures them."""
+        return -1.0
+
+    @property
     def tile_groups_(self) -> tuple[int, int]:
         return 1, self.n_features_out_
 

@@ -67,6 +67,12 @@ class BrownianThreshold(FeatureMap):
         self._check_fitted()
         return float(self._qv * np.sqrt(self.thresholds_.size))
 
+    @property
+    def quantized_amplitude_bound_(self) -> float:
+        """An indicator is off or exactly one quantized value."""
+        self._check_fitted()
+        return float(self._qv)
+
     def fit(self, sample: np.ndarray) -> Self:
         x = as_sample(sample)
         K = self.n_features

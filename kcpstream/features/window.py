@@ -99,6 +99,12 @@ class InvariantWindow(FeatureMap):
         amp = np.float64(np.float32(1.0 / np.sqrt(self.n_features)))
         return float(np.rint(amp * 2.0**self.quantum_exponent_) * np.sqrt(self.n_features))
 
+    @property
+    def quantized_amplitude_bound_(self) -> float:
+        self._check_fitted()
+        amp = np.float64(np.float32(1.0 / np.sqrt(self.n_features)))
+        return float(np.rint(amp * 2.0**self.quantum_exponent_))
+
     def _correlations(self, rows: np.ndarray) -> np.ndarray:
         """``<W, g . t_j>`` for every window row, template and cyclic shift: (L, m, window)."""
         m, w, d = self.templates_.shape

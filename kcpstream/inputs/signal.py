@@ -25,9 +25,12 @@ from kcpstream.inputs.stores import open_decoded, open_zarr
 from kcpstream.tasks.graph import in_process_scheduler
 from kcpstream.tasks.internals import List, TaskRef, array_source, getter
 
-#: Largest number of samples a series may have: keeps the exact int64 sums of
-#: features (at most 2**28 per sample and coordinate) free of overflow.
-MAX_SAMPLES = 2**34
+#: Largest number of samples a series may have (1.1e12).  Its exact int64 sums
+#: are held on a grid of ``2**-22`` of the largest feature
+#: (:meth:`kcpstream.features.base.FeatureMap.holding`), still far finer than
+#: the kernel approximation (``benchmarks/results/headroom.md``); the grid and
+#: the bookkeeping sizes are tested up to here (``tests/test_headroom.py``).
+MAX_SAMPLES = 2**40
 
 
 #: Series longer than this are planned on their *epoch*, the largest power of

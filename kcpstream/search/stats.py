@@ -204,7 +204,11 @@ class BlockStats:
     @property
     def nbytes(self) -> int:
         return int(
-            self.prefix.nbytes + self.prefix_q.nbytes + self.max_norm2.nbytes + self.bridge.nbytes
+            self.prefix.nbytes
+            + self.prefix_q.nbytes
+            + self.block_q.nbytes
+            + self.max_norm2.nbytes
+            + self.bridge.nbytes
         )
 
     @functools.cached_property
