@@ -21,7 +21,7 @@ Two parts:
   shorter run of the same configuration (the issue's target: at most 11).
 
 Usage: python benchmarks/bench_headroom.py [--parts grid,scale] [--long 1e10]
-       [--out headroom.json] [--markdown results/headroom.md]
+       [--configs rff:32/1,auto/1,auto/3] [--out headroom.json] [--markdown results/headroom.md]
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ import sys
 import numpy as np
 from _report import PEAK_RSS_CODE, machine, report
 
-CHILD = PEAK_RSS_CODE + r"""
+CHILD = (
+    PEAK_RSS_CODE
+    + r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 import dask.array as da
@@ -68,6 +70,7 @@ print(json.dumps({
     "passes": res.diagnostics.passes,
 }))
 """
+)
 
 
 def _child(n: int, d: int, features: str) -> dict:
@@ -79,10 +82,13 @@ def _child(n: int, d: int, features: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def scale(long: int) -> list[dict]:
+def scale(long: int, configs: list[str]) -> list[dict]:
     rows = []
     short = long // 10
-    for features, d, n0 in (("rff:32", 1, short), ("auto", 1, short), ("auto", 3, short * 34 // 100)):
+    for spec in configs:
+        features, d = spec.rsplit("/", 1)
+        d = int(d)
+        n0 = short if d == 1 else short * 34 // 100  # 3 channels: 3.4e9 samples at 1e10 values
         pair = {}
         for n in (n0, n0 * 10):
             r = _child(n, d, features)
@@ -143,14 +149,15 @@ def grid() -> dict:
 
 
 def markdown(result: dict) -> str:
-    lines = ["# Headroom: one series of 10^10 samples", "", "```", json.dumps(result, indent=1), "```"]
-    return "\n".join(lines) + "\n"
+    text = json.dumps(result, indent=1)
+    return "\n".join(["# Headroom: one series of 10^10 samples", "", "```", text, "```"]) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="grid,scale")
     ap.add_argument("--long", type=float, default=1e10)
+    ap.add_argument("--configs", default="rff:32/1,auto/1,auto/3", help="map/channels, ...")
     ap.add_argument("--out")
     ap.add_argument("--markdown")
     args = ap.parse_args()
@@ -159,7 +166,7 @@ def main() -> None:
     if "grid" in parts:
         result["grid"] = grid()
     if "scale" in parts:
-        result["scale"] = scale(int(args.long))
+        result["scale"] = scale(int(args.long), args.configs.split(","))
     report(result, args.out, args.markdown, markdown)
 
 
