@@ -339,10 +339,13 @@ def test_the_selection_is_deterministic():
     np.testing.assert_array_equal(a.pvalues, b.pvalues)
 
 
-def test_a_series_too_short_for_the_noise_estimate_is_a_clear_error():
+def test_a_series_too_short_for_the_noise_estimate_is_tested_by_permutations():
     x = np.random.default_rng(0).standard_normal(12)
+    res = kcpstream.segment(x)  # (tests/test_short_series.py: the permutation test)
+    assert res.selection.rule == "auto" and res.selection.noise is None
+    assert kcpstream.segment(x, n_bkps=1).n_changepoints == 1
+    # on blocks of several samples there is neither a noise estimate nor samples to permute
     with pytest.raises(
         kcpstream.InputError, match="too short to estimate its noise.*n_bkps or pen"
     ):
-        kcpstream.segment(x)
-    assert kcpstream.segment(x, n_bkps=1).n_changepoints == 1
+        kcpstream.segment(x, block_size=2)

@@ -20,6 +20,7 @@ from kcpstream.errors import InputError, NotEnoughSplitsError
 from kcpstream.search.binseg import SegmentSplit, check_enough_splits
 from kcpstream.search.dynp import dp_grid, optimal_partitions
 from kcpstream.search.stats import BlockStats
+from kcpstream.selection.permutation import permutation_pvalue
 from kcpstream.selection.rules import (
     Selection,
     select_by_penalty,
@@ -219,7 +220,7 @@ def _select_by_test(
     ``memo.noise`` ends as the estimate the change-points were last tested
     against.
     """
-    if memo.noise is None:
+    if memo.noise is None and not _permutable(memo):
         raise InputError(
             f"{memo.description} is too short to estimate its noise (the test "
             f"needs {MIN_BATCHES} blocks of samples); give n_bkps or pen"
@@ -241,7 +242,11 @@ def _select_by_test(
         memo.diffs = memo.moments = None
     memo.chosen = found
     return Selection(
-        "auto", min(len(found) + 1, d_max), d_max, alpha=alpha, noise=memo.noise.to_dict()
+        "auto",
+        min(len(found) + 1, d_max),
+        d_max,
+        alpha=alpha,
+        noise=None if memo.noise is None else memo.noise.to_dict(),
     )
 
 
@@ -457,6 +462,12 @@ def _pvalue(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
     stats = memo.stats
     if not gain_q > stats.gain_rounding(end - start):
         return 1.0
+    if memo.noise is None:  # too short for the noise: the samples' orders calibrate
+        key = (start, split, end, gain_q, None)
+        if key not in memo.pvalues:
+            q = np.diff(stats.prefix[:, start : end + 1], axis=1).T
+            memo.pvalues[key] = permutation_pvalue(q, gain_q, memo.min_size, (start, end))
+        return memo.pvalues[key]
     # the segmentations of the path share most of their segments: each is
     # tested once against each estimate of the noise
     key = (start, split, end, gain_q, memo.noise)
@@ -476,6 +487,13 @@ def _pvalue(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
             gain_q * stats.unit, end - start, memo.min_size, noise, steps
         )
     return memo.pvalues[key]
+
+
+def _permutable(memo: Memo) -> bool:
+    """Whether a series without a noise estimate is tested by permutations of
+    its samples (:mod:`kcpstream.selection.permutation`): those held one by
+    one, as every series too short for the estimate is by default."""
+    return memo.stats.block_size == 1
 
 
 def _steps(memo: Memo, length: int) -> float | None:
@@ -518,7 +536,7 @@ def _segment_diffs(memo: Memo, start: int, end: int) -> np.ndarray:
 
 def local_pvalues(memo: Memo, changepoints: np.ndarray) -> np.ndarray:
     """p-value of each change-point's split between its two neighbours."""
-    if memo.noise is None:
+    if memo.noise is None and not _permutable(memo):
         return np.full(len(changepoints), np.nan)
     bounds = [0, *map(int, changepoints), memo.stats.n]
     return np.array(
