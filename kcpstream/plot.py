@@ -57,8 +57,10 @@ def plot_segmentation(
     for a, b in zip(cuts[::2], cuts[1::2], strict=True):
         span = _positions_to_axis(res, np.array([starts[a], ends[b - 1] - 1]), signal)
         ax.axvspan(span[0], span[1], facecolor="none", edgecolor="0.6", hatch="//", lw=0, zorder=0)
-    for c in channels if channels is not None else range(lo.shape[1]):
-        ax.fill_between(xs, lo[:, c], hi[:, c], step="post", alpha=0.6, lw=0.5)
+    names = _channel_names(data, lo.shape[1])
+    shown = list(channels if channels is not None else range(lo.shape[1]))
+    for c in shown:
+        ax.fill_between(xs, lo[:, c], hi[:, c], step="post", alpha=0.6, lw=0.5, label=names[c])
     bounds = np.array([0, *res.changepoints, res.n_samples - 1], dtype=np.int64)
     edges = _positions_to_axis(res, bounds, signal)
     for i in range(len(bounds) - 1):
@@ -70,12 +72,28 @@ def plot_segmentation(
         truth = _positions_to_axis(res, np.asarray(true_changepoints, dtype=np.int64), signal)
         for c in truth:
             ax.axvline(c, color="k", lw=1.0, ls="--")
-    label = f"{res.n_changepoints} change-points ({res.method}, {res.selection.rule})"
+    k = res.n_changepoints
+    label = f"{k} change-point{'' if k == 1 else 's'} ({res.method}, {res.selection.rule})"
     ax.set_title(label + ("; dashed: true" if true_changepoints is not None else ""))
+    if len(shown) > 1:  # which envelope is which channel
+        ax.legend(fontsize=8, loc="upper right", ncols=min(len(shown), 6))
     ax.set_xlabel(res.time_dim if signal.time is not None else "sample")
     ax.margins(x=0)
     ax.figure.tight_layout()
     return ax
+
+
+def _channel_names(data: Any, d: int) -> list[str]:
+    """A name per channel: a Dataset's variables, or the labels of a 2-D
+    DataArray's other dimension, when they number ``d``; else ``channel i``."""
+    names = None
+    if hasattr(data, "data_vars") and len(data.data_vars) == d:
+        names = [str(v) for v in data.data_vars]
+    elif getattr(data, "ndim", 0) == 2 and hasattr(data, "coords"):
+        other = data.dims[1]
+        if other in data.coords and data.sizes[other] == d:
+            names = [f"{other}={v}" for v in data.coords[other].values]
+    return names or [f"channel {i}" for i in range(d)]
 
 
 def plot_path(res: Any, *, ax: Any = None):

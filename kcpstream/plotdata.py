@@ -95,6 +95,9 @@ def segment_gains(
     positions = np.unique(
         np.linspace(1, n_seg - 1, min(max_points, n_seg - 1)).round().astype(np.int64)
     )
+    # the drawn positions are a subset: add the exact best admissible split, so
+    # that the title's "best at" is the position the search would report
+    positions = np.union1d(positions, [_best_split(cums, max(1, res.min_size // w))])
     total = cums[-1]
     unit = 2.0 ** (-2 * q_exp)
     gains = np.array([split_gain(int(c), int(n_seg - c), cums[c], total) * unit for c in positions])
@@ -102,3 +105,24 @@ def segment_gains(
     if len(valid) < e - a:  # offsets of the first valid sample of each split's right part
         positions = valid[positions]
     return positions, gains, signal
+
+
+def _best_split(cums: np.ndarray, lo: int) -> int:
+    """The position ``c`` in ``[lo, n - lo]`` of the largest gain of a split, for
+    the prefix sums ``cums`` of ``n`` feature vectors: located in float over
+    every position (in slices), then taken exactly (:func:`split_gain`) among
+    its neighbours."""
+    n = len(cums) - 1
+    lo = lo if n >= 2 * lo else 1
+    total = cums[-1]
+    best, best_gain = lo, -np.inf
+    for a in range(lo, n - lo + 1, 1 << 16):
+        c = np.arange(a, min(a + (1 << 16), n - lo + 1))
+        left = cums[c].astype(np.float64)
+        d = left / c[:, None] - (total - left) / (n - c)[:, None]
+        g = c * (n - c) / n * np.einsum("ij,ij->i", d, d)
+        i = int(np.argmax(g))
+        if g[i] > best_gain:
+            best, best_gain = int(c[i]), float(g[i])
+    near = range(max(lo, best - 2), min(n - lo, best + 2) + 1)
+    return max(near, key=lambda c: split_gain(int(c), int(n - c), cums[c], total))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -355,16 +356,36 @@ class Segmentation:
             f"{windows}; passes={d.passes:.3f}, {d.seconds:.2f} s>"
         )
 
-    def plot(self, data: Any, *, true_changepoints: Any = None, ax: Any = None, **kwargs: Any):
+    def plot(
+        self, data: Any = None, *, true_changepoints: Any = None, ax: Any = None, **kwargs: Any
+    ):
         """Draw ``data`` (the segmented signal) with the segments and change-points.
 
-        A min/max envelope over at most ``max_points`` (4000) bins, computed in
-        one dask pass.  ``true_changepoints`` are drawn dashed.  Needs
-        matplotlib (``pip install 'kcpstream[plot]'``).  Returns the axes.
+        ``data`` may be left out for a result of a zarr store given by path
+        (``params["source"]``): the store is opened again.  A min/max envelope
+        over at most ``max_points`` (4000) bins, computed in one dask pass.
+        ``true_changepoints`` are drawn dashed.  Needs matplotlib (``pip
+        install 'kcpstream[plot]'``).  Returns the axes.
         """
         from kcpstream.plot import plot_segmentation
 
+        data, kwargs = self._source(data, kwargs)
         return plot_segmentation(self, data, true_changepoints=true_changepoints, ax=ax, **kwargs)
+
+    def _source(self, data: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """``data``, or the store this result was read from, with the reading
+        arguments it was read with (the same path needs no ``variable=`` again)."""
+        src = (self.params or {}).get("source") or {}
+        path = src.get("path") if src.get("kind") == "zarr" else None
+        if data is None and path is None:
+            raise TypeError(
+                f"give the data to draw: a result of {src.get('kind', 'this')} input cannot "
+                "open it again (only a zarr store given by path can)"
+            )
+        if data is None or (isinstance(data, str | os.PathLike) and os.fspath(data) == path):
+            reading = {k: src[k] for k in ("variable", "dim") if src.get(k) is not None}
+            return path, {**reading, **kwargs}
+        return data, kwargs
 
     def plot_path(self, *, ax: Any = None):
         """Draw the cost path against the number of segments, and the chosen one."""
@@ -372,10 +393,11 @@ class Segmentation:
 
         return plot_path(self, ax=ax)
 
-    def plot_gain(self, data: Any, segment: int = 0, *, ax: Any = None, **kwargs: Any):
+    def plot_gain(self, data: Any = None, segment: int = 0, *, ax: Any = None, **kwargs: Any):
         """Draw the gain of splitting one segment of the result at each position."""
         from kcpstream.plot import plot_gain
 
+        data, kwargs = self._source(data, kwargs)
         return plot_gain(self, data, segment, ax=ax, **kwargs)
 
     def to_xarray(self):
@@ -567,11 +589,20 @@ class BatchSegmentation:
         lines = [f"<BatchSegmentation over {self.batch_dims}: {len(self)} series"]
         for labels, res in list(self)[:10]:
             name = ", ".join(f"{k}={v}" for k, v in labels.items())
-            cps = res.changepoints.tolist()
-            shown = ", ".join(map(str, cps[:8])) + (", ..." if len(cps) > 8 else "")
+            cps, p = res.changepoints.tolist(), res._pvalues()
+            when = res.changepoint_times if res.times is not None else None
+            shown = (
+                ", ".join(  # (a coordinate of positions says nothing more)
+                    f"{c}"
+                    + ("" if when is None or str(when[i]) == str(c) else f" {when[i]}")
+                    + f" (p={p[i]:.2g})"
+                    for i, c in enumerate(cps[:8])
+                )
+                + (", ..." if len(cps) > 8 else "")
+            )
             lines.append(f"  {name}: {count(len(cps), 'change-point')} [{shown}]")
         if len(self) > 10:
-            lines.append(f"  ... {len(self) - 10} more series")
+            lines.append(f"  ... {len(self) - 10} more series (to_dataframe() lists all)")
         return "\n".join(lines) + ">"
 
     def to_xarray(self):

@@ -174,7 +174,7 @@ def test_progress_lines_name_every_phase(tmp_path, capfd, caplog):
     x[300_000:] += 0.5
     kcpstream.segment(x, progress=True)
     err = capfd.readouterr().err
-    for phase in ("fit: ", "data pass: 600000 samples", "search: ", "choice: 1 change-points"):
+    for phase in ("fit: ", "data pass: 600000 samples", "search: ", "choice: 1 change-point "):
         assert phase in err, err
     # without progress=True: nothing on stderr, the same lines on the logger
     with caplog.at_level(logging.INFO, logger="kcpstream.progress"):

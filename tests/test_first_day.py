@@ -9,6 +9,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 from click.testing import CliRunner
 
 import kcpstream
@@ -70,6 +71,8 @@ def test_a_missing_package_is_named_as_the_fix():
     with pytest.raises(InputError, match="install nosuchpkg") as info:
         kcpstream.segment(x.map_blocks(needs, dtype=x.dtype), n_bkps=1)
     assert "damaged" not in str(info.value)
+    assert "computing them from the input's dask graph" in str(info.value)
+    assert "a chunk under them fails to read" not in str(info.value)
 
 
 def test_messages_name_an_unnamed_dataarray_and_a_datasets_variables():
@@ -82,3 +85,75 @@ def test_messages_name_an_unnamed_dataarray_and_a_datasets_variables():
     ds = xr.Dataset({"temperature": ("time", x)})
     with pytest.raises(InputError, match=r"Dataset \(variable 'temperature'\) has 1 missing"):
         kcpstream.segment(ds, skipna=False)
+
+
+def _plots():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def test_a_result_of_a_store_draws_itself_and_names_its_channels(tmp_path):
+    plt = _plots()
+    x = _two_regimes()
+    store = str(tmp_path / "s.zarr")
+    z = zarr.create_array(store, shape=x.shape, chunks=(1_000,), dtype="f4")
+    z[:] = x
+    res = kcpstream.segment(store)
+    ax = res.plot()  # the store is opened again
+    assert "1 change-point (" in ax.get_title()
+    ax = res.plot(store)
+    plt.close("all")
+    rng = np.random.default_rng(2)
+    ds = xr.Dataset(
+        {
+            "pressure": ("time", (1013 + x).astype("f4")),
+            "temperature": ("time", rng.normal(size=len(x)).astype("f4")),
+        }
+    )
+    ax = kcpstream.segment(ds).plot(ds)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["pressure", "temperature"]
+    plt.close("all")
+    with pytest.raises(TypeError, match="give the data to draw"):
+        kcpstream.segment(x, n_bkps=1).plot()
+
+
+def test_the_gain_plot_says_the_position_the_result_reports():
+    plt = _plots()
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=200_000)
+    x[123_457:] += 1.0
+    kw = {"block_size": 64, "min_size": 100}
+    first = kcpstream.segment(x, n_bkps=1, d_max=2, **kw)  # the best split of the whole
+    ax = kcpstream.segment(x, n_bkps=0, **kw).plot_gain(x)
+    assert f"best at {int(first.changepoints[0])}" in ax.get_title()
+    plt.close("all")
+
+
+def test_a_series_searched_in_memory_reports_its_grid_of_samples():
+    res = kcpstream.segment(_two_regimes(), n_bkps=1)
+    assert res.diagnostics.block_size == res.params["block_size"] == 1
+
+
+def test_a_batch_shows_every_series_with_times_and_p_values(tmp_path):
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(3_000, 12))
+    data[1_500:, ::2] += 3
+    time = np.arange(3_000).astype("datetime64[m]")
+    da_ = xr.DataArray(data, dims=("time", "sensor"), coords={"time": time})
+    res = kcpstream.segment(da_, batch_dims="sensor")
+    text = repr(res)
+    assert "(p=" in text and "to_dataframe() lists all" in text
+    da_.to_dataset(name="v").to_zarr(tmp_path / "b.zarr")
+    out = CliRunner().invoke(main, ["segment", str(tmp_path / "b.zarr"), "--batch-dim", "sensor"])
+    assert out.exit_code == 0, out.output
+    assert out.output.count("sensor=") == 12 and "p=" in out.output
+
+
+def test_min_duration_does_not_go_below_the_default_floor():
+    time = np.arange(400).astype("datetime64[D]")
+    x = xr.DataArray(_two_regimes(400), dims="time", coords={"time": time})
+    res = kcpstream.segment(x, min_duration="1D", n_bkps=1)
+    assert res.params["min_size"] >= 10

@@ -124,7 +124,7 @@ def test_a_rewrite_in_place_that_restores_size_mtime_and_inode_is_seen(tmp_path)
     z[:] = _signal()[:, 0]
     ck = tmp_path / "ck"
     kcpstream.segment(str(path), checkpoint=ck, **KW)
-    chunk = path / "c" / "7"
+    chunk = path / "c" / "15"  # past the epoch of 2**17 samples the fit is drawn from
     before = os.stat(chunk)
     values = np.frombuffer(chunk.read_bytes(), dtype="f4").copy()
     with open(chunk, "r+b") as fh:  # the same file, the same size
@@ -255,7 +255,7 @@ def test_a_file_url_is_versioned_like_its_path(tmp_path):
     url = path.as_uri()
     ck = tmp_path / "ck"
     kcpstream.segment(url, checkpoint=ck, **KW)
-    chunk = path / "c" / "7"
+    chunk = path / "c" / "15"  # past the epoch of 2**17 samples the fit is drawn from
     before = os.stat(chunk)
     values = np.frombuffer(chunk.read_bytes(), dtype="f4").copy()
     with open(chunk, "r+b") as fh:

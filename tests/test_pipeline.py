@@ -535,7 +535,8 @@ def test_a_batch_shows_each_series_change_points():
     batch = kcpstream.segment(da, batch_dims="sensor", n_bkps=1)
     text = repr(batch)
     for labels, res in batch:
-        assert f"sensor={labels['sensor']}: 1 change-point [{res.changepoints[0]}]" in text
+        shown = f"sensor={labels['sensor']}: 1 change-point [{res.changepoints[0]} (p="
+        assert shown in text
 
 
 def test_no_output_of_an_earlier_input_outlives_a_run(tmp_path):
@@ -673,3 +674,17 @@ def test_a_series_that_fails_after_an_append_keeps_its_last_result_apart(tmp_pat
     assert third["done"] == 4 and third["failed"] == {}
     assert (folder / "sensor=b.json").exists()
     assert not (folder / "previous").exists() or not any((folder / "previous").iterdir())
+
+
+def test_the_segment_table_writes_times_at_midnight_with_their_time_of_day(tmp_path):
+    from kcpstream.jobs.pipeline import _write_table
+
+    x = np.random.default_rng(0).normal(size=400)
+    x[200:] += 3
+    time = np.arange(400).astype("datetime64[D]").astype("datetime64[ns]")
+    res = kcpstream.segment(xr.DataArray(x, dims="time", coords={"time": time}), n_bkps=1)
+    (tmp_path / "series").mkdir()
+    (tmp_path / "series" / "s.json").write_text(res.to_json())
+    _write_table(str(tmp_path), {"series": {"s": {"status": "done", "labels": {"id": "s"}}}})
+    text = (tmp_path / "segments.csv").read_text()
+    assert "1970-07-20T00:00:00" in text  # the change's day, at midnight, said so

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kcpstream
+from kcpstream.features.base import DEFAULT_TILE
 from kcpstream.persist import checkpoint
 from kcpstream.persist.reuse import kept_pieces, plan_reuse
 from kcpstream.search.binseg import SegmentSplit, bound_segment
@@ -53,10 +54,11 @@ def test_a_chunk_rewritten_in_place_is_the_only_one_read_again(tmp_path):
     first = kcpstream.segment(store, checkpoint=ck)
     assert first.diagnostics.checkpoint == "written"
     assert first.diagnostics.chunks_read == 20
-    # late data: samples 120 000 - 160 000 (chunks 6 and 7) are rewritten with 4x the
-    # variance (outside the fit sample's windows, which start at 0, 57 106, 114 212, ...:
-    # data that changes there gives another fitted map, and every chunk is read)
-    z[120_000:160_000] = rng.normal(size=40_000).astype("f4") * 4
+    # late data: samples 280 000 - 320 000 (chunks 14 and 15) are rewritten with 4x the
+    # variance, past the epoch of 2**18 samples the fit sample is drawn from (data
+    # that changes in the fit sample's windows gives another fitted map, and every
+    # chunk is read)
+    z[280_000:320_000] = rng.normal(size=40_000).astype("f4") * 4
     again = kcpstream.segment(store, checkpoint=ck)
     d = again.diagnostics
     assert d.checkpoint == "updated"
@@ -67,7 +69,7 @@ def test_a_chunk_rewritten_in_place_is_the_only_one_read_again(tmp_path):
     fresh = kcpstream.segment(store)
     _same(again, fresh)
     found = again.changepoints
-    assert min(abs(found - 120_000)) < 100 and min(abs(found - 160_000)) < 100
+    assert min(abs(found - 280_000)) < 100 and min(abs(found - 320_000)) < 100
     # the checkpoint now holds exactly what a first run on the new data writes
     updated = _stats_of(ck)
     kcpstream.segment(store, checkpoint=tmp_path / "fresh")
@@ -306,7 +308,7 @@ def test_xarray_variables_opened_lazily_are_updated_too(tmp_path):
     kw = {"checkpoint": tmp_path / "ck", "block_size": 400}
     kcpstream.segment(xr.open_zarr(tmp_path / "d.zarr", chunks=None)["v"], **kw)
     z = zarr.open_group(tmp_path / "d.zarr", mode="r+")["v"]
-    z[60_000:80_000] = rng.normal(size=(20_000, 2)) * 3
+    z[160_000:180_000] = rng.normal(size=(20_000, 2)) * 3  # past the fit's epoch (2**17)
     res = kcpstream.segment(xr.open_zarr(tmp_path / "d.zarr", chunks=None)["v"], **kw)
     assert res.diagnostics.checkpoint == "updated" and res.diagnostics.chunks_read <= 3
     _same(
@@ -579,3 +581,31 @@ def test_series_of_one_store_selected_lazily_never_share_statistics(tmp_path):
     assert a.diagnostics.checkpoint == b.diagnostics.checkpoint == "written"
     _same(b, kcpstream.segment(x[:, 1], block_size=200))
     assert len([k for k in os.listdir(tmp_path / "ck") if not k.startswith(".")]) == 2
+
+
+@pytest.mark.parametrize(
+    "n, chunk",
+    [(100_000, 2**12), (100_000, 2**14), (500_000, 2**16), (500_000, 2**18), (2_000_000, 2**16),
+     (2_000_000, 2**20)],
+)  # fmt: skip
+def test_a_one_percent_append_featurizes_the_new_samples_only_at_any_chunking(tmp_path, n, chunk):
+    """With the defaults: the fit (drawn from the series' epoch past 2**16
+    samples) and the grid stay, a chunk featurized in slices keeps its digest,
+    so only the appended samples are featurized by the pass."""
+    rng = np.random.default_rng(n + chunk)
+    grown = n + n // 100
+    x = rng.normal(size=grown).astype("f4")
+    x[n // 3 :] += 1.0
+    store = str(tmp_path / "s.zarr")
+    z = _write(store, x[:n], chunk)
+    ck = tmp_path / "ck"
+    kcpstream.segment(store, checkpoint=ck)
+    z.resize((grown,))
+    z[n:] = x[n:]
+    again = kcpstream.segment(store, checkpoint=ck)
+    d = again.diagnostics
+    assert d.checkpoint == "updated"
+    assert d.chunks_read <= 2 and d.chunks_reused >= -(-n // chunk) - 1
+    # the new samples, and those of the old last chunk short of a whole tile
+    assert d.samples_featurized_pass <= grown - n + DEFAULT_TILE + again.params["block_size"]
+    _same(again, kcpstream.segment(store))

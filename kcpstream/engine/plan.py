@@ -104,13 +104,18 @@ def planned_length(n: int) -> int:
     return n if n <= EPOCH_MIN else 2 * epoch_length(n)
 
 
+def min_size_floor(n: int, window: int = 1) -> int:
+    """The least :func:`default_min_size` gives: 2 windows, or
+    :data:`MIN_SEGMENT_SAMPLES` samples (a tenth of a shorter series)."""
+    return 2 if window > 1 else max(2, min(MIN_SEGMENT_SAMPLES, n // 10))
+
+
 def default_min_size(n: int, window: int = 1) -> int:
     """``min_size`` when none is given, for ``n`` feature vectors of ``window``
     samples each: :data:`MIN_SEGMENT_SHARE` of the series (of its
     :func:`planned_length`), at least 2 windows, or, samples segmented one by
     one, at least :data:`MIN_SEGMENT_SAMPLES` (a tenth of a shorter series)."""
-    floor = 2 if window > 1 else max(2, min(MIN_SEGMENT_SAMPLES, n // 10))
-    return max(floor, int(planned_length(n) * MIN_SEGMENT_SHARE))
+    return max(min_size_floor(n, window), int(planned_length(n) * MIN_SEGMENT_SHARE))
 
 
 @dataclass(frozen=True)
@@ -221,8 +226,8 @@ def min_size_of(st: Settings, signal: Signal, n: int, window: int) -> int:
     """``min_size`` in feature vectors, for ``n`` of them of ``window`` samples
     of ``signal`` each: ``min_duration`` or ``min_size`` (samples: a window map
     keeps the whole windows that hold them), else :func:`default_min_size`."""
-    if st.min_duration is not None:
-        return samples_of(st.min_duration, signal, window)
+    if st.min_duration is not None:  # not below the default's floor (min_size=1 still can)
+        return max(samples_of(st.min_duration, signal, window), min_size_floor(n, window))
     return default_min_size(n, window) if st.min_size is None else -(-st.min_size // window)
 
 

@@ -72,7 +72,8 @@ def build_result(
         diagnostics=diagnostics,
         segment_costs=segment_costs,
         times=times,
-        params={"source": signal.source, **job.params},
+        # the grid searched: 1 when the series was searched in memory
+        params={"source": signal.source, **job.params, "block_size": int(stats.block_size)},
         pvalues=local_pvalues(chosen.memo, positions),
         gaps=gaps,
     )
@@ -121,4 +122,5 @@ def _pass_tasks(job: Job) -> int:
     """The tasks of the job's data pass (:func:`~kcpstream.passes.data.pass_task_count`)."""
     reuse = job.stored.reuse
     only = None if reuse is None else reuse.chunks
-    return pass_task_count(job.signal, job.params["block_size"], only, job.reads.series)
+    whole = None if reuse is None or reuse.head is None else reuse.head[0]
+    return pass_task_count(job.signal, job.params["block_size"], only, job.reads.series, whole)

@@ -416,8 +416,8 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     chosen = [_choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
     found = sum(len(c.changepoints) for c in chosen)
     note(
-        "choice: %d change-points in %d series (%.1f s)",
-        found,
+        "choice: %s in %d series (%.1f s)",
+        count(found, "change-point"),
         len(jobs),
         time.perf_counter() - t_choose,
     )

@@ -96,8 +96,9 @@ class FeatureMap(abc.ABC):
     that holds it before reading, instead of checking the features measured
     after the pass) and :attr:`accumulate_tile_stats` (block statistics
     without dense features).  The grid exponent is the map's to choose from
-    its fit; :meth:`holding` only lowers it for a series too long for it.  ``tests/test_feature_conformance.py``
-    checks every registered map against this contract.
+    its fit; :meth:`holding` only lowers it for a series too long for it.
+    ``tests/test_feature_conformance.py`` checks every registered map against
+    this contract.
     """
 
     #: registry name

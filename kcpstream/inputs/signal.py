@@ -37,17 +37,25 @@ MAX_SAMPLES = 2**40
 #: two not above their length: see :func:`epoch_length`.
 EPOCH_MIN = 2**21
 
+#: Series longer than this draw their fit sample from their epoch (shorter
+#: ones from all their samples): from here on the default features search the
+#: block grid (``n * 64`` values past ``DENSE_MAX_VALUES``), whose statistics
+#: a checkpoint updates after an append only when the fitted map is the same.
+#: Below :data:`EPOCH_MIN` the block grid (64 samples a block) does not move
+#: with ``n`` anyway.
+FIT_EPOCH_MIN = 2**16
+
 
 def epoch_length(n: int) -> int:
     """The samples the fit sample is drawn from: ``n`` itself up to
-    :data:`EPOCH_MIN` samples, beyond it the largest power of two not above
-    ``n`` (the block grid and default ``min_size`` follow the same epoch, see
-    :func:`kcpstream.engine.plan.planned_length`).  An archive that grows keeps its
-    fit and block grid (so a checkpoint of it stays usable: only the new
-    chunks are read) until its length doubles; the fit still covers at least
-    half of it."""
+    :data:`FIT_EPOCH_MIN` samples, beyond it the largest power of two not above
+    ``n`` (past :data:`EPOCH_MIN`, the block grid and default ``min_size``
+    follow the same epoch, see :func:`kcpstream.engine.plan.planned_length`).
+    An archive that grows keeps its fit and block grid (so a checkpoint of it
+    stays usable: only the new chunks are read) until its length doubles; the
+    fit still covers at least half of it."""
     n = int(n)
-    return n if n <= EPOCH_MIN else 1 << (n.bit_length() - 1)
+    return n if n <= FIT_EPOCH_MIN else 1 << (n.bit_length() - 1)
 
 
 def fit_windows(n: int, max_points: int = 2048, max_windows: int = 8) -> list[tuple[int, int]]:
@@ -160,10 +168,13 @@ class ReadContext:
         naming the damaged chunk (and only its samples) when a store has it."""
 
         found, complete = pv.find_damaged(self.stores, start, end)
+        computed = found is None and complete  # every stored chunk reads: the graph failed
         where = "a chunk under them fails to read"
         if found is not None:
             where, exc = f"{found.label} fails to read", found.error
             start, end = found.samples or (start, end)
+        elif computed:
+            where = "computing them from the input's dask graph fails"
         if isinstance(exc, pv.ChunkAbsent):
             fix = (
                 "it was removed after the store was listed (while it was read): run "
@@ -174,9 +185,7 @@ class ReadContext:
             fix = "check access to the store (credentials, network) and run again"
         elif isinstance(exc, ImportError):  # a codec's or the input's computation's
             fix = f"a package is missing: install {exc.name or 'it'} and run again"
-        elif found is None and complete:
-            # every stored chunk under them reads: the input's own computation failed
-            where = "computing them from the input's dask graph fails"
+        elif computed:
             fix = "fix the computation that makes the input, and run again"
         else:
             fix = "the chunk is damaged: restore or rewrite it"
@@ -624,7 +633,7 @@ def _from_path(data, variable, dim, arr, description: str, group, missing: str =
     """A zarr store opened by path or URL: its array, and its group's time coordinate."""
     from kcpstream.inputs.labeled import stored_time_axis
 
-    source = {"kind": "zarr", "path": os.fspath(data), "variable": variable}
+    source = {"kind": "zarr", "path": os.fspath(data), "variable": variable, "dim": dim}
     read = _stored(arr, description, source, missing)
     read.time = stored_time_axis(group, arr, dim)
     return read

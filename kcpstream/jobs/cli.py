@@ -310,14 +310,19 @@ def _echo_result(res, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(summary))
         return
-    click.echo(repr(res))
-    if "series" not in summary:
-        for i, c in enumerate(res.changepoints):
-            when = f"  {res.changepoint_times[i]}" if res.times is not None else ""
+    batch = "series" in summary
+    click.echo(
+        f"<BatchSegmentation over {res.batch_dims}: {len(res)} series>" if batch else repr(res)
+    )
+    for labels, one in res if batch else [({}, res)]:
+        if batch:
+            click.echo(", ".join(f"{k}={v}" for k, v in labels.items()) + f": {one!r}")
+        for i, c in enumerate(one.changepoints):
+            when = f"  {one.changepoint_times[i]}" if one.times is not None else ""
             gap = ""
-            if res.earliest.size and res.earliest[i] < c:  # the change lies in the gap before
-                gap = f"  (after a gap: from {res.earliest[i]:,})"
-            click.echo(f"{c:>14,}{when}{gap}")
+            if one.earliest.size and one.earliest[i] < c:  # the change lies in the gap before
+                gap = f"  (after a gap: from {one.earliest[i]:,})"
+            click.echo(f"{c:>14,}{when}  p={one._pvalues()[i]:.2g}{gap}")
 
 
 def _job_progress(command):

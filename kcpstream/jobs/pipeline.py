@@ -534,7 +534,13 @@ def _write_table(folder: str, manifest: dict[str, Any]) -> None:
             table.insert(0, key, value)
         frames.append(table)
     if frames:  # (none finished: no table, rather than one of an earlier run)
-        text = pd.concat(frames, ignore_index=True).to_csv(index=False)
+        table = pd.concat(frames, ignore_index=True)
+        for col in table.columns:  # ISO 8601 with the time of day, also at midnight
+            if pd.api.types.is_datetime64_dtype(table[col]):
+                values = table[col].to_numpy()
+                whole = (values.astype("datetime64[s]") == values) | np.isnat(values)
+                table[col] = np.datetime_as_string(values, unit="s" if whole.all() else "ns")
+        text = table.to_csv(index=False)
         _write_output(os.path.join(folder, "segments.csv"), text)
 
 

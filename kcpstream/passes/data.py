@@ -227,7 +227,11 @@ def slice_cuts(start: int, end: int, target: int, block_size: int) -> np.ndarray
 
 
 def pass_plan(
-    signal: Signal, block_size: int, only: np.ndarray | None = None, series: int = 1
+    signal: Signal,
+    block_size: int,
+    only: np.ndarray | None = None,
+    series: int = 1,
+    whole: int | None = None,
 ) -> list[tuple[int, int, np.ndarray | None]]:
     """The data pass's tasks: runs of chunks ``(first, last, cuts)``
     (:func:`pass_runs`), ``cuts`` the slices of a large chunk
@@ -235,7 +239,10 @@ def pass_plan(
     memory (threads) or a worker keeps it (distributed); a pool of processes
     would copy it to each, so there every chunk is one task.  ``only``: the
     indices of the chunks to read (the runs cut to them), all when None;
-    ``series``: the signals the call's pass reads together."""
+    ``series``: the signals the call's pass reads together; ``whole``: a
+    sample whose chunk is one task, never sliced (the chunk a
+    :attr:`~kcpstream.persist.reuse.Reuse.head` starts: only a task of its own
+    keeps the blocks the earlier version held there, see :func:`head_skip`)."""
     starts = signal.chunk_starts
     target = pass_target(signal.n, signal.row_bytes, series)
     sliced = caches_reachable()
@@ -247,7 +254,9 @@ def pass_plan(
             first,
             last,
             slice_cuts(int(starts[first]), int(starts[last + 1]), target, block_size)
-            if first == last and sliced
+            if first == last
+            and sliced
+            and not (whole is not None and starts[first] <= whole < starts[last + 1])
             else None,
         )
         for first, last in runs
@@ -270,10 +279,14 @@ def _restrict_runs(runs: list[tuple[int, int]], only: np.ndarray) -> list[tuple[
 
 
 def pass_task_count(
-    signal: Signal, block_size: int, only: np.ndarray | None = None, series: int = 1
+    signal: Signal,
+    block_size: int,
+    only: np.ndarray | None = None,
+    series: int = 1,
+    whole: int | None = None,
 ) -> int:
     """Tasks of the data pass (a sliced chunk: its read, its slices, their merge)."""
-    plan = pass_plan(signal, block_size, only, series)
+    plan = pass_plan(signal, block_size, only, series, whole)
     return sum(1 if cuts is None else len(cuts) + 1 for _, _, cuts in plan)
 
 
@@ -309,11 +322,14 @@ def slice_block_stats(
     )
 
 
-def merge_slices(held: tuple, start: int, cache: CacheHandle | None, *parts: dict) -> list[dict]:
+def merge_slices(
+    held: tuple, start: int, cache: CacheHandle | None, tail: bool, *parts: dict
+) -> list[dict]:
     """The statistics of the chunk at ``start`` from those of its slices (in
     order, on block boundaries: their blocks follow each other), as
     :func:`read_block_stats` gives them; the chunk is offered to the job's
-    sample cache with its score, as there."""
+    sample cache with its score, as there.  ``tail``: the chunk is the
+    series' last, whose :func:`sample_digest` comes back as ``"tail"``."""
     bad = [p["first_bad"] for p in parts if p["first_bad"] >= 0]
     if bad:
         return [{"first_bad": min(bad), "gaps": scan_chunk(held[0])}]
@@ -325,6 +341,9 @@ def merge_slices(held: tuple, start: int, cache: CacheHandle | None, *parts: dic
     }
     for name in ("counts", "S", "Q", "M2", "R"):
         out[name] = np.concatenate([p[name] for p in parts])
+    if tail:  # (the next version's Reuse.head, as read_block_stats gives it)
+        x = as_2d(held[0])
+        out["tail"] = (start, start + len(x), sample_digest(x))
     if cache is not None:
         cache.resolve().add_chunk(start, held[0], chunk_score(out["counts"], out["S"]))
     return [out]
@@ -411,7 +430,8 @@ def _pass_tasks(
     here = handle is not None and in_process_scheduler()
     starts = reader.starts
     last_start = int(starts[-2]) if tail else None
-    for first, last, cuts in pass_plan(signal, block_size, only, series):
+    whole = None if head is None else head[0]
+    for first, last, cuts in pass_plan(signal, block_size, only, series, whole):
         held, home = None, None
         if here and cuts is None:  # chunks the fit sample read in this process: the task holds them
             found = {i - first: cache.chunk(int(starts[i])) for i in range(first, last + 1)}
@@ -442,7 +462,7 @@ def _pass_tasks(
             batch.dependency(slice_block_stats, chunk, a, lo, hi, fmap, block_size, tile, home=home)
             for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)
         ]
-        batch.add(merge_slices, chunk, a, handle, *parts, home=home)
+        batch.add(merge_slices, chunk, a, handle, a == last_start, *parts, home=home)
 
 
 def read_rows(
