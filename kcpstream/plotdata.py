@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from kcpstream._kernels.blockstats import split_gain
+from kcpstream._kernels.dense import best_split_between
 from kcpstream.inputs.signal import as_signal
 from kcpstream.passes.data import pass_runs
 from kcpstream.tasks.graph import TaskBatch
@@ -97,7 +98,11 @@ def segment_gains(
     )
     # the drawn positions are a subset: add the exact best admissible split, so
     # that the title's "best at" is the position the search would report
-    positions = np.union1d(positions, [_best_split(cums, max(1, res.min_size // w))])
+    lo = max(1, res.min_size // w)
+    lo = lo if n_seg >= 2 * lo else 1
+    best = best_split_between(np.ascontiguousarray(cums.T), 0, n_seg, lo, n_seg - lo)[1]
+    if best >= 0:
+        positions = np.union1d(positions, [best])
     total = cums[-1]
     unit = 2.0 ** (-2 * q_exp)
     gains = np.array([split_gain(int(c), int(n_seg - c), cums[c], total) * unit for c in positions])
@@ -105,24 +110,3 @@ def segment_gains(
     if len(valid) < e - a:  # offsets of the first valid sample of each split's right part
         positions = valid[positions]
     return positions, gains, signal
-
-
-def _best_split(cums: np.ndarray, lo: int) -> int:
-    """The position ``c`` in ``[lo, n - lo]`` of the largest gain of a split, for
-    the prefix sums ``cums`` of ``n`` feature vectors: located in float over
-    every position (in slices), then taken exactly (:func:`split_gain`) among
-    its neighbours."""
-    n = len(cums) - 1
-    lo = lo if n >= 2 * lo else 1
-    total = cums[-1]
-    best, best_gain = lo, -np.inf
-    for a in range(lo, n - lo + 1, 1 << 16):
-        c = np.arange(a, min(a + (1 << 16), n - lo + 1))
-        left = cums[c].astype(np.float64)
-        d = left / c[:, None] - (total - left) / (n - c)[:, None]
-        g = c * (n - c) / n * np.einsum("ij,ij->i", d, d)
-        i = int(np.argmax(g))
-        if g[i] > best_gain:
-            best, best_gain = int(c[i]), float(g[i])
-    near = range(max(lo, best - 2), min(n - lo, best + 2) + 1)
-    return max(near, key=lambda c: split_gain(int(c), int(n - c), cums[c], total))

@@ -1,11 +1,15 @@
-"""Shared test helpers: a zarr store that counts what is read through it, and
-the comparison of two segmentations that must be the same."""
+"""Shared test helpers: a zarr store that counts what is read through it, the
+comparison of two segmentations that must be the same, and the plan of a
+series too long to read (a map fitted on a small sample, segment()'s default
+settings, a job prepared with nothing read)."""
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import Counter
 
+import dask.array as da
 import numpy as np
 from zarr.storage import LocalStore, WrapperStore
 
@@ -39,3 +43,43 @@ def assert_same_segmentation(a, b) -> None:
     np.testing.assert_array_equal(a.gains, b.gains)
     np.testing.assert_array_equal(a.path_costs, b.path_costs)
     np.testing.assert_array_equal(a.pvalues, b.pvalues)
+
+
+def fitted_map(name: str, d: int = 1):
+    """The map of spec ``name`` fitted on 3000 N(0, 1) samples of ``d`` channels
+    (in windows of its window length, for a window map)."""
+    from kcpstream.features import make_feature_map
+
+    fmap = make_feature_map(name, seed=0, d=d)
+    x = np.random.default_rng(0).normal(size=(3000, d))
+    w = fmap.window_samples
+    rows = x[: (len(x) // w) * w].reshape(-1, w * d) if w > 1 else x
+    return fmap.fit(rows)
+
+
+def default_settings(**kw):
+    """:func:`kcpstream.segment`'s defaults, with ``kw``, checked into Settings."""
+    import kcpstream
+    from kcpstream.engine.plan import settings_of
+
+    params = inspect.signature(kcpstream.segment).parameters
+    args = {k: params[k].default for k in inspect.signature(settings_of).parameters}
+    args.update(kw)
+    return settings_of(**args)[0]
+
+
+def _unread(block):
+    raise AssertionError("a chunk was read")
+
+
+def planned_job(n: int, fmap, **kw):
+    """``(job, settings)`` of a series of ``n`` samples prepared with ``fmap``
+    (fitted) and the default settings with ``kw``: a lazy array whose every
+    chunk fails if read (large chunks: planning 2**22-sample chunks at 1e12
+    takes seconds for nothing it needs)."""
+    from kcpstream.engine.run import prepare
+    from kcpstream.inputs.signal import as_signal
+
+    x = da.zeros((n,), chunks=2**28, dtype="f8").map_blocks(_unread, dtype="f8")
+    st = default_settings(features=fmap, **kw)
+    return prepare(as_signal(x), fmap, st), st

@@ -11,13 +11,10 @@ most ``MAX_BLOCK`` samples.  ``docs/performance.md`` gives the sizes there.
 
 from __future__ import annotations
 
-import inspect
-
 import dask.array as da
 import numpy as np
 import pytest
 
-import kcpstream
 from kcpstream.engine.plan import (
     MAX_BLOCK,
     MAX_D_MAX,
@@ -25,16 +22,16 @@ from kcpstream.engine.plan import (
     TARGET_BLOCKS,
     block_size_of,
     planned_length,
-    settings_of,
 )
-from kcpstream.engine.run import cache_share, prepare
-from kcpstream.features import make_feature_map
+from kcpstream.engine.run import cache_share
 from kcpstream.inputs.signal import MAX_SAMPLES, Signal, as_signal
 from kcpstream.passes.data import SPLIT_CHUNK_TASKS, data_passes, pass_plan, pass_task_count
 from kcpstream.passes.drive import drive_many
 from kcpstream.persist.checkpoint import PREFIX_SLAB_BYTES, slab_columns
 from kcpstream.search.binseg import binseg_steps
 from kcpstream.search.stats import BlockStats
+
+from .helpers import default_settings, fitted_map, planned_job
 
 CHUNK = 2**22  # samples per stored chunk of the simulated archive (238 419 chunks at 1e12)
 MAPS = ("rff:32", "quadrature:64")  # rff:32, and the default map of one channel ("auto")
@@ -53,28 +50,9 @@ def stats_bytes(nb: int, p: int) -> int:
     return 8 * p * (nb + 1) + 8 * (nb + 1) + 3 * 8 * nb
 
 
-def _settings(**kw):
-    params = inspect.signature(kcpstream.segment).parameters
-    args = {k: params[k].default for k in inspect.signature(settings_of).parameters}
-    args.update(kw)
-    return settings_of(**args)[0]
-
-
-def _fitted(name: str):
-    return make_feature_map(name, seed=0).fit(np.random.default_rng(0).normal(size=(3000, 1)))
-
-
-def _unread(block):
-    raise AssertionError("a chunk was read")
-
-
 def _job(n: int, name: str):
-    """The job of a series of n samples, planned before any read (large chunks:
-    as_signal of 2**22-sample chunks at 1e12 takes ~15 s for nothing planned here)."""
-    fmap = _fitted(name)
-    x = da.zeros((n,), chunks=2**28, dtype="f8").map_blocks(_unread, dtype="f8")
-    st = _settings(features=fmap)
-    return prepare(as_signal(x), fmap, st), st
+    """The job of a series of n samples, planned before any read."""
+    return planned_job(n, fitted_map(name))
 
 
 def _lazy_signal(n: int) -> Signal:
@@ -131,7 +109,7 @@ def _touched_blocks(signal: Signal, B: int) -> int:
 def test_data_pass_graph_has_a_task_per_chunk_at_most_sliced(n):
     sig = _lazy_signal(n)
     chunks = len(sig.chunk_starts) - 1
-    B = block_size_of(n, _settings())
+    B = block_size_of(n, default_settings())
     tasks = pass_task_count(sig, B)
     assert tasks == len(pass_plan(sig, B)) == chunks  # 32 MiB chunks: one task each
     assert tasks <= chunks * (SPLIT_CHUNK_TASKS + 2)  # a sliced chunk: read + slices + merge
@@ -144,7 +122,7 @@ def test_data_pass_results_held_before_assembly_within_the_call_budget(n, p):
     # then builds S (nb, p) and prefix (p, nb + 1) (and a second prefix in
     # prefix_columns); ~1 kB of dict and array headers per chunk comes on top
     sig = _lazy_signal(n)
-    held = 8 * (p + 4) * _touched_blocks(sig, block_size_of(n, _settings()))
+    held = 8 * (p + 4) * _touched_blocks(sig, block_size_of(n, default_settings()))
     assert held <= call_budget(p)
 
 
@@ -156,7 +134,7 @@ KNOWN_PER_SEGMENT = 10
 def test_refinement_bookkeeping_grows_with_d_max_not_n():
     rng = np.random.default_rng(0)
     x = rng.normal(size=100_000) + np.repeat(rng.normal(size=200), 500) * 0.7
-    fmap = _fitted("rff:32")
+    fmap = fitted_map("rff:32")
     sig = as_signal(x, chunks=10_000)
     stats = data_passes([(sig, fmap, 64, None)], tile=4096)[0].stats
     known: dict = {}

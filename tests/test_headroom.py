@@ -5,8 +5,6 @@ range is refused after the pass with the sample named."""
 
 from __future__ import annotations
 
-import inspect
-
 import dask.array as da
 import numpy as np
 import pytest
@@ -16,27 +14,17 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream import RFF, InputError, Linear
-from kcpstream.engine.plan import settings_of
-from kcpstream.engine.run import prepare
 from kcpstream.features import make_feature_map
 from kcpstream.features.base import QUANTUM_BITS, SUM_BITS, FeatureMap
 from kcpstream.features.registry import FEATURE_MAPS
-from kcpstream.inputs.signal import as_signal
 
+from .helpers import fitted_map, planned_job
 from .reference import quantized, reference_binseg
-
-
-def _fitted(name: str, d: int = 1) -> FeatureMap:
-    fmap = make_feature_map(name, seed=0, d=d)
-    x = np.random.default_rng(0).normal(size=(3000, d))
-    w = fmap.window_samples
-    rows = x[: (len(x) // w) * w].reshape(-1, w * d) if w > 1 else x
-    return fmap.fit(rows)
 
 
 @pytest.mark.parametrize("name", sorted(FEATURE_MAPS))
 def test_every_map_holds_any_length_on_a_grid_chosen_from_it(name):
-    fmap = _fitted(name)
+    fmap = fitted_map(name)
     assert fmap.grid_shift_ == 0
     assert fmap.holding(fmap.capacity_) is fmap  # nothing to change while it holds
     for n in (10**10, 10**12, 2**50):
@@ -47,7 +35,7 @@ def test_every_map_holds_any_length_on_a_grid_chosen_from_it(name):
         assert held.holding(n) is held  # the same length, the same grid
         assert held.quantum_exponent_ == fmap.quantum_exponent_ - held.grid_shift_
         assert FeatureMap.from_json(held.to_json()) == held
-        assert fmap.quantum_exponent_ == _fitted(name).quantum_exponent_  # a copy
+        assert fmap.quantum_exponent_ == fitted_map(name).quantum_exponent_  # a copy
     if fmap.quantized_amplitude_bound_ > 0:  # the bound holds for the features made
         x = np.random.default_rng(1).normal(size=(4000, fmap.n_features_in_)) * 3
         for held in (fmap, fmap.holding(10**12)):
@@ -58,9 +46,9 @@ def test_every_map_holds_any_length_on_a_grid_chosen_from_it(name):
 def test_ten_to_the_twelve_samples_are_summed_on_a_grid_of_two_to_the_minus_22():
     # the default maps of one and of several channels
     for name, d in (("auto", 1), ("rff:32", 1), ("auto", 3)):
-        fmap = _fitted("rff" if name == "auto" and d > 1 else name, d)
+        fmap = fitted_map("rff" if name == "auto" and d > 1 else name, d)
         if name == "auto":
-            fmap = _fitted(type(make_feature_map("auto", seed=0, d=d)).name, d)
+            fmap = fitted_map(type(make_feature_map("auto", seed=0, d=d)).name, d)
         held = fmap.holding(10**12)
         bits = QUANTUM_BITS - held.grid_shift_
         assert bits >= 22, (name, d, bits)
@@ -68,28 +56,16 @@ def test_ten_to_the_twelve_samples_are_summed_on_a_grid_of_two_to_the_minus_22()
 
 
 def test_unshifted_maps_keep_their_json_and_equality():
-    fmap = _fitted("rff:16")
+    fmap = fitted_map("rff:16")
     assert "_grid_shift" not in fmap.to_json()  # checkpoints of today's grid stay valid
     held = fmap.holding(10**11)
     assert held != fmap and "_grid_shift" in held.to_json()
 
 
-def _settings(**kw):
-    params = inspect.signature(kcpstream.segment).parameters
-    args = {k: params[k].default for k in inspect.signature(settings_of).parameters}
-    args.update(kw)
-    return settings_of(**args)[0]
-
-
-def _unread(block):
-    raise AssertionError("a chunk was read")
-
-
 @pytest.mark.parametrize("n", [5 * 10**9, 10**10, 10**12])
 def test_a_long_series_is_planned_on_a_grid_that_holds_it_before_any_read(n):
-    fmap = _fitted("rff:32")
-    x = da.zeros((n,), chunks=2**28, dtype="f4").map_blocks(_unread, dtype="f4")
-    job = prepare(as_signal(x), fmap, _settings(features=fmap, n_bkps=3))
+    fmap = fitted_map("rff:32")
+    job, _ = planned_job(n, fmap, n_bkps=3)
     assert job.fmap.capacity_ >= n
     assert (job.fmap.grid_shift_ == 0) == (n <= fmap.capacity_)
     assert job.fmap == fmap.holding(n)

@@ -24,12 +24,6 @@ from kcpstream.inputs.signal import Signal
 FLOAT_SUM_BITS = 52
 
 
-def held_map(fmap: FeatureMap, n: int) -> FeatureMap:
-    """The map the data pass of ``n`` samples (feature vectors) uses: ``fmap``,
-    or a copy on a grid whose exact sums hold them."""
-    return fmap.holding(n)
-
-
 def check_before_pass(signal: Signal, fmap: FeatureMap, block_size: int) -> None:
     """Before any read: block sums of ``block_size`` samples that the float64
     block arithmetic could not hold exactly are an :class:`InputError`, and so
@@ -38,7 +32,7 @@ def check_before_pass(signal: Signal, fmap: FeatureMap, block_size: int) -> None
     if bound <= 0:  # the map's features are measured by the data pass
         return
     if signal.n > fmap.capacity_:
-        raise RuntimeError(  # held_map gives every bounded map the grid of n
+        raise RuntimeError(  # FeatureMap.holding gives every bounded map the grid of n
             f"{type(fmap).__name__} on a grid of 2**-{fmap.quantum_exponent_} holds "
             f"{fmap.capacity_} samples, not {signal.n}"
         )

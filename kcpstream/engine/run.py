@@ -18,7 +18,7 @@ import numpy as np
 
 from kcpstream.engine.autofeatures import auto_features, block_cycle
 from kcpstream.engine.fitting import FitRecord, fit_reads, fitted_map, seed_of
-from kcpstream.engine.headroom import check_after_pass, check_before_pass, held_map
+from kcpstream.engine.headroom import check_after_pass, check_before_pass
 from kcpstream.engine.plan import (
     Job,
     Settings,
@@ -107,7 +107,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
                 tuple(reads),
                 fmap.to_json(),
             )
-    fmap = held_map(fmap, signal.n)
+    fmap = fmap.holding(signal.n)  # a grid whose exact sums hold the series
     check_before_pass(signal, fmap, B)
     job = Job(signal, fmap, B, d_max, cache, min_size, Windows(window), original)
     job.auto = auto

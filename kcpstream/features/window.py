@@ -95,9 +95,7 @@ class InvariantWindow(FeatureMap):
     @property
     def quantized_norm_bound_(self) -> float:
         """Every coordinate is at most ``1 / sqrt(n_features)``: the norm is at most 1."""
-        self._check_fitted()
-        amp = np.float64(np.float32(1.0 / np.sqrt(self.n_features)))
-        return float(np.rint(amp * 2.0**self.quantum_exponent_) * np.sqrt(self.n_features))
+        return float(self.quantized_amplitude_bound_ * np.sqrt(self.n_features))
 
     @property
     def quantized_amplitude_bound_(self) -> float:
