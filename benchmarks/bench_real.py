@@ -13,6 +13,11 @@ Three parts, every call with kcpstream's defaults (``segment(x)``) unless said:
   n = 10^2 ... 10^6: the share of series given any change-point (target 5 %);
   and, apart, drifting series without a change (a linear trend, the cycle on
   a trend, a random walk), which should get none either.
+* ``onechange``: one change at a uniform place in the middle 60 % of the
+  series (a mean shift of 0.7, a spread 1.5 times larger, a 0/1 flag's rate
+  from 5 % to 25 %) at n = 10^4 ... 10^7: the share of draws given exactly
+  one change-point within 1 % of n of it, and the extras by kind (at an end,
+  next to the change, far).
 * ``scenarios``: the thesis's scenarios 1 and 2 (n = 1000, 10 changes, 40
   draws): F1 with a margin of 1 % of n and how often the count is right; and
   scenario 1 at n = 10^4, how often exactly the true count is found.
@@ -25,7 +30,7 @@ Three parts, every call with kcpstream's defaults (``segment(x)``) unless said:
 Prints JSON and writes a markdown table (``--markdown``).
 
 Usage: python benchmarks/bench_real.py --tssb ../shared/data/tssb
-       [--parts tssb,null,scenarios] [--reps 40] [--max-n 1000000]
+       [--parts tssb,null,onechange,scenarios] [--reps 40] [--max-n 1000000]
        [--out real.json] [--markdown results/real.md]
 """
 
@@ -183,6 +188,74 @@ def run_null(reps: int, max_n: int) -> dict:
     return out
 
 
+# -- one change ----------------------------------------------------------------
+
+
+def _normal(m: int, rng) -> np.ndarray:
+    return rng.standard_normal(m)
+
+
+def _flag(rate: float):
+    return lambda m, rng: (rng.random(m) < rate).astype(np.float64)
+
+
+#: One change at a uniform place in [0.2 n, 0.8 n): (before, after), each
+#: ``(m, rng) -> m samples``.
+ONE_CHANGE = {
+    "mean + 0.7": (_normal, lambda m, rng: _normal(m, rng) + 0.7),
+    "spread x 1.5": (_normal, lambda m, rng: 1.5 * _normal(m, rng)),
+    "flag 5 % -> 25 %": (_flag(0.05), _flag(0.25)),
+}
+
+#: A change-point within this share of n of the true change finds it; an extra
+#: one within it of a series' end is an "edge" extra, within 5 times it of the
+#: true change a "next to the change" extra, else "far".
+ONE_MARGIN = 0.01
+
+
+def one_change_kinds(found: list[int], true: int, n: int) -> dict[str, int]:
+    """How the change-points ``found`` of a series with one change at ``true``
+    classify: whether one finds it, and the extras by kind."""
+    margin = ONE_MARGIN * n
+    hits = [c for c in found if abs(c - true) <= margin]
+    hit = min(hits, key=lambda c: abs(c - true)) if hits else None
+    kinds = {"found": int(hit is not None), "edge": 0, "next": 0, "far": 0}
+    for c in found:
+        if c == hit:
+            continue
+        if min(c, n - c) <= margin:
+            kinds["edge"] += 1
+        elif abs(c - true) <= 5 * margin:
+            kinds["next"] += 1
+        else:
+            kinds["far"] += 1
+    return kinds
+
+
+def run_one_change(reps: int, max_n: int) -> dict:
+    sizes = [n for n in (10_000, 100_000, 1_000_000, 10_000_000) if n <= max_n]
+    out = {}
+    for family, (before, after) in ONE_CHANGE.items():
+        for n in sizes:
+            r = reps if n <= 1_000_000 else max(5, reps // 4)
+            rows = []
+            for seed in range(r):
+                rng = np.random.default_rng([20_261_127, n, seed])
+                true = int(rng.integers(n // 5, 4 * n // 5))
+                x = np.concatenate([before(true, rng), after(n - true, rng)])
+                found = kcpstream.segment(x).changepoints.tolist()
+                kinds = one_change_kinds(found, true, n)
+                kinds["exact"] = int(kinds["found"] and len(found) == 1)
+                rows.append(kinds)
+            out[f"{family} | {n}"] = {
+                "family": family,
+                "n": n,
+                "draws": r,
+                **{k: float(np.mean([row[k] for row in rows])) for k in rows[0]},
+            }
+    return out
+
+
 # -- thesis scenarios --------------------------------------------------------
 
 
@@ -250,6 +323,22 @@ def markdown(result: dict) -> str:
         for family in DRIFTS:
             lines.append(_null_row(family, rows, sizes))
         lines.append("")
+    if "onechange" in result:
+        lines += [
+            "## One change: share of draws exactly right (one change-point within 1 % of n)",
+            "",
+            "Extras per draw by kind: at a series' end (within 1 % of n), next to the change "
+            "(within 5 %), far; missed: no change-point within 1 % of the change.",
+            "",
+            "| family | n | draws | exactly right | missed | edge | next to it | far |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in result["onechange"].values():
+            lines.append(
+                f"| {r['family']} | {r['n']} | {r['draws']} | {r['exact']:.3f} | "
+                f"{1 - r['found']:.3f} | {r['edge']:.3f} | {r['next']:.3f} | {r['far']:.3f} |"
+            )
+        lines.append("")
     if "gaps" in result:
         g = result["gaps"]
         lines += ["## TSSB with gaps: mean covering (3 outages of 1 % and 1 % dropped)", "",
@@ -297,6 +386,8 @@ def main() -> None:
         result["tssb"] = run_tssb(args.tssb)
     if "null" in parts:
         result["null"] = run_null(args.reps, args.max_n)
+    if "onechange" in parts:
+        result["onechange"] = run_one_change(args.reps, args.max_n)
     if "scenarios" in parts:
         result["scenarios"] = run_scenarios(args.reps)
     if "gaps" in parts:

@@ -1,12 +1,13 @@
 """The bookkeeping sizes (blocks, pieces, graph, caches) stay within their
-budgets for a simulated series of 10**10 samples: every size is computed from
-the planning functions, the pass plan or a search on a small signal, with
-nothing read and no graph computed.  Budgets are the constants the code names.
+budgets for simulated series of 10**9 to 10**12 samples: every size is
+computed from the planning functions, the pass plan or a search on a small
+signal, with nothing read and no graph computed.  Budgets are the constants
+the code names.
 
-Beyond about 1.7e10 samples the block grid (and with it the statistics, the
-chunk results held before assembly and the noise estimate) grows as
-``n / MAX_BLOCK``: a refinement featurizes a whole block, so blocks stay at
-most ``MAX_BLOCK`` samples.  ``docs/performance.md`` gives the sizes there.
+The block grid holds ``TARGET_BLOCKS`` to ``MAX_GRID_BLOCKS`` blocks at any
+length up to ``MAX_SAMPLES`` (blocks of up to ``MAX_BLOCK`` samples): a
+refinement reads a long block chunk by chunk and scans it in slices, so what
+a scan holds does not grow with the block either.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from kcpstream.engine.plan import (
     MAX_BLOCK,
     MAX_D_MAX,
+    MAX_GRID_BLOCKS,
     TARGET_BATCH_BLOCKS,
     TARGET_BLOCKS,
     block_size_of,
@@ -35,7 +37,7 @@ from .helpers import default_settings, fitted_map, planned_job
 
 CHUNK = 2**22  # samples per stored chunk of the simulated archive (238 419 chunks at 1e12)
 MAPS = ("rff:32", "quadrature:64")  # rff:32, and the default map of one channel ("auto")
-SIZES = (10**9, 10**10)
+SIZES = (10**9, 10**10, 10**12)
 
 
 #: The statistics one call may hold, as plan.py documents it: TARGET_BATCH_BLOCKS
@@ -74,7 +76,7 @@ def test_block_grid_stays_within_the_call_budget(n, name):
     p, B = job.fmap.n_features_out_, job.block_size
     nb = -(-n // B)
     assert B == block_size_of(n, st) <= MAX_BLOCK
-    assert nb <= 2 * TARGET_BLOCKS  # "about TARGET_BLOCKS" (planned_length: at most 2x)
+    assert TARGET_BLOCKS // 2 <= nb <= MAX_GRID_BLOCKS  # (planned_length: at most 2n)
     assert stats_bytes(nb, p) <= call_budget(p)
 
 
@@ -149,3 +151,43 @@ def test_refinement_bookkeeping_grows_with_d_max_not_n():
 def test_planned_length_is_at_most_twice_n():
     for n in (10**10, MAX_SAMPLES):
         assert n <= planned_length(n) <= 2 * n
+
+
+@pytest.mark.parametrize("name", MAPS)
+def test_noise_estimate_of_the_longest_grid_stays_within_the_call_budget(name):
+    # the long-run noise is estimated from the block grid's prefix sums (its
+    # batch sums and their products): it grows with the blocks, not with n
+    import tracemalloc
+
+    from kcpstream.selection.choose import noise_of
+
+    job, _ = _job(MAX_SAMPLES, name)
+    p, B = job.fmap.n_features_out_, job.block_size
+    nb = -(-MAX_SAMPLES // B)
+    rng = np.random.default_rng(0)
+    steps = rng.integers(-(2**20), 2**20, size=(p, nb), dtype=np.int64)
+    prefix = np.concatenate([np.zeros((p, 1), np.int64), np.cumsum(steps, axis=1)], axis=1)
+    z = np.zeros(nb)
+    stats = BlockStats.from_prefix(MAX_SAMPLES, B, 20, prefix, z, z, z)
+    tracemalloc.start()
+    try:
+        assert noise_of(stats, None) is not None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= call_budget(p)
+
+
+@pytest.mark.parametrize("name", MAPS)
+def test_a_scan_of_the_largest_block_holds_a_slice_not_the_block(name):
+    # a refinement of a MAX_BLOCK block featurizes a slice at a time (into the
+    # thread's scratch buffer) and keeps p integers per slice
+    from kcpstream.passes.ranges import MAX_SCRATCH_BYTES
+    from kcpstream.passes.sliced import LONG_PIECE, slice_length, whole_length
+
+    fmap = fitted_map(name)
+    p, step = fmap.n_features_out_, slice_length(fmap)
+    assert whole_length(fmap) == LONG_PIECE < MAX_BLOCK  # a whole block: sliced
+    assert 4 * p * step <= MAX_SCRATCH_BYTES
+    per_slice = 8 * p + 200  # a PieceStats: S and four numbers, with its headers
+    assert -(-MAX_BLOCK // step) * per_slice <= MAX_SCRATCH_BYTES

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from fractions import Fraction
 
 import dask.array as da
@@ -107,6 +108,8 @@ def test_binseg_equals_bruteforce(data, x, fmap):
     min_size = data.draw(st.integers(1, max(1, n // 4)), label="min_size")
     use_pen = data.draw(st.booleans(), label="use_pen")
     kw = dict(min_size=min_size, block_size=block_size, tile=tile)
+    # pieces scanned in turns (largest bounds first) and in slices (a long piece)
+    limits = data.draw(st.sampled_from([None, (1, 1), (2, 5), (1, 17)]), label="scan_limits")
 
     fitted = fmap.fit(x) if not isinstance(fmap, Linear) else Linear().fit(x)
     q = quantized(fitted.transform(x), fitted.quantum_exponent_)
@@ -129,14 +132,15 @@ def test_binseg_equals_bruteforce(data, x, fmap):
             candidates = [pos for pos, _ in path]
 
     if constant:
-        with pytest.raises(InputError, match="constant"):
+        with pytest.raises(InputError, match="constant"), scan_limits(limits):
             _run(x, chunks, fitted, **kw)
         return
     if expected is None:
-        with pytest.raises(NotEnoughSplitsError):
+        with pytest.raises(NotEnoughSplitsError), scan_limits(limits):
             _run(x, chunks, fitted, **kw)
         return
-    res = _run(x, chunks, fitted, **kw)
+    with scan_limits(limits):
+        res = _run(x, chunks, fitted, **kw)
     unit = 2.0 ** (-2 * fitted.quantum_exponent_)
     if "n_bkps" in kw and not greedy:
         # the best n_bkps of the path's first splits, exactly (ties: any best choice)
@@ -160,15 +164,34 @@ def test_binseg_equals_bruteforce(data, x, fmap):
     assert res.diagnostics.samples_featurized >= n
 
 
+@contextlib.contextmanager
+def scan_limits(limits: tuple[int, int] | None):
+    """Within: ``binseg.FIRST_SCANS, sliced.LONG_PIECE = limits`` (None: as they are)."""
+    from kcpstream.passes import sliced
+    from kcpstream.search import binseg
+
+    old = binseg.FIRST_SCANS, sliced.LONG_PIECE
+    if limits is not None:
+        binseg.FIRST_SCANS, sliced.LONG_PIECE = limits
+    try:
+        yield
+    finally:
+        binseg.FIRST_SCANS, sliced.LONG_PIECE = old
+
+
+@pytest.mark.parametrize("limits", [None, (1, 1), (1, 3)], ids=["whole", "turns-1", "turns-3"])
 @pytest.mark.parametrize("block_size", [1, 3, 5, 12, 13])
 @pytest.mark.parametrize(
     "fmap", [RFF(8, bandwidth=1.0), Nystrom(10, bandwidth=1.0), Linear()], ids=repr
 )
-def test_ties_go_to_smallest_index(fmap, block_size):
+def test_ties_go_to_smallest_index(fmap, block_size, limits):
     # a symmetric signal: the splits at 4 and 8 have bit-for-bit equal gains, found at block
-    # boundaries, in different scanned blocks, or inside one scanned block (block_size >= 12)
+    # boundaries, in different scanned blocks, or inside one scanned block (block_size >= 12);
+    # pieces scanned in turns, or in slices of 1 or 3 samples, alike
     x = np.array([0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0], dtype=float)
-    res = kcpstream.segment(x, features=fmap, n_bkps=1, min_size=1, block_size=block_size)
-    assert res.changepoints.tolist() == [4]
-    res2 = kcpstream.segment(x, features=fmap, n_bkps=2, min_size=1, block_size=block_size)
-    assert res2.order.tolist() == [4, 8]
+    kw = {"features": fmap, "min_size": 1, "block_size": block_size}
+    with scan_limits(limits):
+        res = kcpstream.segment(da.from_array(x, chunks=5), n_bkps=1, **kw)
+        assert res.changepoints.tolist() == [4]
+        res2 = kcpstream.segment(da.from_array(x, chunks=5), n_bkps=2, **kw)
+        assert res2.order.tolist() == [4, 8]

@@ -94,7 +94,8 @@ def test_segmentation_on_a_coarser_grid_is_exact(seed, shift, block_size, chunks
 
 
 def _write(path, x, chunk):
-    z = zarr.create_array(path, shape=x.shape, chunks=(chunk,), dtype=x.dtype, overwrite=True)
+    chunks = (chunk,) + x.shape[1:]
+    z = zarr.create_array(path, shape=x.shape, chunks=chunks, dtype=x.dtype, overwrite=True)
     z[:] = x
     return z
 
@@ -137,10 +138,42 @@ def test_a_checkpointed_series_that_grows_past_its_grid_is_summed_again_on_a_coa
     assert kcpstream.segment(store, checkpoint=ck, **kw).diagnostics.checkpoint == "loaded"
 
 
-def test_values_far_outside_the_fitted_range_are_named_with_their_sample():
+@pytest.mark.parametrize("block_size", [None, 2**17])  # one block: featurized in parts
+def test_values_far_outside_the_fitted_range_are_named_with_their_sample(block_size):
     rng = np.random.default_rng(0)
     x = rng.normal(size=100_000)
     fmap = Linear().fit(x[:100, None] * 1e-6)  # fitted on a tiny range
     x[73_251] = 1e12
+    data = da.from_array(x, chunks=10_000)
     with pytest.raises(InputError, match=r"far outside the range of the fit sample.*index 73251"):
-        kcpstream.segment(da.from_array(x, chunks=10_000), features=fmap, n_bkps=1)
+        kcpstream.segment(data, features=fmap, n_bkps=1, block_size=block_size)
+
+
+@pytest.mark.parametrize(("chunk", "block_size"), [(3000, 4096), (700, 2500), (9000, 4096)])
+def test_blocks_longer_than_a_scan_holds_are_scanned_in_slices_exactly(
+    tmp_path, monkeypatch, chunk, block_size
+):
+    # the blocks of a long series hold more samples than a scan featurizes at
+    # once: each is read chunk by chunk and scanned slice by slice, with the
+    # result of brute force on the same features
+    from kcpstream.passes import scan, sliced
+
+    monkeypatch.setattr(sliced, "LONG_PIECE", 1000)
+    fed, tasks = [], []
+    feed, scan_long = sliced.SlicedScan.feed, scan.scan_long
+    monkeypatch.setattr(sliced.SlicedScan, "feed", lambda s, x: fed.append(len(x)) or feed(s, x))
+    monkeypatch.setattr(scan, "scan_long", lambda *a: tasks.append(1) or scan_long(*a))
+    rng = np.random.default_rng(chunk)
+    x = rng.normal(size=(40_000, 2)).astype(np.float32)
+    for at, level in ((9_100, 0.8), (23_457, -0.4), (31_002, 0.5)):
+        x[at:] += level
+    fmap = RFF(16, seed=1).fit(x[:2000])
+    expected = reference_binseg(quantized(fmap.transform(x), fmap.quantum_exponent_), 20, n_bkps=3)
+    kw = {"features": fmap, "n_bkps": 3, "d_max": 4, "min_size": 20, "block_size": block_size}
+    store = _write(tmp_path / "x.zarr", x, chunk)
+    for data in (store, da.from_array(x, chunks=(chunk, 2))):
+        fed.clear()
+        res = kcpstream.segment(data, **kw)
+        assert sorted(res.changepoints.tolist()) == sorted(pos for pos, _ in expected)
+        assert fed and max(fed) <= min(chunk, sliced.slice_length(fmap))
+    assert tasks  # pieces read chunk by chunk, not only from the sample cache

@@ -439,18 +439,32 @@ def test_segments_an_append_makes_longer_are_scanned_from_the_samples_kept(tmp_p
     assert without.diagnostics.samples_read_again > 0
 
 
-def test_the_pieces_refinement_scanned_are_those_its_bounds_give(tmp_path, monkeypatch):
+@pytest.mark.parametrize("first_scans", [16, 1])  # 1: most segments scan their pieces in turns
+def test_the_pieces_refinement_scanned_are_those_its_bounds_give(
+    tmp_path, monkeypatch, first_scans
+):
     """kept_pieces takes the pieces a segment refined in this run scanned, and
-    recomputes them for the others: both are bound_segment's."""
+    recomputes them for the others: both are bound_segment's (those scanned
+    in turns, the largest bounds first, are some of them)."""
     from kcpstream.engine import stored as engine
+    from kcpstream.search import binseg
 
-    checked = []
+    monkeypatch.setattr(binseg, "FIRST_SCANS", first_scans)
+    checked, ruled_out = [], []
 
     def spy(stats, known, min_size):
         for seg in known.values():
             if seg.exact and seg.scanned is not None:
-                again = bound_segment(stats, seg.start, seg.end, min_size).pending
-                assert seg.scanned == [(r.piece_start, r.piece_end) for r in again]
+                again = [
+                    (r.piece_start, r.piece_end)
+                    for r in bound_segment(stats, seg.start, seg.end, min_size).pending
+                ]
+                if len(again) <= first_scans:
+                    assert seg.scanned == again
+                else:  # in turns: in order within each, some perhaps ruled out
+                    assert set(seg.scanned) <= set(again)
+                    assert len(set(seg.scanned)) == len(seg.scanned)
+                    ruled_out.append(len(again) - len(seg.scanned))
                 checked.append(seg)
         return kept_pieces(stats, known, min_size)
 
@@ -467,6 +481,7 @@ def test_the_pieces_refinement_scanned_are_those_its_bounds_give(tmp_path, monke
     z[400_000:] = rng.normal(size=4_000).astype("f4") * 2 + 1
     res = kcpstream.segment(store, checkpoint=tmp_path / "ck", **kw)
     assert res.diagnostics.checkpoint == "updated" and len(checked) > 10
+    assert (sum(ruled_out) > 0) == (first_scans == 1)  # pieces never read
 
 
 def test_the_samples_kept_are_those_of_the_segments_that_end_at_the_end_or_at_its_splits():

@@ -209,3 +209,90 @@ def test_runs_cover_the_chosen_pieces_in_consecutive_runs_of_at_most_most(chosen
     # runs end only where the next value is not adjacent or the run is full
     for f, k, f_next in zip(first[:-1], last[:-1], first[1:], strict=True):
         assert f_next > k + 1 or k - f + 1 == most
+
+
+def _bridge_excursion(q: np.ndarray) -> float:
+    """``max_m ||sum(q[:m]) - (m / L) sum(q)||`` over every position of a piece."""
+    cum = np.cumsum(q.astype(np.float64), axis=0)
+    m = np.arange(1, len(q) + 1)[:, None]
+    return float(np.sqrt(((cum - m / len(q) * cum[-1]) ** 2).sum(axis=1)).max())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    length=st.integers(2, 400),
+    step=st.integers(1, 90),
+    min_size=st.integers(1, 30),
+    offset=st.integers(0, 40),
+    constant=st.booleans(),
+    threshold=st.booleans(),
+    grid=st.sampled_from([0, 0, 3, 16, 64]),
+)
+def test_a_piece_scanned_in_slices_equals_its_scan_whole(
+    seed, length, step, min_size, offset, constant, threshold, grid
+):
+    # a piece too long to featurize at once (or a run of grid pieces) is scanned
+    # slice by slice: the same best split (ties to the first), the halves' exact
+    # sums and counts, and bridge bounds that still bound the halves' excursions
+    from kcpstream.passes.sliced import SlicedScan
+    from kcpstream.search.requests import piece_of
+
+    rng = np.random.default_rng(seed)
+    n = length + 2 * offset + 10
+    x = np.full((n, 2), 0.5) if constant else rng.standard_normal((n, 2))
+    x[n // 2 :] += 0.7
+    fmap = (BrownianThreshold(6) if threshold else RFF(8, bandwidth=1.0, seed=seed)).fit(x)
+    cum = _exact_prefix(fmap, x)
+    a, e = 0, n
+    s, t = offset + 5, offset + 5 + length
+    req = ScanRequest((a, e), s, t, cum[s] - cum[a], cum[e] - cum[a], grid)
+    whole = scan_piece(x[s:t], fmap, req, min_size, 4096)
+    scan = SlicedScan(req, fmap, min_size, 4096)
+    for lo in range(s, t, step):
+        scan.feed(x[lo : min(t, lo + step)])
+    got = scan.result()
+    assert (got.gain, got.pos) == (whole.gain, whole.pos)
+    if whole.pos < 0:
+        assert got.left is None and got.right is None
+        return
+    assert got.piece == whole.piece
+    pa, pb = piece_of(req, whole.pos)
+    q = quantized(fmap.transform(x), fmap.quantum_exponent_)
+    for mine, theirs, part in (
+        (got.left, whole.left, q[pa : whole.pos]),
+        (got.right, whole.right, q[whole.pos : pb]),
+    ):
+        assert mine.count == theirs.count == len(part)
+        assert np.array_equal(mine.S, theirs.S) and np.array_equal(mine.S, part.sum(axis=0))
+        np.testing.assert_allclose(mine.Q, theirs.Q, rtol=1e-12)
+        assert mine.M2 >= (part.astype(float) ** 2).sum(axis=1).max() * (1 - 1e-12)
+        rounding = 1e-12 * len(part) * np.abs(part).max()  # of the reference's float sums
+        assert mine.R >= _bridge_excursion(part) * (1 - 1e-12) - rounding
+
+
+def test_long_pieces_in_a_batch_are_scanned_in_slices(monkeypatch):
+    # scan_batch hands a piece longer than LONG_PIECE to the sliced scan, in
+    # slices of the thread's scratch, and its answer is the whole piece's
+    from kcpstream.passes import sliced
+
+    monkeypatch.setattr(sliced, "LONG_PIECE", 50)
+    fed = []
+    feed = sliced.SlicedScan.feed
+    monkeypatch.setattr(
+        sliced.SlicedScan, "feed", lambda self, x: fed.append(len(x)) or feed(self, x)
+    )
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 1))
+    x[170:] += 1.0
+    fmap = RFF(8, bandwidth=1.0, seed=3).fit(x)
+    monkeypatch.setattr(ranges, "MAX_SCRATCH_BYTES", 4 * fmap.n_features_out_ * 16)
+    assert sliced.slice_length(fmap) == 16
+    cum = _exact_prefix(fmap, x)
+    reqs = [ScanRequest((0, 300), s, t, cum[s], cum[300]) for s, t in ((10, 40), (40, 240))]
+    got = scan_batch([x[10:40], x[40:240]], fmap, reqs, 5, 4096)
+    assert fed and max(fed) == 16 and sum(fed) == 200  # the long piece only, in slices
+    for g, r in zip(got, reqs, strict=True):
+        want = scan_piece(x[r.piece_start : r.piece_end], fmap, r, 5, 4096)
+        assert (g.gain, g.pos) == (want.gain, want.pos)
+    assert got[1].left is not None and np.array_equal(got[1].left.S, cum[got[1].pos] - cum[40])

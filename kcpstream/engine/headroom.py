@@ -19,15 +19,22 @@ from kcpstream.errors import InputError
 from kcpstream.features import FeatureMap
 from kcpstream.features.base import SUM_BITS
 from kcpstream.inputs.signal import Signal
+from kcpstream.passes import sliced
+from kcpstream.passes.sliced import FLOAT_SUM_BITS
 
-#: Block sums are also held in float64, exact only below ``2**53``.
-FLOAT_SUM_BITS = 52
+
+def float_summed(tile: int, block_size: int) -> int:
+    """The most samples whose features are summed in float64: a piece of a
+    tile in the data pass (a tile is cut at block boundaries), or a piece a
+    refinement scans whole (longer ones are scanned in slices)."""
+    return max(min(tile, block_size), sliced.LONG_PIECE)
 
 
-def check_before_pass(signal: Signal, fmap: FeatureMap, block_size: int) -> None:
-    """Before any read: block sums of ``block_size`` samples that the float64
-    block arithmetic could not hold exactly are an :class:`InputError`, and so
-    (a defect, not an input) is a map not on a grid that holds the series."""
+def check_before_pass(signal: Signal, fmap: FeatureMap, tile: int, block_size: int) -> None:
+    """Before any read: a map not on a grid that holds the series is a defect,
+    and the pieces of a tile that the float64 arithmetic of the data pass could
+    not sum exactly are an :class:`InputError` (a refinement's scans take
+    pieces short enough, :func:`~kcpstream.passes.sliced.whole_length`)."""
     bound = fmap.quantized_amplitude_bound_
     if bound <= 0:  # the map's features are measured by the data pass
         return
@@ -36,20 +43,21 @@ def check_before_pass(signal: Signal, fmap: FeatureMap, block_size: int) -> None
             f"{type(fmap).__name__} on a grid of 2**-{fmap.quantum_exponent_} holds "
             f"{fmap.capacity_} samples, not {signal.n}"
         )
-    if bound * block_size >= 2.0**FLOAT_SUM_BITS:
+    if bound * min(tile, block_size) >= 2.0**FLOAT_SUM_BITS:
         raise InputError(
-            f"block_size={block_size} is too large for the exact block sums of "
-            f"{type(fmap).__name__} features; use a smaller block_size"
+            f"tile={tile} is too large for the exact sums of {type(fmap).__name__} "
+            "features over a tile; use a smaller tile"
         )
 
 
-def check_after_pass(stats, signal: Signal, fmap: FeatureMap, locate) -> None:
+def check_after_pass(stats, signal: Signal, fmap: FeatureMap, tile: int, locate) -> None:
     """After the data pass, for a map whose features depend on the data: the
     sums of absolute features its measured norms bound must stay below
-    ``2**SUM_BITS`` (no int64 sum could have wrapped), and each block's below
-    ``2**52``; otherwise the signal is far outside the fit sample's range, and
-    the error names the sample whose features are largest (``locate(a, b)``
-    describes it among samples ``a`` to ``b``, or None to name the block's range)."""
+    ``2**SUM_BITS`` (no int64 sum could have wrapped), and those of
+    ``float_summed(tile, block_size)`` samples below ``2**52``; otherwise the signal is far
+    outside the fit sample's range, and the error names the sample whose
+    features are largest (``locate(a, b)`` describes it among samples ``a`` to
+    ``b``, or None to name the block's range)."""
     if fmap.quantized_amplitude_bound_ > 0 or stats.n_blocks == 0:
         return  # bounded by the map, on a grid that holds the series
     norms = np.sqrt(stats.max_norm2)
@@ -57,7 +65,10 @@ def check_after_pass(stats, signal: Signal, fmap: FeatureMap, locate) -> None:
     counts[-1] = stats.n - (stats.n_blocks - 1) * stats.block_size
     reach = float(norms @ counts)  # bounds the sum of |q_j| over any range
     largest = float(norms.max())
-    if reach < 2.0**SUM_BITS and largest * stats.block_size < 2.0**FLOAT_SUM_BITS:
+    if (
+        reach < 2.0**SUM_BITS
+        and largest * float_summed(tile, stats.block_size) < 2.0**FLOAT_SUM_BITS
+    ):
         return
     block = int(np.argmax(norms))
     a, b = block * stats.block_size, min(stats.n, (block + 1) * stats.block_size)

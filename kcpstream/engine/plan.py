@@ -57,8 +57,21 @@ MAX_D_MAX = 1000
 #: reading again.
 MIN_AUTO_BLOCK = 64
 
-#: Largest block size: a refinement read keeps one block's features in memory.
-MAX_BLOCK = 2**18
+#: Blocks stop growing at this size (from 2**33 samples on, the grid holds
+#: more than ``TARGET_BLOCKS`` blocks): a refinement reads whole blocks again,
+#: and the share of a long series read again grows with the block's share of
+#: its segments (looser bounds), so a longer series gets more blocks instead.
+LONG_SERIES_BLOCK = 2**18
+
+#: ... until its grid holds this many (from 2**35 samples on): the statistics,
+#: the chunk results held before they are assembled and the noise estimate all
+#: grow with the blocks, and stay within a call's budget up to ``MAX_SAMPLES``.
+MAX_GRID_BLOCKS = 2**17
+
+#: Largest block size: that of the longest series taken (``MAX_SAMPLES``, 2**40)
+#: at :data:`MAX_GRID_BLOCKS` blocks.  A refinement scans a long block in
+#: slices (:mod:`kcpstream.passes.sliced`), so memory does not bound it.
+MAX_BLOCK = 2**23
 
 #: Largest ``n * p`` (samples times features) searched in memory: the signal is
 #: read whole, every sample featurized once and the exact prefix sum of every
@@ -83,10 +96,13 @@ def auto_block_size(n: int, series: int = 1) -> int:
 
     Smaller blocks make the pruning bounds tighter (fewer samples read again)
     at the price of a larger grid (about ``8 (p + 3)`` bytes of statistics per
-    block) and longer boundary scans.
+    block) and longer boundary scans.  Blocks stop at
+    :data:`LONG_SERIES_BLOCK` samples while the grid of a long series holds
+    at most :data:`MAX_GRID_BLOCKS` blocks.
     """
     target = max(1, min(TARGET_BLOCKS, TARGET_BATCH_BLOCKS // max(1, series)))
-    return int(min(MAX_BLOCK, max(MIN_AUTO_BLOCK, -(-n // target))))
+    B = min(LONG_SERIES_BLOCK, max(MIN_AUTO_BLOCK, -(-n // target)))
+    return int(min(MAX_BLOCK, max(B, -(-n // MAX_GRID_BLOCKS))))
 
 
 def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -257,8 +273,8 @@ def block_size_of(n: int, st: Settings, window: int = 1) -> int:
     B = check_positive_int("block_size", st.block_size)
     if B > MAX_BLOCK:
         raise InputError(
-            f"block_size={B} is larger than {MAX_BLOCK}: a refinement read keeps one "
-            "block's features in memory; use a smaller block_size"
+            f"block_size={B} is larger than {MAX_BLOCK}, the block of the longest series "
+            "kcpstream takes (a refinement reads whole blocks again); use a smaller block_size"
         )
     return B
 

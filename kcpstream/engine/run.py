@@ -108,7 +108,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
                 fmap.to_json(),
             )
     fmap = fmap.holding(signal.n)  # a grid whose exact sums hold the series
-    check_before_pass(signal, fmap, B)
+    check_before_pass(signal, fmap, st.tile, B)
     job = Job(signal, fmap, B, d_max, cache, min_size, Windows(window), original)
     job.auto = auto
     job.stored.fit, job.reads.fit_chunks = record, fit_chunks
@@ -504,23 +504,33 @@ def statistics(jobs: list[Job], st: Settings) -> None:
     if nonfinite:
         raise SeriesWithGaps(nonfinite, [found_gaps.get(id(j)) for j in nonfinite])
     for job in jobs:
-        _check_statistics(job)
+        _check_statistics(job, st.tile)
 
 
 def _largest_sample(job: Job, start: int, end: int) -> str | None:
     """Where the features of samples ``start`` to ``end`` have their largest norm
     (read again: only when the series is refused for it)."""
+    best, at = -1.0, start
     try:
-        rows = fit_sample(job.signal, [(start, end)], job.cache)
-        q = job.fmap.transform(rows).astype(np.float64)
+        for lo in range(start, end, LOCATE_ROWS):  # a block may be too large to featurize whole
+            rows = fit_sample(job.signal, [(lo, min(end, lo + LOCATE_ROWS))], job.cache)
+            q = job.fmap.transform(rows).astype(np.float64)
+            norms = (q * q).sum(axis=1)
+            if norms.max() > best:
+                best, at = float(norms.max()), lo + int(np.argmax(norms))
     except Exception:  # the error names the block instead
         return None
-    return _where(job.signal, start + int(np.argmax((q * q).sum(axis=1))))
+    return _where(job.signal, at)
 
 
-def _check_statistics(job: Job) -> None:
+#: Samples featurized at a time to find the largest features of a block.
+LOCATE_ROWS = 2**16
+
+
+def _check_statistics(job: Job, tile: int) -> None:
     stats, signal = job.stats, job.signal
-    check_after_pass(stats, signal, job.fmap, functools.partial(_largest_sample, job))
+    locate = functools.partial(_largest_sample, job)
+    check_after_pass(stats, signal, job.fmap, tile, locate)
     s_total, q_total = stats.range_sum(0, stats.n)
     sf = s_total.astype(np.float64)
     spread = q_total - float(sf @ sf) / stats.n

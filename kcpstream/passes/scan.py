@@ -19,7 +19,6 @@ from kcpstream._kernels.blockstats import scan_piece as _scan_piece_kernel
 from kcpstream._kernels.blockstats import scan_pieces as _scan_pieces_kernel
 from kcpstream.features.base import FeatureMap
 from kcpstream.inputs.signal import Signal, SourceSlice
-from kcpstream.passes import ranges
 from kcpstream.passes.cache import (
     CacheHandle,
     SampleCache,
@@ -28,6 +27,7 @@ from kcpstream.passes.cache import (
     home_of,
 )
 from kcpstream.passes.ranges import as_2d, featurize_range, scratch_features
+from kcpstream.passes.sliced import SlicedScan, is_long, scan_sliced, slice_length
 from kcpstream.search.requests import ScanRequest, ScanResult, piece_of, pieces_of
 from kcpstream.search.stats import PieceStats
 from kcpstream.tasks.graph import TaskBatch
@@ -78,18 +78,31 @@ def scan_batch(
     """:func:`scan_piece` of several pieces (their raw samples ``xs``), featurized
     together and scanned in one compiled loop, without the per-piece overhead
     that dominates when pieces are short.  The same gains and positions; the
-    statistics of the two halves are given only for the split that wins among
-    the scanned pieces of its segment (the only one a search keeps)."""
-    out: list[ScanResult] = []
-    limit = max(1, ranges.MAX_SCRATCH_BYTES // (4 * fmap.n_features_out_))  # samples per batch
-    i = 0
-    while i < len(reqs):
-        j, length = i, 0
-        while j < len(reqs) and (j == i or length + len(xs[j]) <= limit):
-            length += len(xs[j])
+    statistics of the two halves are given for the split that wins among
+    the scanned pieces of its segment (the only one a search keeps), and for
+    a long piece's (:func:`~kcpstream.passes.sliced.scan_sliced`, scanned
+    in slices on its own)."""
+    out: list[ScanResult | None] = [None] * len(reqs)
+    short = []
+    for i, r in enumerate(reqs):
+        if is_long(r, fmap):
+            out[i] = scan_sliced(xs[i], fmap, r, min_size, tile)
+        else:
+            short.append(i)
+    limit = slice_length(fmap)  # samples per batch
+    k = 0
+    while k < len(short):
+        j, length = k, 0
+        while j < len(short) and (j == k or length + len(xs[short[j]]) <= limit):
+            length += len(xs[short[j]])
             j += 1
-        out += _scan_group([as_2d(x) for x in xs[i:j]], fmap, reqs[i:j], min_size, tile)
-        i = j
+        group = short[k:j]
+        found = _scan_group(
+            [as_2d(xs[i]) for i in group], fmap, [reqs[i] for i in group], min_size, tile
+        )
+        for i, res in zip(group, found, strict=True):
+            out[i] = res
+        k = j
     return out
 
 
@@ -204,6 +217,38 @@ def scan_run(
     return results, read
 
 
+def scan_long(
+    source: SourceSlice,
+    fmap: FeatureMap,
+    req: ScanRequest,
+    min_size: int,
+    tile: int,
+    cache: CacheHandle | None,
+) -> tuple[list[ScanResult], bool]:
+    """Scan one long piece (:func:`~kcpstream.passes.sliced.is_long`) of a run
+    of chunks chunk by chunk, a dask task: each chunk is taken from the job's
+    sample cache in this process or read alone (and offered to the cache), and
+    fed to a :class:`~kcpstream.passes.sliced.SlicedScan` in slices, so that
+    neither the run's samples nor the piece's features are held at once.
+    Returns the scan and whether the source was read."""
+    local = cache.resolve() if cache is not None else None
+    scan = SlicedScan(req, fmap, min_size, tile)
+    step = slice_length(fmap)
+    read = False
+    for i in range(len(source.starts) - 1):
+        a = int(source.starts[i])
+        x = None if local is None else local.chunk(a)
+        if x is None:
+            (x,) = source.read_chunks([i])
+            read = True
+            if local is not None:
+                local.add_chunk(a, x)
+        lo, hi = max(a, req.piece_start), min(a + len(x), req.piece_end)
+        for s in range(lo, hi, step):
+            scan.feed(x[s - a : min(hi, s + step) - a])
+    return [scan.result()], read
+
+
 def _chunk_groups(
     starts: np.ndarray, reqs: list[ScanRequest]
 ) -> list[tuple[int, int, list[ScanRequest]]]:
@@ -299,7 +344,8 @@ def scan_many(
         out.append(results)
         to_read, held, samples = [], [], []
         for i, r in enumerate(requests):
-            x = None if cache is None else cache.get(r.piece_start, r.piece_end)
+            # a long piece is read chunk by chunk even when cached (one task each)
+            x = None if cache is None or is_long(r, fmap) else cache.get(r.piece_start, r.piece_end)
             if x is None:
                 to_read.append(r)
             else:
@@ -311,11 +357,16 @@ def scan_many(
             continue
         reader = signal.reader
         handle = cache.handle if cache is not None else None
-        for c0, c1, members in _chunk_groups(reader.starts, to_read):
+        tasks = [
+            (scan_long, *chunks_holding(reader.starts, r.piece_start, r.piece_end), r)
+            for r in to_read
+            if is_long(r, fmap)
+        ]
+        short = [r for r in to_read if not is_long(r, fmap)]
+        tasks += [(scan_run, *group) for group in _chunk_groups(reader.starts, short)]
+        for func, c0, c1, what in tasks:
             home = None if cache is None else home_of(cache, reader.starts, c0, c1)
-            reader.add_task(
-                batch, scan_run, c0, c1, fmap, members, min_size, tile, handle, home=home
-            )
+            reader.add_task(batch, func, c0, c1, fmap, what, min_size, tile, handle, home=home)
             owners.append((b, int(reader.starts[c1 + 1] - reader.starts[c0])))
     for b, held, found in _scan_here(batches, here, min_size, tile):
         out[b].update(zip(held, found, strict=True))

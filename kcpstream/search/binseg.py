@@ -11,6 +11,9 @@ The best split of a segment is found exactly:
 3. only pieces whose bound reaches the best boundary gain are read again and
    scanned sample by sample — all of a round's reads in one graph, pieces
    next to each other as one run (one request, its grid points skipped).
+   A segment with many such pieces scans those of the largest bounds first,
+   a round at a time: the best split they hold is exact, and it rules out
+   the pieces whose bounds fall below it without reading them.
 
 Because statistics are exact integers and one function computes every gain,
 the result equals a brute-force scan of every split position, ties going to
@@ -61,11 +64,14 @@ class SegmentSplit:
     split: int = -1
     upper: float = -1.0
     pending: list[ScanRequest] = field(default_factory=list)
+    #: the bound of each pending request (with its rounding slack)
+    bounds: list[float] = field(default_factory=list)
     piece: tuple[int, int] | None = None
     left: PieceStats | None = None
     right: PieceStats | None = None
-    #: ``[a, b)`` of the pieces refinement scanned (the ``pending`` of
-    #: :func:`bound_segment`), None when not scanned in this process
+    #: ``[a, b)`` of the pieces refinement scanned (of the ``pending`` of
+    #: :func:`bound_segment`, all but those a better split ruled out), None
+    #: when not scanned in this process
     scanned: list[tuple[int, int]] | None = None
 
     @property
@@ -147,6 +153,8 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
         positions = np.concatenate(([start], np.arange(j0, j1 + 1, dtype=np.int64) * B, [end]))
         total = pe - pa
         first, last = _runs(chosen, max(1, MAX_RUN_SAMPLES // B))
+        at = np.searchsorted(chosen, first)  # each run's first place in `chosen`
+        seg.bounds = np.maximum.reduceat(slack[chosen], at).tolist()
         # the sums before each run: a piece but the first starts at grid point
         # j0 + i - 1 (one gather, not a prefix lookup per run)
         lefts = np.zeros((first.size, p), np.int64)
@@ -178,9 +186,28 @@ def _runs(chosen: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
     return chosen[first], chosen[last]
 
 
-def _apply_scans(segments: list[SegmentSplit], results) -> None:
-    """Fold the scans of every segment's pending pieces in; all become exact."""
-    owners = [seg for seg in segments for _ in seg.pending]
+#: A segment with more pending requests than this scans first those of the
+#: largest bounds, about the square root of their number (at least this
+#: many) a round: in a segment without a change the best boundary's gain is
+#: a noise maximum that the bounds of most blocks reach, and the exact best
+#: split of a few of them rules most of the others out.
+FIRST_SCANS = 16
+
+
+def _to_scan(seg: SegmentSplit) -> list[int]:
+    """The indices of the pending requests of ``seg`` to scan this round."""
+    k = len(seg.pending)
+    if k <= FIRST_SCANS:
+        return list(range(k))
+    want = max(FIRST_SCANS, math.isqrt(k - 1) + 1)
+    top = np.argsort(-np.asarray(seg.bounds), kind="stable")[:want]
+    return sorted(top.tolist())
+
+
+def _apply_scans(segments: list[SegmentSplit], taken: list[list[int]], results) -> None:
+    """Fold the scans of the requests ``taken`` of every segment in; the pending
+    ones left that could still hold a split at least as good stay pending."""
+    owners = [seg for seg, idx in zip(segments, taken, strict=True) for _ in idx]
     for seg, result in zip(owners, results, strict=True):
         if result.pos < 0:
             continue
@@ -189,10 +216,19 @@ def _apply_scans(segments: list[SegmentSplit], results) -> None:
             seg.gain, seg.split = result.gain, result.pos
             seg.piece = result.piece
             seg.left, seg.right = result.left, result.right
-    for seg in segments:
-        seg.scanned = [(req.piece_start, req.piece_end) for req in seg.pending]
-        seg.pending = []
-        seg.upper = seg.gain
+    for seg, idx in zip(segments, taken, strict=True):
+        done = set(idx)
+        scanned = [(seg.pending[i].piece_start, seg.pending[i].piece_end) for i in idx]
+        seg.scanned = (seg.scanned or []) + scanned
+        # a tie at a smaller position must still be found: ">=", as bound_segment
+        left = [
+            i
+            for i in range(len(seg.pending))
+            if i not in done and (seg.split < 0 or seg.bounds[i] >= seg.gain)
+        ]
+        seg.pending = [seg.pending[i] for i in left]
+        seg.bounds = [seg.bounds[i] for i in left]
+        seg.upper = max([seg.gain, *seg.bounds])
 
 
 def _guess(
@@ -311,7 +347,10 @@ def binseg_steps(
     Segments are refined lazily: the order of splits is replayed with what
     is known (exact gains, or upper bounds for unrefined segments); the
     unrefined segments that the replay reaches are refined together in one
-    round (one ``yield``), and the replay repeats until it reaches none.
+    round (one ``yield``; a segment with many pending pieces scans those of
+    the largest bounds, see :data:`FIRST_SCANS`, and stays unrefined while
+    others can still beat what they held), and the replay repeats until it
+    reaches none.
     Segments that binary segmentation never splits are usually never read
     again.  ``known`` (updated in place) holds the segments evaluated so far,
     so a later search over the same statistics (a checkpoint) reads nothing
@@ -351,11 +390,12 @@ def binseg_steps(
         if not to_refine:
             break
         to_refine += _contenders(heap, known, order, to_refine)
-        requests = [req for seg in to_refine for req in seg.pending]
+        taken = [_to_scan(seg) for seg in to_refine]
+        requests = [seg.pending[i] for seg, idx in zip(to_refine, taken, strict=True) for i in idx]
         count_round(log, requests)
-        _apply_scans(to_refine, (yield requests))
+        _apply_scans(to_refine, taken, (yield requests))
         for seg in to_refine:  # keep the exact split's pieces with the statistics
-            if seg.piece is not None:
+            if seg.piece is not None:  # (of a segment still pending too: its children are guessed)
                 stats.add_split(seg.split, seg.piece[0], seg.piece[1], seg.left, seg.right)
     check_enough_splits(len(order), n_bkps, min_size, allow_fewer)
     return order
