@@ -264,7 +264,7 @@ def test_a_large_batch_shares_the_automatic_grids_blocks(monkeypatch):
         assert a.gains.tolist() == b.gains.tolist()
     assert (
         kcpstream.engine.plan.auto_block_size(10**9, series=10**9)
-        == kcpstream.engine.plan.LONG_SERIES_BLOCK
+        == kcpstream.engine.plan.MAX_BLOCK
     )
 
 

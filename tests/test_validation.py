@@ -111,7 +111,7 @@ def test_empty():
         ({"n_bkps": 1.5}, "n_bkps must be an integer"),
         ({"n_bkps": 1, "min_size": 0}, "min_size must be an integer >= 1"),
         ({"n_bkps": 1, "block_size": 0}, "block_size must be an integer >= 1"),
-        ({"n_bkps": 1, "block_size": 2**24}, "smaller block_size"),
+        ({"n_bkps": 1, "block_size": 2**25}, "smaller block_size"),
         (
             {"n_bkps": 1, "features": "fourier"},
             "unknown feature map 'fourier'; known maps: brownian, linear",

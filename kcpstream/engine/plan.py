@@ -57,21 +57,25 @@ MAX_D_MAX = 1000
 #: reading again.
 MIN_AUTO_BLOCK = 64
 
-#: Blocks stop growing at this size (from 2**33 samples on, the grid holds
-#: more than ``TARGET_BLOCKS`` blocks): a refinement reads whole blocks again,
-#: and the share of a long series read again grows with the block's share of
-#: its segments (looser bounds), so a longer series gets more blocks instead.
-LONG_SERIES_BLOCK = 2**18
+#: Blocks stop growing at this size (from 2**31 samples on, the grid of a
+#: series holds more than ``TARGET_BLOCKS`` blocks): a refinement reads whole
+#: blocks again, and the share of a long series read again grows quickly with
+#: the block's share of its segments (looser bounds: 4 times the blocks read
+#: a tenth as much again, ``benchmarks/results/headroom.md``), so a longer
+#: series gets more blocks instead ...
+LONG_SERIES_BLOCK = 2**16
 
-#: ... until its grid holds this many (from 2**35 samples on): the statistics,
-#: the chunk results held before they are assembled and the noise estimate all
-#: grow with the blocks, and stay within a call's budget up to ``MAX_SAMPLES``.
-MAX_GRID_BLOCKS = 2**17
+#: ... until its grid holds this many (from 2**32 samples on; fewer for a
+#: series of a batch, whose grids share ``TARGET_BATCH_BLOCKS``): the
+#: statistics, the chunk results held before they are assembled and the noise
+#: estimate all grow with the blocks (the noise estimate takes about 2 kB per
+#: block at 64 features), and stay within a call's budget up to ``MAX_SAMPLES``.
+MAX_GRID_BLOCKS = 2**16
 
 #: Largest block size: that of the longest series taken (``MAX_SAMPLES``, 2**40)
 #: at :data:`MAX_GRID_BLOCKS` blocks.  A refinement scans a long block in
 #: slices (:mod:`kcpstream.passes.sliced`), so memory does not bound it.
-MAX_BLOCK = 2**23
+MAX_BLOCK = 2**24
 
 #: Largest ``n * p`` (samples times features) searched in memory: the signal is
 #: read whole, every sample featurized once and the exact prefix sum of every
@@ -98,11 +102,14 @@ def auto_block_size(n: int, series: int = 1) -> int:
     at the price of a larger grid (about ``8 (p + 3)`` bytes of statistics per
     block) and longer boundary scans.  Blocks stop at
     :data:`LONG_SERIES_BLOCK` samples while the grid of a long series holds
-    at most :data:`MAX_GRID_BLOCKS` blocks.
+    at most :data:`MAX_GRID_BLOCKS` blocks (or its share of
+    :data:`TARGET_BATCH_BLOCKS`).
     """
-    target = max(1, min(TARGET_BLOCKS, TARGET_BATCH_BLOCKS // max(1, series)))
+    share = TARGET_BATCH_BLOCKS // max(1, series)
+    target = max(1, min(TARGET_BLOCKS, share))
+    most = max(1, min(MAX_GRID_BLOCKS, share))
     B = min(LONG_SERIES_BLOCK, max(MIN_AUTO_BLOCK, -(-n // target)))
-    return int(min(MAX_BLOCK, max(B, -(-n // MAX_GRID_BLOCKS))))
+    return int(min(MAX_BLOCK, max(B, -(-n // most))))
 
 
 def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:

@@ -97,10 +97,9 @@ class SlicedScan:
     result (:meth:`result`): the same best gain and position as
     :func:`~kcpstream.passes.scan.scan_piece` of the whole piece (or run of
     grid pieces: its grid points skipped, the halves those of the grid piece
-    split).  Holds the
-    features of one slice at a time, the statistics of every slice (``p``
-    integers each) and the raw samples of the slice holding the best split
-    so far.
+    split).  Holds the features of one slice at a time, the statistics of
+    every slice (``p`` integers each) and the raw samples of the slice
+    holding the best split so far.
     """
 
     def __init__(self, req: ScanRequest, fmap: FeatureMap, min_size: int, tile: int) -> None:
