@@ -78,6 +78,16 @@ def count(k: int, noun: str) -> str:
     return f"{k} {noun}" if k == 1 else f"{k} {noun}s"
 
 
+#: p-values below this are printed as ``<1e-300``: a gain far beyond the noise
+#: has a tail probability below what float64 holds, and it rounds to 0.
+SMALLEST_PVALUE = 1e-300
+
+
+def pvalue_text(p: float) -> str:
+    """A p-value as printed: ``"0.0032"``, ``"<1e-300"``, ``"nan"``."""
+    return f"<{SMALLEST_PVALUE:.0e}" if p < SMALLEST_PVALUE else f"{p:.2g}"
+
+
 def _delegate(part: str, name: str) -> property:
     return property(lambda self: getattr(getattr(self, part), name), doc=f"``{part}.{name}``")
 
@@ -427,11 +437,12 @@ class Segmentation:
     def to_dataframe(self):
         """The segment table as a ``pandas.DataFrame``, one row per segment.
 
-        Columns: ``start``/``end`` (index, end exclusive), ``length``, ``cost``,
-        ``gain`` and ``pvalue`` of the change-point the segment starts with
-        (NaN for the first segment) and, for labelled input,
-        ``start_<dim>``/``end_<dim>`` (coordinate of the first and of the last
-        sample).  For a series with missing samples, also ``valid`` (the
+        Columns: ``start``/``end`` (index, end exclusive, as :attr:`segments`),
+        ``length``, ``cost``, ``gain`` and ``pvalue`` of the change-point the
+        segment starts with (NaN for the first segment) and, for labelled
+        input, ``start_<dim>``/``last_<dim>`` (the coordinate of the first and
+        of the last sample: both inclusive, since the coordinate after a
+        series' last sample does not exist).  For a series with missing samples, also ``valid`` (the
         segment's valid samples) and ``earliest`` (and ``earliest_<dim>``):
         where its change could begin, below ``start`` when a gap precedes it
         (:attr:`earliest`).  ``attrs`` holds the feature map used (``features``)
@@ -451,7 +462,7 @@ class Segmentation:
         }
         if self.times is not None:
             table[f"start_{self.time_dim}"] = self.times["start"]
-            table[f"end_{self.time_dim}"] = self.times["end"]
+            table[f"last_{self.time_dim}"] = self.times["end"]
         if self.diagnostics.n_missing:
             table["valid"] = self.segment_valid
             table["earliest"] = np.r_[0, self.earliest]
@@ -595,7 +606,7 @@ class BatchSegmentation:
                 ", ".join(  # (a coordinate of positions says nothing more)
                     f"{c}"
                     + ("" if when is None or str(when[i]) == str(c) else f" {when[i]}")
-                    + f" (p={p[i]:.2g})"
+                    + f" (p={pvalue_text(p[i])})"
                     for i, c in enumerate(cps[:8])
                 )
                 + (", ..." if len(cps) > 8 else "")

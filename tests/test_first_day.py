@@ -157,3 +157,26 @@ def test_min_duration_does_not_go_below_the_default_floor():
     x = xr.DataArray(_two_regimes(400), dims="time", coords={"time": time})
     res = kcpstream.segment(x, min_duration="1D", n_bkps=1)
     assert res.params["min_size"] >= 10
+
+
+def test_p_values_beyond_float64_print_as_a_bound_not_as_zero(tmp_path):
+    x = np.r_[np.zeros(5_000), np.full(5_000, 10.0)] + np.random.default_rng(0).normal(size=10_000)
+    res = kcpstream.segment(x)
+    assert res.pvalues.tolist() == [0.0]  # underflows: the gain is far beyond the noise
+    ds = xr.Dataset({"v": ("time", x.astype("f4"))})
+    ds.to_zarr(tmp_path / "s.zarr")
+    out = CliRunner().invoke(main, ["segment", str(tmp_path / "s.zarr")])
+    assert out.exit_code == 0, out.output
+    assert "p=<1e-300" in out.output and "p=0" not in out.output
+    batch = kcpstream.segment(xr.DataArray(np.c_[x, x], dims=("time", "s")), batch_dims="s")
+    assert "(p=<1e-300)" in repr(batch)
+
+
+def test_the_segment_table_says_which_ends_are_exclusive():
+    time = np.arange(4_000).astype("datetime64[s]")
+    x = xr.DataArray(_two_regimes(), dims="time", coords={"time": time})
+    table = kcpstream.segment(x, n_bkps=1).to_dataframe()
+    assert list(table.columns[:2]) == ["start", "end"]  # end: exclusive, the next start
+    assert table["end"].iloc[0] == table["start"].iloc[1] == 2_000
+    assert "end_time" not in table  # the last sample's time: inclusive, so named
+    assert (table["last_time"].to_numpy() == time[table["end"].to_numpy() - 1]).all()

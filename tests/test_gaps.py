@@ -217,7 +217,7 @@ def test_a_change_inside_a_gap_is_reported_at_the_first_valid_sample_after_it():
     assert table["earliest"].tolist() == [0, 2900]
     assert table["earliest_time"].iloc[1] == times[2900]
     assert table["start_time"].iloc[1] == times[3200]
-    assert table["end_time"].iloc[0] == times[2899]  # the segment's last valid sample
+    assert table["last_time"].iloc[0] == times[2899]  # the segment's last valid sample
     assert table["valid"].tolist() == [2900, 2800]
     again = kcpstream.Segmentation.from_json(res.to_json())
     np.testing.assert_array_equal(again.earliest, res.earliest)

@@ -37,7 +37,7 @@ def test_times_match_the_coordinate(sensors):
     df = res.to_dataframe()
     assert df["start"].tolist() == [0, *res.changepoints]
     assert (df["start_time"].to_numpy() == t[df["start"]]).all()
-    assert (df["end_time"].to_numpy() == t[df["end"] - 1]).all()
+    assert (df["last_time"].to_numpy() == t[df["end"] - 1]).all()
     assert df["length"].sum() == 4_000
     assert df["cost"].sum() == pytest.approx(res.cost)
     out = res.to_xarray()

@@ -306,6 +306,8 @@ def _variables(given: tuple, variables: tuple) -> tuple[str | None, tuple]:
 
 def _echo_result(res, as_json: bool) -> None:
     """A result on stdout: its JSON summary, or its repr and a line per change-point."""
+    from kcpstream.result import pvalue_text
+
     summary = _summary(res)
     if as_json:
         click.echo(json.dumps(summary))
@@ -322,7 +324,7 @@ def _echo_result(res, as_json: bool) -> None:
             gap = ""
             if one.earliest.size and one.earliest[i] < c:  # the change lies in the gap before
                 gap = f"  (after a gap: from {one.earliest[i]:,})"
-            click.echo(f"{c:>14,}{when}  p={one._pvalues()[i]:.2g}{gap}")
+            click.echo(f"{c:>14,}{when}  p={pvalue_text(one._pvalues()[i])}{gap}")
 
 
 def _job_progress(command):
