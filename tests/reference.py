@@ -44,6 +44,16 @@ def quantized(features: np.ndarray, exponent: int) -> np.ndarray:
     return q
 
 
+def bridge_excursion(q: np.ndarray) -> float:
+    """``max_m ||sum(q[:m]) - (m / L) sum(q)||`` over the positions of a piece of ``L`` samples."""
+    length = q.shape[0]
+    s = q.sum(axis=0)
+    delta = np.cumsum(q, axis=0)[:-1]
+    m = np.arange(1, length)[:, None]
+    r = delta - m / length * s
+    return float(np.sqrt((r**2).sum(axis=1)).max()) if length > 1 else 0.0
+
+
 def best_split(cumsum: np.ndarray, a: int, e: int, min_size: int) -> tuple[float, int]:
     """Best split of [a, e) over every position; (-1.0, -1) if none is admissible."""
     best_gain, best_pos = -1.0, -1

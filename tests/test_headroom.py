@@ -160,8 +160,8 @@ def test_blocks_longer_than_a_scan_holds_are_scanned_in_slices_exactly(
 
     monkeypatch.setattr(sliced, "LONG_PIECE", 1000)
     fed, tasks = [], []
-    feed, scan_long = sliced.SlicedScan.feed, scan.scan_long
-    monkeypatch.setattr(sliced.SlicedScan, "feed", lambda s, x: fed.append(len(x)) or feed(s, x))
+    feed, scan_long = sliced.SlicedScan._feed, scan.scan_long
+    monkeypatch.setattr(sliced.SlicedScan, "_feed", lambda s, x: fed.append(len(x)) or feed(s, x))
     monkeypatch.setattr(scan, "scan_long", lambda *a: tasks.append(1) or scan_long(*a))
     rng = np.random.default_rng(chunk)
     x = rng.normal(size=(40_000, 2)).astype(np.float32)

@@ -19,7 +19,7 @@ from kcpstream._kernels.blockstats import (
 )
 from kcpstream.search.stats import BlockStats, PieceStats
 
-from .reference import cusum_gains
+from .reference import bridge_excursion, cusum_gains
 
 
 def _cost(z: np.ndarray) -> float:
@@ -56,17 +56,8 @@ def _block_stats(q: np.ndarray, block: int, bridges: bool = False) -> BlockStats
     n = q.shape[0]
     blocks = [q[j * block : (j + 1) * block] for j in range(-(-n // block))]
     S = np.stack([b.sum(axis=0) for b in blocks])
-    R = np.array([_bridge(b) if bridges else 0.0 for b in blocks])
+    R = np.array([bridge_excursion(b) if bridges else 0.0 for b in blocks])
     return BlockStats(n, block, 0, S, np.zeros(len(blocks)), np.ones(len(blocks)), R)
-
-
-def _bridge(q: np.ndarray) -> float:
-    length = q.shape[0]
-    s = q.sum(axis=0)
-    delta = np.cumsum(q, axis=0)[:-1]
-    m = np.arange(1, length)[:, None]
-    r = delta - m / length * s
-    return float(np.sqrt((r**2).sum(axis=1)).max()) if length > 1 else 0.0
 
 
 @given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.sampled_from([16, 64]))
@@ -133,9 +124,10 @@ def test_piece_stats_match_numpy(seed, n, k, m, every):
         assert M2[i] == pytest.approx(expected_m2, rel=1e-9)
         # R bounds the bridge excursion from above, within the snapshot slack
         step = np.sqrt(M2[i]) + np.linalg.norm(part.sum(axis=0)) / len(part)
-        assert _bridge(part) * (1 - 1e-12) <= R[i] <= _bridge(part) + every * step + 1e-6
+        exact = bridge_excursion(part)
+        assert exact * (1 - 1e-12) <= R[i] <= exact + every * step + 1e-6
         if every == 1:  # evaluated at every position: the excursion itself
-            assert R[i] == pytest.approx(_bridge(part), rel=1e-8, abs=1e-6)
+            assert R[i] == pytest.approx(bridge_excursion(part), rel=1e-8, abs=1e-6)
 
 
 @given(st.integers(0, 2**32 - 1), st.integers(2, 50), st.integers(1, 4))
@@ -145,12 +137,12 @@ def test_merged_bridge_is_an_upper_bound(seed, n, p):
     cut = int(rng.integers(1, n))
     a, b = q[:cut], q[cut:]
     S_a = a.sum(axis=0)
-    count, _, _, R = merge_piece_into(
-        len(a), S_a, 0.0, 0.0, _bridge(a), len(b), b.sum(axis=0), 0.0, 0.0, _bridge(b)
-    )
+    ra, rb = bridge_excursion(a), bridge_excursion(b)
+    S_b = b.sum(axis=0)
+    count, _, _, R = merge_piece_into(len(a), S_a, 0.0, 0.0, ra, len(b), S_b, 0.0, 0.0, rb)
     assert count == n
     assert S_a.tolist() == q.sum(axis=0).tolist()
-    assert R >= _bridge(q) * (1 - 1e-12)
+    assert R >= bridge_excursion(q) * (1 - 1e-12)
 
 
 @settings(max_examples=300, deadline=None)

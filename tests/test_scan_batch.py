@@ -12,7 +12,7 @@ from kcpstream.passes import ranges
 from kcpstream.passes.scan import scan_batch, scan_piece
 from kcpstream.search.requests import ScanRequest
 
-from .reference import quantized
+from .reference import bridge_excursion, quantized
 
 
 def _exact_prefix(fmap, x: np.ndarray) -> np.ndarray:
@@ -211,13 +211,6 @@ def test_runs_cover_the_chosen_pieces_in_consecutive_runs_of_at_most_most(chosen
         assert f_next > k + 1 or k - f + 1 == most
 
 
-def _bridge_excursion(q: np.ndarray) -> float:
-    """``max_m ||sum(q[:m]) - (m / L) sum(q)||`` over every position of a piece."""
-    cum = np.cumsum(q.astype(np.float64), axis=0)
-    m = np.arange(1, len(q) + 1)[:, None]
-    return float(np.sqrt(((cum - m / len(q) * cum[-1]) ** 2).sum(axis=1)).max())
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
@@ -268,7 +261,7 @@ def test_a_piece_scanned_in_slices_equals_its_scan_whole(
         np.testing.assert_allclose(mine.Q, theirs.Q, rtol=1e-12)
         assert mine.M2 >= (part.astype(float) ** 2).sum(axis=1).max() * (1 - 1e-12)
         rounding = 1e-12 * len(part) * np.abs(part).max()  # of the reference's float sums
-        assert mine.R >= _bridge_excursion(part) * (1 - 1e-12) - rounding
+        assert mine.R >= bridge_excursion(part) * (1 - 1e-12) - rounding
 
 
 def test_long_pieces_in_a_batch_are_scanned_in_slices(monkeypatch):
@@ -278,9 +271,9 @@ def test_long_pieces_in_a_batch_are_scanned_in_slices(monkeypatch):
 
     monkeypatch.setattr(sliced, "LONG_PIECE", 50)
     fed = []
-    feed = sliced.SlicedScan.feed
+    feed = sliced.SlicedScan._feed
     monkeypatch.setattr(
-        sliced.SlicedScan, "feed", lambda self, x: fed.append(len(x)) or feed(self, x)
+        sliced.SlicedScan, "_feed", lambda self, x: fed.append(len(x)) or feed(self, x)
     )
     rng = np.random.default_rng(3)
     x = rng.standard_normal((300, 1))

@@ -20,7 +20,6 @@ from kcpstream.features import FeatureMap
 from kcpstream.features.base import SUM_BITS
 from kcpstream.inputs.signal import Signal
 from kcpstream.passes import sliced
-from kcpstream.passes.sliced import FLOAT_SUM_BITS
 
 
 def float_summed(tile: int, block_size: int) -> int:
@@ -43,7 +42,7 @@ def check_before_pass(signal: Signal, fmap: FeatureMap, tile: int, block_size: i
             f"{type(fmap).__name__} on a grid of 2**-{fmap.quantum_exponent_} holds "
             f"{fmap.capacity_} samples, not {signal.n}"
         )
-    if bound * min(tile, block_size) >= 2.0**FLOAT_SUM_BITS:
+    if bound * min(tile, block_size) >= 2.0**sliced.FLOAT_SUM_BITS:
         raise InputError(
             f"tile={tile} is too large for the exact sums of {type(fmap).__name__} "
             "features over a tile; use a smaller tile"
@@ -67,7 +66,7 @@ def check_after_pass(stats, signal: Signal, fmap: FeatureMap, tile: int, locate)
     largest = float(norms.max())
     if (
         reach < 2.0**SUM_BITS
-        and largest * float_summed(tile, stats.block_size) < 2.0**FLOAT_SUM_BITS
+        and largest * float_summed(tile, stats.block_size) < 2.0**sliced.FLOAT_SUM_BITS
     ):
         return
     block = int(np.argmax(norms))

@@ -233,7 +233,6 @@ def scan_long(
     Returns the scan and whether the source was read."""
     local = cache.resolve() if cache is not None else None
     scan = SlicedScan(req, fmap, min_size, tile)
-    step = slice_length(fmap)
     read = False
     for i in range(len(source.starts) - 1):
         a = int(source.starts[i])
@@ -244,8 +243,7 @@ def scan_long(
             if local is not None:
                 local.add_chunk(a, x)
         lo, hi = max(a, req.piece_start), min(a + len(x), req.piece_end)
-        for s in range(lo, hi, step):
-            scan.feed(x[s - a : min(hi, s + step) - a])
+        scan.feed(x[lo - a : hi - a])
     return [scan.result()], read
 
 
@@ -342,27 +340,26 @@ def scan_many(
     for b, (signal, fmap, requests, cache) in enumerate(batches):
         results: dict[int, ScanResult] = {}
         out.append(results)
-        to_read, held, samples = [], [], []
+        long, short, held, samples = [], [], [], []
         for i, r in enumerate(requests):
-            # a long piece is read chunk by chunk even when cached (one task each)
-            x = None if cache is None or is_long(r, fmap) else cache.get(r.piece_start, r.piece_end)
+            if is_long(r, fmap):  # read chunk by chunk even when cached, a task each
+                long.append(r)
+                continue
+            x = None if cache is None else cache.get(r.piece_start, r.piece_end)
             if x is None:
-                to_read.append(r)
+                short.append(r)
             else:
                 held.append(i)
                 samples.append(x)
         if held:
             here.append((b, held, samples))
-        if not to_read:
+        if not (long or short):
             continue
         reader = signal.reader
         handle = cache.handle if cache is not None else None
         tasks = [
-            (scan_long, *chunks_holding(reader.starts, r.piece_start, r.piece_end), r)
-            for r in to_read
-            if is_long(r, fmap)
+            (scan_long, *chunks_holding(reader.starts, r.piece_start, r.piece_end), r) for r in long
         ]
-        short = [r for r in to_read if not is_long(r, fmap)]
         tasks += [(scan_run, *group) for group in _chunk_groups(reader.starts, short)]
         for func, c0, c1, what in tasks:
             home = None if cache is None else home_of(cache, reader.starts, c0, c1)

@@ -113,14 +113,16 @@ class SlicedScan:
         self.best_slice: tuple[int, np.ndarray] | None = None
 
     def feed(self, x: np.ndarray) -> None:
-        """Scan the next slice: samples ``[at, at + len(x))`` of the piece (of a
-        run of grid pieces, cut at the grid's points: each part lies in one)."""
+        """Scan the next samples ``[at, at + len(x))`` of the piece, in slices of
+        at most :func:`slice_length` (of a run of grid pieces, cut at the
+        grid's points too: each slice lies in one)."""
         x = as_2d(x)
         a, b = self.at, self.at + x.shape[0]
         if b > self.req.piece_end or a == b:
-            raise ValueError("a slice outside the piece")
-        g = self.req.grid
-        cuts = [a, *range((a // g + 1) * g, b, g), b] if g else [a, b]
+            raise ValueError("samples outside the piece")
+        g, step = self.req.grid, slice_length(self.fmap)
+        grid_points = range((a // g + 1) * g, b, g) if g else ()
+        cuts = sorted({a, b, *grid_points, *range(a, b, step)})
         for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
             self._feed(x[lo - a : hi - a])
 
@@ -171,7 +173,5 @@ def scan_sliced(
 ) -> ScanResult:
     """:class:`SlicedScan` of a piece whose samples ``x`` are all held."""
     scan = SlicedScan(req, fmap, min_size, tile)
-    step = slice_length(fmap)
-    for lo in range(0, len(x), step):
-        scan.feed(x[lo : lo + step])
+    scan.feed(x)
     return scan.result()
