@@ -68,6 +68,9 @@ print(json.dumps({
     "worst_share": max(abs(a - b) for a, b in zip(cps, cuts)) / n if len(cps) == 3 else None,
     "grid_shift": res.features.grid_shift_, "features": type(res.features).__name__,
     "passes": res.diagnostics.passes,
+    **{k: getattr(res.diagnostics, k) for k in (
+        "seconds_data_pass", "samples_read_again", "rounds", "pieces_scanned",
+        "samples_scanned", "n_blocks", "block_size")},
 }))
 """
 )

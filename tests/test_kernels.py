@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcpstream._kernels.batches import batch_differences
+from kcpstream._kernels.batches import batch_difference_tiles
 from kcpstream._kernels.blockstats import (
     SNAPSHOT,
     largest_boundary_gain,
@@ -293,14 +293,17 @@ def test_scan_piece_is_split_gain_at_every_position(seed, k, m, length, head, ta
 def test_batch_differences_are_numpys(p, m, per_batch, exponent, seed):
     rng = np.random.default_rng(seed)
     prefix = np.cumsum(rng.integers(-(2**30), 2**30, size=(p, m + 1)), axis=1) * 2.0**-exponent
-    k, D, ss = batch_differences(prefix, per_batch)
+    tile = 1 + seed % 9
+    k, T, ss = batch_difference_tiles(prefix, per_batch, tile)
     assert k == m // per_batch
     want = np.diff(prefix[:, : k * per_batch + 1 : per_batch], n=2, axis=1)
-    np.testing.assert_array_equal(D, want)
-    assert D.shape == (p, max(k - 1, 0))
+    whole = np.concatenate(list(T), axis=1) if len(T) else np.zeros((p, 0))
+    assert whole.shape == (p, -(-want.shape[1] // tile) * tile)  # the last tile padded
+    np.testing.assert_array_equal(whole[:, : want.shape[1]], want)
     rows = np.zeros(want.shape[1])  # the features' squares summed in their order
     for row in want:
         rows = rows + row * row
     assert ss.tobytes() == rows.tobytes()
     if want.shape[1] > 1:  # what numpy's reduction over the first axis gives
         assert ss.tobytes() == (want**2).sum(axis=0).tobytes()
+    assert not whole[:, want.shape[1] :].any()

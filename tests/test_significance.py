@@ -349,3 +349,30 @@ def test_a_series_too_short_for_the_noise_estimate_is_tested_by_permutations():
         kcpstream.InputError, match="too short to estimate its noise.*n_bkps or pen"
     ):
         kcpstream.segment(x, block_size=2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    p=st.integers(1, 40),
+    m=st.integers(2, 1500),
+    per_batch=st.integers(1, 8),
+    seed=st.integers(0, 2**16),
+)
+def test_batch_sums_in_tiles_give_the_dense_products_bit_for_bit(p, m, per_batch, seed):
+    from kcpstream.selection.significance import GRAM_TILE, BatchSums
+
+    rng = np.random.default_rng(seed)
+    prefix = np.cumsum(rng.normal(size=(p, m + 1)), axis=1)
+    sums = BatchSums(prefix)
+    k, tiles, ss = sums.level(per_batch)
+    D = np.diff(prefix[:, : k * per_batch + 1 : per_batch], n=2, axis=1)
+    assert all(t.flags.c_contiguous and t.shape[1] <= GRAM_TILE for t in tiles)
+    assert sum(t.shape[1] for t in tiles) == D.shape[1]
+    lags = sums.lag_products(per_batch)
+    assert lags.tobytes() == np.einsum("ij,ij->j", D[:, 1:], D[:, :-1]).tobytes()
+    keep = rng.random(D.shape[1]) < 0.9
+    want = np.zeros((p, p))  # the same tiles, summed in order
+    for t0 in range(0, D.shape[1], GRAM_TILE):
+        part = np.ascontiguousarray(D[:, t0 : t0 + GRAM_TILE])[:, keep[t0 : t0 + GRAM_TILE]]
+        want += part @ part.T
+    assert sums.gram(per_batch, keep).tobytes() == want.tobytes()

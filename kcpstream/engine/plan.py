@@ -65,17 +65,19 @@ MIN_AUTO_BLOCK = 64
 #: series gets more blocks instead ...
 LONG_SERIES_BLOCK = 2**16
 
-#: ... until its grid holds this many (from 2**32 samples on; fewer for a
+#: ... until its grid holds this many (past 2**34 samples; fewer for a
 #: series of a batch, whose grids share ``TARGET_BATCH_BLOCKS``): the
 #: statistics, the chunk results held before they are assembled and the noise
-#: estimate all grow with the blocks (the noise estimate takes about 2 kB per
-#: block at 64 features), and stay within a call's budget up to ``MAX_SAMPLES``.
-MAX_GRID_BLOCKS = 2**16
+#: estimate all grow with the blocks, and stay within a call's budget up to
+#: ``MAX_SAMPLES``.  Blocks larger than 2**16 samples at 10**10 read many times
+#: more again: a block's bound grows with its length, and the pieces it flags
+#: scatter over more chunks, each read whole (``benchmarks/results/headroom.md``).
+MAX_GRID_BLOCKS = 2**18
 
 #: Largest block size: that of the longest series taken (``MAX_SAMPLES``, 2**40)
 #: at :data:`MAX_GRID_BLOCKS` blocks.  A refinement scans a long block in
 #: slices (:mod:`kcpstream.passes.sliced`), so memory does not bound it.
-MAX_BLOCK = 2**24
+MAX_BLOCK = 2**22
 
 #: Largest ``n * p`` (samples times features) searched in memory: the signal is
 #: read whole, every sample featurized once and the exact prefix sum of every

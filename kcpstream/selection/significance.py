@@ -46,7 +46,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from kcpstream._kernels.batches import batch_differences
+from kcpstream._kernels.batches import batch_difference_tiles
 
 __all__ = [
     "BatchSums",
@@ -195,30 +195,31 @@ class BatchSums:
 
     def __init__(self, prefix: np.ndarray) -> None:
         self.prefix = np.asarray(prefix, dtype=np.float64)
-        self._levels: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
-        self._columns: dict[int, list[np.ndarray]] = {}
+        self._levels: dict[int, tuple[int, list[np.ndarray], np.ndarray]] = {}
         self._products: dict[tuple[int, int, bytes], np.ndarray] = {}
 
-    def level(self, per_batch: int) -> tuple[int, np.ndarray, np.ndarray]:
-        """``(k, D, ss)``: the number ``k`` of whole batches of ``per_batch`` grid
-        steps, the consecutive differences ``D`` (p, k - 1) of their sums, and
-        the squared norms of ``D`` (:func:`~kcpstream._kernels.batches.batch_differences`)."""
+    def level(self, per_batch: int) -> tuple[int, list[np.ndarray], np.ndarray]:
+        """``(k, tiles, ss)``: the number ``k`` of whole batches of ``per_batch``
+        grid steps, the consecutive differences ``D`` (p, k - 1) of their sums
+        in tiles of :data:`GRAM_TILE` columns (contiguous: a product over all
+        of one reads it as it lies), and the squared norms of ``D``
+        (:func:`~kcpstream._kernels.batches.batch_difference_tiles`; ``D`` is
+        held once, in its tiles)."""
         got = self._levels.get(per_batch)
         if got is None:
-            k, diffs, ss = batch_differences(self.prefix, per_batch)
-            got = self._levels[per_batch] = (int(k), diffs, ss)
+            k, T, ss = batch_difference_tiles(self.prefix, per_batch, GRAM_TILE)
+            width = ss.shape[0]
+            tiles = [T[i] for i in range(T.shape[0])]
+            if width % GRAM_TILE:  # the last tile without its padding
+                tiles[-1] = np.ascontiguousarray(tiles[-1][:, : width % GRAM_TILE])
+            got = self._levels[per_batch] = (int(k), tiles, ss)
         return got
 
     def gram(self, per_batch: int, keep: np.ndarray) -> np.ndarray:
         """``D D^T`` over the differences ``keep`` at batches of ``per_batch`` steps."""
-        _, diffs, _ = self.level(per_batch)
-        tiles = self._columns.get(per_batch)
-        if tiles is None:  # contiguous tiles: a product over all of one reads it as it lies
-            tiles = self._columns[per_batch] = [
-                np.ascontiguousarray(diffs[:, t0 : t0 + GRAM_TILE])
-                for t0 in range(0, diffs.shape[1], GRAM_TILE)
-            ]
-        total = np.zeros((diffs.shape[0], diffs.shape[0]))
+        _, tiles, ss = self.level(per_batch)
+        p = self.prefix.shape[0]
+        total = np.zeros((p, p))
         # each tile's mask as bytes, from one packing of the whole mask (a tile
         # of GRAM_TILE bits is GRAM_TILE // 8 whole bytes; the last is padded
         # with zeros either way)
@@ -233,6 +234,18 @@ class BatchSums:
                 product = self._products[key] = part @ part.T
             total += product
         return total
+
+    def lag_products(self, per_batch: int) -> np.ndarray:
+        """``sum_i D[i, j + 1] D[i, j]`` for each ``j`` (k - 2 of them), as
+        ``np.einsum("ij,ij->j", D[:, 1:], D[:, :-1])`` gives them, from the tiles."""
+        _, tiles, ss = self.level(per_batch)
+        parts = []
+        for i, cols in enumerate(tiles):
+            if i:  # the pair across the boundary with the tile before
+                pair = np.stack([tiles[i - 1][:, -1], cols[:, 0]], axis=1)
+                parts.append(np.einsum("ij,ij->j", pair[:, 1:], pair[:, :-1]))
+            parts.append(np.einsum("ij,ij->j", cols[:, 1:], cols[:, :-1]))
+        return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _clear_of(exclude: np.ndarray, per_batch: int, k: int) -> np.ndarray:
@@ -304,7 +317,7 @@ def _ar1_factor(sums: BatchSums, per_batch: int, exclude: np.ndarray) -> float:
     it would make every sum look correlated.  Pooled over the features;
     ``rho`` is kept in ``[0, MAX_BATCH_CORRELATION]``.
     """
-    k, diffs, ss = sums.level(per_batch)
+    k, _, ss = sums.level(per_batch)
     keep, _ = _kept(lambda m: sums.gram(per_batch, m), ss, rounds=2, cov=False)
     if exclude.size:
         keep &= _clear_of(exclude, per_batch, k)
@@ -313,8 +326,8 @@ def _ar1_factor(sums: BatchSums, per_batch: int, exclude: np.ndarray) -> float:
     if not denom > 0 or not pairs.any():
         return 1.0
     # each pair's product summed over the features, then over the pairs kept
-    # (no copy of the differences)
-    lag1 = float(np.einsum("ij,ij->j", diffs[:, 1:], diffs[:, :-1])[pairs].sum())
+    # (from the tiles: the differences are held once)
+    lag1 = float(sums.lag_products(per_batch)[pairs].sum())
     # the same normalisation as the pairs' own: mean product over mean square
     r_d = (lag1 / int(pairs.sum())) / (denom / int(keep.sum()))
     rho = min(max(1.0 + 2.0 * r_d, 0.0), MAX_BATCH_CORRELATION)
