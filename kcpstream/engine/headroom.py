@@ -9,6 +9,13 @@ put on a grid that holds the series before anything is read
 overflow.  A map whose features depend on the data is checked after the pass
 against the norms it measured: a signal far outside the range of the fit
 sample is named, with the sample where its features are largest.
+
+The input's dtype adds nothing that could be checked before the pass: a
+bounded map is bounded whatever the samples are, and for a map whose
+features depend on the data a dtype's range (an integer store's) can only
+show the sums safe, never that they overflow, since the samples need not
+reach the ends of the range.  A real range violation can only be known from
+the samples, and is named after the pass.
 """
 
 from __future__ import annotations
