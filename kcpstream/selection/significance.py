@@ -209,7 +209,7 @@ class BatchSums:
         if got is None:
             k, T, ss = batch_difference_tiles(self.prefix, per_batch, GRAM_TILE)
             width = ss.shape[0]
-            tiles = [T[i] for i in range(T.shape[0])]
+            tiles = list(T)
             if width % GRAM_TILE:  # the last tile without its padding
                 tiles[-1] = np.ascontiguousarray(tiles[-1][:, : width % GRAM_TILE])
             got = self._levels[per_batch] = (int(k), tiles, ss)
@@ -217,7 +217,7 @@ class BatchSums:
 
     def gram(self, per_batch: int, keep: np.ndarray) -> np.ndarray:
         """``D D^T`` over the differences ``keep`` at batches of ``per_batch`` steps."""
-        _, tiles, ss = self.level(per_batch)
+        tiles = self.level(per_batch)[1]
         p = self.prefix.shape[0]
         total = np.zeros((p, p))
         # each tile's mask as bytes, from one packing of the whole mask (a tile
@@ -238,7 +238,7 @@ class BatchSums:
     def lag_products(self, per_batch: int) -> np.ndarray:
         """``sum_i D[i, j + 1] D[i, j]`` for each ``j`` (k - 2 of them), as
         ``np.einsum("ij,ij->j", D[:, 1:], D[:, :-1])`` gives them, from the tiles."""
-        _, tiles, ss = self.level(per_batch)
+        tiles = self.level(per_batch)[1]
         parts = []
         for i, cols in enumerate(tiles):
             if i:  # the pair across the boundary with the tile before
