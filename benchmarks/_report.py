@@ -28,10 +28,12 @@ def store_cli(
     run: Callable[[int, int, str], dict[str, Any]],
     markdown: Callable[[dict[str, Any]], str],
     directory: str,
+    flags: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """The command line of a benchmark on stores it writes: ``--n``, ``--repeat``,
-    ``--dir`` (where the stores are kept between runs), ``--out``, ``--markdown``;
-    runs ``run(n, repeat, dir)`` and reports its result."""
+    ``--dir`` (where the stores are kept between runs), ``--out``, ``--markdown``
+    and each ``(name, help)`` of ``flags`` (a switch, passed to ``run`` by
+    name); runs ``run(n, repeat, dir, **flags)`` and reports its result."""
     import argparse
 
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -40,8 +42,11 @@ def store_cli(
     ap.add_argument("--dir", default=directory)
     ap.add_argument("--out")
     ap.add_argument("--markdown")
+    for name, text in flags:
+        ap.add_argument(f"--{name}", action="store_true", help=text)
     args = ap.parse_args()
-    report(run(args.n, args.repeat, args.dir), args.out, args.markdown, markdown)
+    given = {name: getattr(args, name) for name, _ in flags}
+    report(run(args.n, args.repeat, args.dir, **given), args.out, args.markdown, markdown)
 
 
 def store_bytes(path: str, metadata: bool = True) -> int:

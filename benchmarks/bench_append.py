@@ -20,11 +20,15 @@ anything else), and the bytes of the store's objects it opened (each opened
 object's size, summed: zarr reads an object whole), told apart by a Python
 audit hook on ``open``.
 
+With ``--gaps`` the store has 5 % of its samples missing (NaN): 40 outages
+of n/1000 samples and 1 % dropped one by one; each append has 1 % dropped
+and one outage of a tenth of its length.
+
 Target (issue: archives that live): the update reads at most 2 % of the
 store's bytes, takes at most 5 % of the full run's time, and returns the
 full run's change-points.
 
-Usage: python benchmarks/bench_append.py [--n 100000000] [--repeat 3]
+Usage: python benchmarks/bench_append.py [--n 100000000] [--repeat 3] [--gaps]
        [--dir /tmp/kcp-append] [--out append.json] [--markdown results/append.md]
 """
 
@@ -73,7 +77,8 @@ d = res.diagnostics
 print(json.dumps({{'seconds': s, 'bytes_read': r1 - r0, 'store_bytes_read': store_bytes,
     'changepoints': res.changepoints.tolist(),
     'checkpoint': d.checkpoint, 'chunks_read': d.chunks_read, 'chunks_reused': d.chunks_reused,
-    'fit_chunks_read': d.fit_chunks_read,
+    'fit_chunks_read': d.fit_chunks_read, 'gap_chunks_read': d.gap_chunks_read,
+    'n_missing': d.n_missing,
     'samples_pass': d.samples_featurized_pass, 'read_again': d.samples_read_again,
     'rss_mib': peak_rss_mib()}}))
 """
@@ -95,14 +100,40 @@ def _script(code: str) -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def run(n: int, repeat: int, root: str) -> dict:
+#: Gaps of a store (``--gaps``) and of an append: a NaN share dropped one by
+#: one, and outages (count, length as a share of the samples).
+GAPS = (
+    "def gaps(x, seed, outages, length):\n"
+    "    rng = np.random.default_rng(seed)\n"
+    "    x[rng.choice(len(x), len(x) // 100, replace=False)] = np.nan\n"
+    "    size = max(1, int(len(x) * length))\n"
+    "    for a in rng.choice(len(x) - size, outages, replace=False):\n"
+    "        x[a : a + size] = np.nan\n"
+    "    return x\n"
+)
+
+
+def _appended(path: str, start: int, extra: int, seed: int, gaps: bool) -> str:
+    """The script appending ``extra`` samples (a shifted distribution) at ``start``."""
+    body = f"np.random.default_rng({seed}).normal(size={extra}) * 2 + 1"
+    if gaps:
+        body = f"gaps({body}, {seed + 7}, 1, 0.1)"
+    return (
+        "import numpy as np, zarr\n" + GAPS + f"z = zarr.open_array({path!r}, mode='r+')\n"
+        f"z.resize(({start + extra},))\n"
+        f"z[{start}:] = ({body}).astype(z.dtype)\n"
+    )
+
+
+def run(n: int, repeat: int, root: str, gaps: bool = False) -> dict:
     os.makedirs(root, exist_ok=True)
-    store = os.path.join(root, f"n{n}.zarr")
+    store = os.path.join(root, f"n{n}{'_gaps' if gaps else ''}.zarr")
     if not os.path.isdir(store):
         _script(
-            "from kcpstream import datasets\n"
+            "import numpy as np\n" + GAPS + "from kcpstream import datasets\n"
             f"x = datasets.changing_distribution({n}, 20, seed=0).x\n"
-            f"datasets.write_zarr(x, {store!r}, chunks=2**20)\n"
+            + ("x = gaps(x, 0, 40, 0.001)\n" if gaps else "")
+            + f"datasets.write_zarr(x, {store!r}, chunks=2**20)\n"
         )
     path = os.path.join(store, "x")
     other = os.path.join(root, "warm.zarr")
@@ -123,12 +154,7 @@ def run(n: int, repeat: int, root: str) -> dict:
         warm_full = _child(path, ck + "_warm", other)  # a checkpoint written too
         full = _child(path, ck)
         size = store_bytes(store)
-        _script(
-            "import numpy as np, zarr\n"
-            f"z = zarr.open_array({path!r}, mode='r+')\n"
-            f"z.resize(({n + extra},))\n"
-            f"z[{n}:] = (np.random.default_rng({k}).normal(size={extra}) * 2 + 1).astype(z.dtype)\n"
-        )
+        _script(_appended(path, n, extra, k, gaps))
         # the same update twice, from a copy of the checkpoint: in a fresh process
         # and in a warm one
         shutil.rmtree(ck + "_copy", ignore_errors=True)
@@ -137,13 +163,7 @@ def run(n: int, repeat: int, root: str) -> dict:
         update = _child(path, ck)
         scratch = _child(path, None)
         # the next hour: another 1 % of the same regime (no change at the old end)
-        _script(
-            "import numpy as np, zarr\n"
-            f"z = zarr.open_array({path!r}, mode='r+')\n"
-            f"z.resize(({n + 2 * extra},))\n"
-            f"z[{n + extra}:] = (np.random.default_rng({k + 100}).normal(size={extra}) * 2 + 1)"
-            ".astype(z.dtype)\n"
-        )
+        _script(_appended(path, n + extra, extra, k + 100, gaps))
         shutil.rmtree(ck + "_copy", ignore_errors=True)
         shutil.copytree(ck, ck + "_copy")
         warm_second = _child(path, ck + "_copy", other)
@@ -162,6 +182,10 @@ def run(n: int, repeat: int, root: str) -> dict:
     last = rounds[-1]
     return {
         "n": n,
+        "gaps": gaps,
+        "missing_share": last["full"]["n_missing"] / n,
+        "gap_chunks_read": last["update"]["gap_chunks_read"],
+        "second_gap_chunks_read": last["second"]["gap_chunks_read"],
         "appended": extra,
         "repeat": repeat,
         "machine": machine(),
@@ -220,9 +244,18 @@ def markdown(r: dict) -> str:
         [
             "# A growing archive: append 1 % and segment again with the checkpoint",
             "",
-            f"`python benchmarks/bench_append.py --n {r['n']} --repeat {r['repeat']}`; "
+            f"`python benchmarks/bench_append.py --n {r['n']} --repeat {r['repeat']}"
+            f"{' --gaps' if r.get('gaps') else ''}`; "
             f"{r['machine'].get('cpus')} cores, float32 from zarr (zstd, chunks of 2^20), "
-            f"defaults, median of {r['repeat']} rounds (fresh processes, warm).",
+            f"defaults, median of {r['repeat']} rounds (fresh processes, warm)"
+            + (
+                f"; {100 * r['missing_share']:.2f} % of the samples missing, the update "
+                f"read {r['gap_chunks_read']} chunks to find gaps (the next hour "
+                f"{r['second_gap_chunks_read']})"
+                if r.get("gaps")
+                else ""
+            )
+            + ".",
             "",
             "| run | seconds | store's objects read | all bytes read (rchar) | peak RSS (MiB) |",
             "|---|---|---|---|---|",
@@ -272,7 +305,7 @@ def markdown(r: dict) -> str:
 
 
 def main() -> None:
-    store_cli(__doc__, run, markdown, "/tmp/kcp-append")
+    store_cli(__doc__, run, markdown, "/tmp/kcp-append", (("gaps", "a store with gaps"),))
 
 
 if __name__ == "__main__":

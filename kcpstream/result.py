@@ -61,6 +61,9 @@ class Missing:
     n_missing: int = 0
     longest_gap: int = 0
     missing_share: float = 0.0
+    #: chunks read to find the gaps, apart from the data pass (a checkpoint
+    #: keeps the gaps of the chunks that did not change)
+    gap_chunks_read: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,10 @@ class Diagnostics:
         the longest run of them.
     missing_share : float
         ``n_missing / n_samples``.
+    gap_chunks_read : int
+        Chunks read to find where the missing samples are, apart from the
+        data pass (0 when it met them, or a checkpoint kept them; after an
+        append or a rewrite, the chunks that changed).
     """
 
     reads: DataReads
@@ -184,6 +191,7 @@ class Diagnostics:
     n_missing = _delegate("missing", "n_missing")
     longest_gap = _delegate("missing", "longest_gap")
     missing_share = _delegate("missing", "missing_share")
+    gap_chunks_read = _delegate("missing", "gap_chunks_read")
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure by its name, one flat dict (as JSON keeps it)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kcpstream.engine.autofeatures import stretch_windows
 from kcpstream.engine.fitting import FitRecord, fit_reads, still_fits
+from kcpstream.inputs.provenance import Units
 from kcpstream.inputs.signal import EPOCH_MIN, fit_windows
 from kcpstream.selection.significance import MIN_BATCHES
 
@@ -13,10 +14,16 @@ def _record(n: int, features: str = "auto", window: int = 1, period=None) -> Fit
     return FitRecord(features, 2048, None, 1, period, window, features == "auto", reads, "{}")
 
 
-def _versions(step: int, changed: set[int] = frozenset(), slabs: int = 200):
+def _slabs(changed: set[int] = frozenset(), slabs: int = 200):
     old = {k: f"v{k}" for k in range(slabs)}
     new = {k: f"w{k}" if k in changed else f"v{k}" for k in range(slabs)}
-    return 0, step, old, new
+    return old, new
+
+
+def _versions(step: int, changed: set[int] = frozenset(), slabs: int = 200):
+    """The samples that changed when slabs ``changed`` of ``step`` rows did."""
+    old, new = _slabs(changed, slabs)
+    return Units.direct(step, 0, slabs * step, new).changed(old)
 
 
 def test_the_reads_are_the_stretches_and_the_fit_windows():
@@ -54,9 +61,10 @@ def test_a_changed_object_under_a_read_window_refits():
     for k in sorted(under):
         assert not still_fits(record, "auto", n, 1, 2048, None, _versions(step, {k}))
     # an object the earlier version did not have (no version then) is a change
-    row0, step, old, new = _versions(step)
+    old, new = _slabs()
     del old[min(under)]
-    assert not still_fits(record, "auto", n, 1, 2048, None, (row0, step, old, new))
+    changed = Units.direct(step, 0, 200 * step, new).changed(old)
+    assert not still_fits(record, "auto", n, 1, 2048, None, changed)
 
 
 def test_a_cycle_whose_window_the_series_no_longer_allows_refits():

@@ -400,12 +400,12 @@ def test_a_checkpoint_keeps_the_gaps_and_the_statistics(tmp_path, caplog):
     # a gap record damaged into other valid JSON is not used: found again by reading
     (record,) = (tmp_path / "ck").rglob("gaps/*.json")
     body = json.loads(record.read_text())
-    identity = body["identity"]
-    assert checkpoint.load_gaps(tmp_path / "ck", identity) is not None
+    identity, lineage = body["identity"], body.get("lineage")
+    assert checkpoint.load_gaps(tmp_path / "ck", identity, lineage) is not None
     gaps = np.array(body["summary"])
     gaps[gaps[:, 0] < gaps[:, 0].max(), 0] += 1  # a chunk's count of valid samples
     record.write_text(json.dumps({**body, "summary": gaps.tolist()}))
-    assert checkpoint.load_gaps(tmp_path / "ck", identity) is None
+    assert checkpoint.load_gaps(tmp_path / "ck", identity, lineage) is None
     caplog.clear()
     read_again = kcpstream.segment(str(path), **kw)
     assert [r for r in caplog.records if r.getMessage().startswith("gaps:")]

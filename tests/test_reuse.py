@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream.features.base import DEFAULT_TILE
+from kcpstream.inputs.provenance import Units
 from kcpstream.persist import checkpoint
 from kcpstream.persist.reuse import kept_pieces, plan_reuse
 from kcpstream.search.binseg import SegmentSplit, bound_segment
@@ -256,7 +257,7 @@ def test_plan_reuse_is_its_definition(base_n, n, B, step, chunk, changed):
     new = {i: ("w" if i in changed else "v") for i in range(-(-n // step))}
     starts = np.array([*range(0, n, chunk), n], dtype=np.int64)
     keep, chunks = _reference_plan(base_n, n, B, starts, step, old, new)
-    plan = plan_reuse(base, n, starts, step, 0, old, new)
+    plan = plan_reuse(base, n, starts, Units.direct(step, 0, n, new).changed(old))
     if not keep.any():
         assert plan is None
         return

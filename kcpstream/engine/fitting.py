@@ -93,16 +93,15 @@ def still_fits(
     channels: int,
     sample_size: int,
     seed: int | None,
-    versions: tuple[int, int, dict[int, str], dict[int, str]],
+    changed: list[tuple[int, int]],
 ) -> bool:
     """Whether ``record``'s fitted map is the fit of a series of ``n`` samples
     with these settings: the same settings, the same windows read, and every
     stored object under them of the same version.
 
-    ``versions`` is ``(row0, step, old, new)``: sample ``i`` is row ``row0 + i``
-    of the store, whose slab ``k`` of objects holds rows ``[k * step, (k + 1) *
-    step)``, and ``old`` / ``new`` map a slab to the hash of its objects'
-    versions when the record was made and now.
+    ``changed``: the samples ``[a, b)`` that may differ from those the record
+    was fitted on (:meth:`kcpstream.inputs.provenance.Units.changed`: under
+    stored objects of other versions, or of none then).
     """
     if (record.features, record.sample_size, record.seed, record.channels) != (
         features,
@@ -116,12 +115,7 @@ def still_fits(
         return False  # the same cycle, a window this length no longer allows
     if tuple(fit_reads(n, auto, sample_size, record.window)) != record.reads:
         return False
-    row0, step, old, new = versions
-    for a, b in record.reads:
-        for k in range((row0 + a) // step, (row0 + b - 1) // step + 1):
-            if old.get(k) is None or old.get(k) != new.get(k):
-                return False
-    return True
+    return not any(a < d and c < b for a, b in record.reads for c, d in changed)
 
 
 def seed_of(seed) -> int | None:

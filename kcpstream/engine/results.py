@@ -114,7 +114,7 @@ def _in_input(valid, changepoints, order, bounds):
     of missing samples: ``(changepoints, order, Gaps, Missing)``."""
     gaps = valid.gaps
     where = Gaps(valid.earliest(changepoints), np.diff(bounds))
-    missing = Missing(gaps.n_missing, gaps.longest_gap, gaps.n_missing / gaps.n)
+    missing = Missing(gaps.n_missing, gaps.longest_gap, gaps.n_missing / gaps.n, gaps.chunks_read)
     return valid.original(changepoints), valid.original(order), where, missing
 
 

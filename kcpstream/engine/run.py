@@ -46,7 +46,7 @@ from kcpstream.errors import (
 )
 from kcpstream.features import FeatureMap, make_feature_map
 from kcpstream.inputs import provenance as pv
-from kcpstream.inputs.gaps import GapMap, compact
+from kcpstream.inputs.gaps import GapMap, compact, kept_summaries
 from kcpstream.inputs.signal import NonFiniteInput, Signal, window_signal
 from kcpstream.passes.cache import SampleCache, release_worker_caches
 from kcpstream.passes.data import data_passes, fit_sample, in_memory_passes
@@ -133,7 +133,7 @@ def segment_signals(signals: list[Signal], features, st: Settings, t0: float) ->
     sample or by the data pass) is segmented as its valid samples alone
     (:mod:`kcpstream.inputs.gaps`), or with ``signal.skipna`` False is an
     :class:`InputError` saying how many samples are missing and where."""
-    jobs = [_prepare(_known_gaps(sig, st), features, st) for sig in signals]
+    jobs = [_prepare(sig, features, st) for sig in _known_gaps(signals, st)]
     try:
         return run(jobs, st, t0)
     except SeriesWithGaps as found:
@@ -146,21 +146,47 @@ def segment_signals(signals: list[Signal], features, st: Settings, t0: float) ->
     return run([again.get(id(job), job) for job in jobs], st, t0)
 
 
-def _known_gaps(signal: Signal, st: Settings) -> Signal:
-    """The signal of the valid samples when the checkpoint kept the gaps of
-    these very samples (no read to find them again), else ``signal``."""
+def _known_gaps(signals: list[Signal], st: Settings) -> list[Signal]:
+    """Each signal of its valid samples when the checkpoint kept the gaps of
+    these very samples (no read to find them again), or of an earlier
+    version of the same stored array (only the chunks that changed are read
+    to find theirs, those of every such series in one graph), else as it is."""
+    out, later, kept = list(signals), [], []
+    for k, signal in enumerate(signals):
+        found = _gap_record(signal, st)
+        if isinstance(found, GapMap):
+            out[k] = compact(signal, found)
+        elif found is not None:  # an earlier version's, of the chunks that did not change
+            later.append(k)
+            kept.append(found)
+    if later:
+        for k, sig in zip(later, without_gaps([out[k] for k in later], st, kept=kept), strict=True):
+            out[k] = sig
+    return out
+
+
+def _gap_record(signal: Signal, st: Settings) -> GapMap | dict | None:
+    """The :class:`GapMap` the checkpoint kept for this very input, or the
+    summaries of the chunks an earlier version's record still tells
+    (:func:`~kcpstream.inputs.gaps.kept_summaries`), or None."""
     if st.checkpoint is None or not signal.skipna or signal.identity is None:
-        return signal
-    record = checkpoint.load_gaps(st.checkpoint, signal.identity)
+        return None
+    layout = stored_layout(signal)
+    record = checkpoint.load_gaps(st.checkpoint, signal.identity, layout and layout[0])
     if record is None:
-        return signal
+        return None
     try:
         gaps = GapMap.from_dict(record)
-    except (KeyError, TypeError, ValueError):  # another layout: found again by reading
-        return signal
+        old = {int(k): str(v) for k, v in record.get("slabs", {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError):  # another layout: found again
+        return None
+    if record["identity"] != signal.identity:  # an earlier version of the array
+        if layout is None or record.get("slab_step") != layout[1].step:
+            return None
+        return kept_summaries(gaps, signal.chunk_starts, layout[1].changed(old))
     if not np.array_equal(gaps.starts, signal.chunk_starts) or gaps.first_inf is not None:
-        return signal  # (read with other chunks)
-    return compact(signal, gaps)
+        return None  # (read with other chunks)
+    return gaps
 
 
 def _prepare(signal: Signal, features, st: Settings) -> Job:
@@ -173,17 +199,23 @@ def _prepare(signal: Signal, features, st: Settings) -> Job:
     return prepare(signal, features, st)
 
 
-def without_gaps(signals: list[Signal], st: Settings, known: list | None = None) -> list[Signal]:
+def without_gaps(
+    signals: list[Signal], st: Settings, known: list | None = None, kept: list | None = None
+) -> list[Signal]:
     """The signals of the valid samples of ``signals``, or the :class:`InputError`
     for an infinity, for a series with nothing valid, or for any NaN in a
     signal whose ``skipna`` is False.  ``known``: each one's
     :class:`~kcpstream.inputs.gaps.GapMap` when a data pass found it (None:
-    the series are read once, together, to find them)."""
+    the series are read once, together, to find them); ``kept``: for those
+    read, the chunks whose gaps an earlier version's record still tells
+    (:func:`~kcpstream.inputs.gaps.kept_summaries`), which are not read."""
     found = list(known) if known is not None else [None] * len(signals)
+    kept = list(kept) if kept is not None else [None] * len(signals)
     todo = [k for k, g in enumerate(found) if g is None]
     if todo:
         note("gaps: finding the missing samples of %d series", len(todo))
-        for k, gaps in zip(todo, find_gaps([signals[k] for k in todo], st.progress), strict=True):
+        maps = find_gaps([signals[k] for k in todo], st.progress, [kept[k] for k in todo])
+        for k, gaps in zip(todo, maps, strict=True):
             found[k] = gaps
     out = []
     for signal, gaps in zip(signals, found, strict=True):
@@ -209,7 +241,10 @@ def without_gaps(signals: list[Signal], st: Settings, known: list | None = None)
                 stacklevel=4,
             )
         if st.checkpoint is not None and signal.identity is not None:
-            checkpoint.save_gaps(st.checkpoint, signal.identity, gaps.to_dict())
+            layout = stored_layout(signal)  # (a later version keeps what did not change)
+            lineage, units = (None, None) if layout is None else layout
+            versions = None if units is None else (units.step, units.versions)
+            checkpoint.save_gaps(st.checkpoint, signal.identity, gaps.to_dict(), lineage, versions)
         out.append(compact(signal, gaps))
     return out
 
@@ -426,9 +461,10 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
         refined = drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile, "exact positions")
         chosen = [c.refined(cps) for c, cps in zip(chosen, refined, strict=True)]
     check_unchanged(stored)  # (before a checkpoint keeps what was read)
-    if st.checkpoint is not None:
+    results = [build_result(j, c, st, t0, seconds_pass) for j, c in zip(jobs, chosen, strict=True)]
+    if st.checkpoint is not None:  # (with the positions the results mapped back, see gaps)
         save_checkpoints(stored, st.checkpoint, st.tile)
-    return [build_result(j, c, st, t0, seconds_pass) for j, c in zip(jobs, chosen, strict=True)]
+    return results
 
 
 def check_unchanged(jobs: list[Job]) -> None:

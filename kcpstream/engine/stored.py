@@ -16,6 +16,7 @@ from kcpstream._version import __version__
 from kcpstream.engine.fitting import FitRecord, seed_of, still_fits
 from kcpstream.engine.plan import Job, Settings
 from kcpstream.errors import InputError
+from kcpstream.inputs.provenance import Units
 from kcpstream.inputs.signal import Signal
 from kcpstream.persist import checkpoint
 from kcpstream.persist.reuse import kept_pieces, plan_reuse
@@ -28,32 +29,32 @@ def stored_fit(signal: Signal, features, st: Settings) -> FitRecord | None:
     layout = stored_layout(signal)
     if st.checkpoint is None or not isinstance(features, str) or layout is None:
         return None
-    lineage, row0, step, slabs = layout
+    lineage, units = layout
     for data, old_step, old in checkpoint.stored_fits(st.checkpoint, lineage):
         try:
             record = FitRecord.from_dict(data)
         except (TypeError, KeyError, ValueError):  # another layout: not a record
             continue
-        same = (row0, step, old, slabs)
-        if old_step == step and still_fits(
-            record, features, signal.n, signal.d, st.sample_size, seed_of(st.seed), same
+        changed = units.changed(old)
+        if old_step == units.step and still_fits(
+            record, features, signal.n, signal.d, st.sample_size, seed_of(st.seed), changed
         ):
             return record
     return None
 
 
-def stored_layout(signal: Signal) -> tuple[str, int, int, dict[int, str]] | None:
-    """``(lineage, row0, step, slabs)`` of a signal read directly from one
-    stored array that keeps versions (:attr:`kcpstream.inputs.provenance.Origin.lineage`:
-    sample ``i`` is its row ``row0 + i``, and ``slabs`` maps each run of
-    ``step`` rows to its objects' versions), or None: no later version of
-    it can be told apart from another input."""
+def stored_layout(signal: Signal) -> tuple[str, Units] | None:
+    """``(lineage, units)`` of a signal read directly from one stored array
+    that keeps versions, or of the valid samples of one
+    (:attr:`kcpstream.inputs.provenance.Origin.lineage`, and its runs of samples
+    with their objects' versions, :class:`~kcpstream.inputs.provenance.Units`),
+    or None: no later version of it can be told apart from another input."""
     origin = signal.origin
     lineage = None if origin is None else origin.lineage
     if lineage is None:
         return None
-    step, slabs = origin.slab_versions
-    return lineage, origin.stores[0][0].rows[0], step, slabs
+    units = origin.units
+    return None if units is None else (lineage, units)
 
 
 def open_checkpoint(job: Job, path, tile: int) -> None:
@@ -80,6 +81,7 @@ def open_checkpoint(job: Job, path, tile: int) -> None:
         job.stored.tail = _tail_of(found.attrs)  # written again with the group
         job.stored.like = (job.stored.key, job.stats.prefix, found.attrs.get("checksums"))
         job.reads.loaded = True
+        _learn_positions(job, found.attrs, [])
         # the key holds for both searches: search as the stored statistics allow
         job.in_memory = job.stats.block_size == 1
     if not job.reads.loaded and not job.in_memory:
@@ -100,7 +102,7 @@ def _find_reuse(job: Job, path, tile: int) -> None:
     layout = stored_layout(job.signal)
     if layout is None:
         return
-    lineage, row0, step, slabs = layout
+    lineage, units = layout
     base = checkpoint.load_base(path, lineage, job.fmap.to_json(), job.block_size, job.min_size)
     if base is None:
         return
@@ -108,6 +110,8 @@ def _find_reuse(job: Job, path, tile: int) -> None:
         return
     job.stored.like = (base.key, base.stats.prefix, base.attrs.get("checksums"))
     job.stored.base_known = base.known
+    if base.attrs.get("slab_step") == units.step:
+        _learn_positions(job, base.attrs, units.changed(base.slabs))
     # where the segments that end at the series' end split before it grew
     job.search.hints = {
         seg.start: seg
@@ -117,7 +121,7 @@ def _find_reuse(job: Job, path, tile: int) -> None:
     # a block cut by a chunk boundary sums its squared norms in two parts, one
     # rounding apart from a block read whole: the same chunking, the same bits
     attrs = base.attrs
-    if attrs.get("slab_step") != step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
+    if attrs.get("slab_step") != units.step or attrs.get("pass_chunk") != _pass_chunk(job.signal):
         return
     if attrs.get("tile_key") != _tile_key(job.block_size, tile):  # (its blocks' bits)
         return
@@ -129,15 +133,27 @@ def _find_reuse(job: Job, path, tile: int) -> None:
         base.stats,
         job.signal.n,
         job.signal.chunk_starts,
-        step,
-        row0,
-        base.slabs,
-        slabs,
+        units.changed(base.slabs),
         job.stored.base_tail,
     )
     if job.stored.reuse is not None:  # samples refinement scanned that this version still holds
         for (a, b), x in job.stored.reuse.still_held(base.kept).items():
             job.cache.add_piece(a, b, x)
+
+
+def _learn_positions(job: Job, attrs: dict, changed: list[tuple[int, int]]) -> None:
+    """Give the job's map of valid positions (a series with gaps) the input
+    indices a checkpoint kept for positions outside ``changed``: their chunk
+    holds the same samples, after as many valid samples as then, so a result
+    there is mapped back without reading the chunk again."""
+    valid, pairs = job.signal.valid, attrs.get("mapped")
+    if valid is None or not isinstance(pairs, list):
+        return
+    try:
+        kept = [(int(p), int(i)) for p, i in pairs]
+    except (TypeError, ValueError):  # another layout: mapped again by reading
+        return
+    valid.learn([(p, i) for p, i in kept if not any(a <= p < b for a, b in changed)])
 
 
 def kept_tail(job: Job) -> tuple[int, int, str] | None:
@@ -165,7 +181,14 @@ def _tail_of(attrs: dict) -> tuple[int, int, str] | None:
 
 
 def _pass_chunk(signal: Signal) -> int:
-    """The data pass's chunk length (all chunks but the last have it)."""
+    """The data pass's chunk length (all chunks but the last have it); for
+    the signal of a series' valid samples, the series' (its chunks are those
+    less their gaps, and its :class:`~kcpstream.inputs.provenance.Units`
+    change where the valid samples of one do)."""
+    compacted = None if signal.origin is None else signal.origin.compacted
+    if compacted is not None:
+        starts = compacted[1]
+        return int(starts[1] - starts[0])
     return int(signal.data.chunks[0][0])
 
 
@@ -186,6 +209,8 @@ def save_checkpoints(jobs: list[Job], path, tile: int) -> None:
             attrs["tail"] = list(job.stored.tail)
         if job.stored.fit is not None and "lineage" in attrs:  # what a later version's fit may keep
             attrs["fit"] = job.stored.fit.to_dict()
+        if job.signal.valid is not None:  # the positions its results mapped back
+            attrs["mapped"] = job.signal.valid.mapped()
         kept = _kept_samples(job)
         checkpoint.save(
             path, job.stored.key, job.stats, job.search.known, attrs, kept, like=job.stored.like
@@ -226,10 +251,10 @@ def _versions_of(signal: Signal) -> dict:
     layout = stored_layout(signal)
     if layout is None:
         return {}
-    lineage, _, step, slabs = layout
+    lineage, units = layout
     return {
         "lineage": lineage,
-        "slab_step": step,
+        "slab_step": units.step,
         "pass_chunk": _pass_chunk(signal),
-        "slabs": slabs,  # stored as checksummed arrays (checkpoint.save)
+        "slabs": units.versions,  # stored as checksummed arrays (checkpoint.save)
     }

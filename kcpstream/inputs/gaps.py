@@ -30,6 +30,7 @@ from kcpstream._kernels.gaps import scan_gaps
 from kcpstream.errors import InputError
 from kcpstream.inputs.labeled import TimeAxis
 from kcpstream.inputs.signal import Signal
+from kcpstream.progress import note
 
 #: The fields of one chunk's :func:`chunk_gaps` summary, in order.
 SUMMARY = ("valid", "first_inf", "first_missing", "leading", "trailing", "longest")
@@ -92,6 +93,9 @@ class GapMap:
     summary: np.ndarray
     #: each chunk's runs of missing rows (:func:`scan_chunk`; None: not kept)
     runs: tuple = field(default=(), compare=False, repr=False)
+    #: chunks read to find the gaps (the others' came with the data pass, or
+    #: from a checkpoint's record of this or an earlier version)
+    chunks_read: int = field(default=0, compare=False)
 
     def runs_of(self, chunk: int) -> np.ndarray | None:
         """The runs of missing rows of one chunk (``(k, 2)``), or None when not kept."""
@@ -168,10 +172,31 @@ class GapMap:
         return h.hexdigest()[:16]
 
 
-def gap_map(starts: np.ndarray, scans: list[tuple]) -> GapMap:
+def gap_map(starts: np.ndarray, scans: list[tuple], chunks_read: int = 0) -> GapMap:
     """The :class:`GapMap` of chunks ``starts`` from each chunk's :func:`scan_chunk`."""
     summary = np.array([sc[0] for sc in scans], np.int64).reshape(-1, len(SUMMARY))
-    return GapMap(np.asarray(starts, np.int64), summary, tuple(sc[1] for sc in scans))
+    return GapMap(np.asarray(starts, np.int64), summary, tuple(sc[1] for sc in scans), chunks_read)
+
+
+def kept_summaries(
+    old: GapMap, starts: np.ndarray, changed: list[tuple[int, int]]
+) -> dict[int, np.ndarray]:
+    """The chunks of a later version of a series (chunk starts ``starts``)
+    whose gaps ``old`` (an earlier version's map) still tells: those spanning
+    the same samples as one of its chunks, none of which is in ``changed``
+    (the samples ``[a, b)`` that may differ,
+    :meth:`kcpstream.inputs.provenance.Units.changed`).  Chunk index -> its
+    :data:`SUMMARY` row."""
+    bounds = zip(old.starts[:-1].tolist(), old.starts[1:].tolist(), strict=True)
+    where = {ab: i for i, ab in enumerate(bounds)}
+    moved = np.asarray(changed, np.int64).reshape(-1, 2)
+    out = {}
+    for j in range(len(starts) - 1):
+        a, b = int(starts[j]), int(starts[j + 1])
+        i = where.get((a, b))
+        if i is not None and not ((moved[:, 0] < b) & (a < moved[:, 1])).any():
+            out[j] = old.summary[i]
+    return out
 
 
 class ValidPositions:
@@ -184,6 +209,8 @@ class ValidPositions:
 
     #: chunks read together to find the runs the gap map did not keep
     READ_TOGETHER = 4
+    #: positions a checkpoint keeps mapped (a result's change-points, each twice)
+    MAX_KEPT = 4096
 
     def __init__(self, gaps: GapMap, data: da.Array, reader: Any = None) -> None:
         self.gaps = gaps
@@ -191,13 +218,32 @@ class ValidPositions:
         self._reader = reader  # its kcpstream.inputs.signal.ChunkReader, if known
         self._compact = gaps.compact_starts
         self._runs: dict[int, np.ndarray] = {}  # runs of the chunks read to map positions
+        self._mapped: dict[int, int] = {}  # positions mapped: by this run, or kept
+
+    def learn(self, pairs) -> None:
+        """Take ``(position, index)`` pairs as mapped (a checkpoint's, of
+        positions whose chunk and valid samples before it did not change)."""
+        for p, i in pairs:
+            if 0 <= int(p) < self.gaps.n_valid and 0 <= int(i) < self.gaps.n:
+                self._mapped[int(p)] = int(i)
+
+    def mapped(self) -> list[list[int]]:
+        """The ``(position, index)`` pairs mapped so far (at most :data:`MAX_KEPT`)."""
+        return [[p, i] for p, i in sorted(self._mapped.items())[: self.MAX_KEPT]]
 
     def original(self, positions) -> np.ndarray:
         """The input's index of each valid sample ``positions`` (``n_valid``: ``n``)."""
         pos = np.asarray(positions, dtype=np.int64)
         flat = pos.ravel()
         out = np.full(flat.shape, self.gaps.n, np.int64)
-        inside = np.flatnonzero(flat < self.gaps.n_valid)
+        found = np.zeros(flat.shape, bool)
+        if self._mapped:
+            pairs = np.array(sorted(self._mapped.items()), np.int64)
+            keys, values = pairs[:, 0], pairs[:, 1]
+            at = np.minimum(np.searchsorted(keys, flat), len(keys) - 1)
+            found = keys[at] == flat
+            out[found] = values[at[found]]
+        inside = np.flatnonzero((flat < self.gaps.n_valid) & ~found)
         # the chunk holding each: the last one starting at or before it (with valid samples)
         chunk = np.searchsorted(self._compact, flat[inside], side="right") - 1
         rank = flat[inside] - self._compact[chunk]  # among the chunk's valid samples
@@ -208,6 +254,8 @@ class ValidPositions:
             and self.gaps.runs_of(int(j)) is None
             and int(j) not in self._runs
         ]
+        if to_read:
+            note("gaps: %d chunks read to map positions back", len(to_read))
         for i in range(0, len(to_read), self.READ_TOGETHER):
             group = to_read[i : i + self.READ_TOGETHER]
             for j, x in zip(group, self._read(group), strict=True):
@@ -220,6 +268,7 @@ class ValidPositions:
                 runs = self.gaps.runs_of(int(j))
                 runs = self._runs[int(j)] if runs is None else runs
             out[inside[at]] = self.gaps.starts[j] + _skip_runs(rank[at], runs)
+        self._mapped.update(zip(flat[inside].tolist(), out[inside].tolist(), strict=True))
         return out.reshape(pos.shape)
 
     def _read(self, chunks: list[int]) -> list[np.ndarray]:
@@ -313,6 +362,7 @@ def compact(signal: Signal, gaps: GapMap) -> Signal:
     if len(keep) < len(counts):
         x = x.blocks[keep.tolist()]
     positions = ValidPositions(gaps, signal.data, signal.reader)
+    origin, starts = signal.origin, gaps.starts
     time = None
     if signal.time is not None:
         time = TimeAxis(signal.time.dim, CompactCoord(signal.time.coord, positions))
@@ -324,6 +374,6 @@ def compact(signal: Signal, gaps: GapMap) -> Signal:
         time=time,
         # read as the input's chunks are, their missing rows dropped
         store_array=None if signal.store_array is None else CompactRows(signal, gaps),
-        origin=None if signal.origin is None else signal.origin.derived(token),
+        origin=None if origin is None else origin.valid_samples(token, starts, counts),
         valid=positions,
     )

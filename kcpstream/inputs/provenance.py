@@ -631,6 +631,52 @@ def content_identity(array: np.ndarray) -> str:
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class Units:
+    """Runs of a signal's samples, each with a hash of the versions of the
+    stored objects that hold it: what a checkpoint keeps to tell, in a later
+    version of the same array, which samples may have changed.
+
+    Attributes
+    ----------
+    step : int
+        Samples per stored object along time when run ``k`` is the samples of
+        the ``k``-th run of objects (a signal read directly from its store),
+        or 0 when run ``k`` is the valid samples of the input's ``k``-th chunk
+        (a signal of the valid samples of a series with gaps).
+    versions : dict of int to str
+        Each run's hash.  For a run of valid samples it covers where they
+        start among the valid samples too: a run moved by a change before it
+        is a changed run.
+    spans : dict of int to (int, int)
+        Each run's samples ``[a, b)`` of the signal (``a == b``: none).
+    """
+
+    step: int
+    versions: dict[int, str]
+    spans: dict[int, tuple[int, int]]
+
+    @classmethod
+    def direct(cls, step: int, row0: int, n: int, versions: dict[int, str]) -> Units:
+        """The runs of a signal of ``n`` samples whose sample ``i`` is row ``row0
+        + i`` of a store whose slab ``k`` of objects holds rows ``[k * step,
+        (k + 1) * step)`` and has versions hash ``versions[k]``."""
+        spans = {
+            k: (max(k * step - row0, 0), max(min((k + 1) * step - row0, n), 0)) for k in versions
+        }
+        return cls(step, dict(versions), spans)
+
+    def changed(self, old: dict[int, str]) -> list[tuple[int, int]]:
+        """The samples ``[a, b)`` of every run whose hash is not the one in
+        ``old`` (an earlier version's :attr:`versions`; a run it does not
+        hold is changed)."""
+        return [
+            self.spans[k]
+            for k, v in self.versions.items()
+            if old.get(k) != v and self.spans[k][0] < self.spans[k][1]
+        ]
+
+
 @dataclass(frozen=True, eq=False)
 class Origin:
     """What a signal's samples are read from, for its identity.
@@ -653,6 +699,10 @@ class Origin:
     #: sample ``i`` is row ``rows[0] + i`` of the one store's time axis, unchanged
     #: (no operation on top): samples then change only where stored objects did
     direct: bool = False
+    #: for the signal of a series' valid samples: ``(origin, starts, valid)``,
+    #: the series' origin, its chunks' starts and each chunk's valid samples
+    #: (see :meth:`valid_samples`)
+    compacted: tuple | None = None
 
     def identity(self) -> str | None:
         """A hash that changes whenever the samples may have, or None when that
@@ -672,6 +722,14 @@ class Origin:
         """The origin of a signal computed from this one (``token`` says how)."""
         return Origin(self.stores, self.arrays, f"{self.token}|{token}")
 
+    def valid_samples(self, token: str, starts: np.ndarray, valid: np.ndarray) -> Origin:
+        """The origin of the signal of this one's valid samples: its chunks
+        (``starts``, then ``n``) without their missing samples (``valid`` of
+        each).  It has a :attr:`lineage` when this one has: a later version of
+        the series keeps what did not change in the valid samples too."""
+        compacted = (self, np.asarray(starts, np.int64), np.asarray(valid, np.int64))
+        return dataclasses.replace(self.derived(token), compacted=compacted)
+
     def _direct_store(self) -> tuple[StoredArray, dict[str, tuple]] | None:
         if not self.direct or len(self.stores) != 1 or self.arrays:
             return None
@@ -684,7 +742,13 @@ class Origin:
         array, its codecs, chunk grid and fill value; not its length, nor its
         chunks' versions): two versions of one growing or rewritten array
         share it.  None unless the signal reads one store directly
-        (:attr:`direct`) that keeps versions."""
+        (:attr:`direct`) that keeps versions, or holds the valid samples of
+        such a signal (its own lineage: the runs differ)."""
+        if self.compacted is not None:
+            parent = self.compacted[0].lineage
+            if parent is None:
+                return None
+            return hashlib.sha256(f"{parent}|valid samples".encode()).hexdigest()
         found = self._direct_store()
         if found is None:
             return None
@@ -696,11 +760,11 @@ class Origin:
         return h.hexdigest()
 
     @cached_property
-    def slab_versions(self) -> tuple[int, dict[int, str]] | None:
-        """``(step, versions)``: the samples per stored object along time and,
-        for each run ``i`` of them (samples ``[i * step - rows[0], ...)``), a
-        hash of the versions of every object holding its rows (of the channels
-        read: a batch's series, its own); None without a :meth:`lineage`."""
+    def units(self) -> Units | None:
+        """The :class:`Units` of the signal's samples (of the channels read: a
+        batch's series, its own); None without a :meth:`lineage`."""
+        if self.compacted is not None:
+            return self._valid_units()
         found = self._direct_store()
         if found is None:
             return None
@@ -708,10 +772,31 @@ class Origin:
         slabs: dict[int, list] = {}
         for coords, key in _objects(stored):
             slabs.setdefault(coords[stored.axis], []).append([key, versions.get(key)])
-        return stored.step, {
+        hashes = {
             i: hashlib.sha256(json.dumps(v, default=str).encode()).hexdigest()[:24]
             for i, v in slabs.items()
         }
+        row0, row1 = stored.rows
+        return Units.direct(stored.step, row0, row1 - row0, hashes)
+
+    def _valid_units(self) -> Units | None:
+        """Units of a signal of valid samples: a run per chunk of the series,
+        hashed with the series' runs under it, where the chunk lies and where
+        its valid samples start among all."""
+        parent, starts, valid = self.compacted
+        under = parent.units
+        if under is None or under.step == 0:
+            return None
+        row0 = parent.stores[0][0].rows[0]
+        first = np.concatenate([[0], np.cumsum(valid)]).astype(np.int64)
+        versions, spans = {}, {}
+        for j in range(len(valid)):
+            a, b = int(starts[j]), int(starts[j + 1])
+            slabs = range((row0 + a) // under.step, (row0 + b - 1) // under.step + 1)
+            key = [a, b, int(first[j]), int(valid[j]), [under.versions.get(k) for k in slabs]]
+            versions[j] = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
+            spans[j] = (int(first[j]), int(first[j + 1]))
+        return Units(0, versions, spans)
 
 
 def open_origin(

@@ -248,7 +248,7 @@ def pass_plan(
     sliced = caches_reachable()
     runs = pass_runs(starts, signal.row_bytes, series)
     if only is not None:
-        runs = _restrict_runs(runs, only)
+        runs = restrict_runs(runs, only)
     return [
         (
             first,
@@ -263,7 +263,7 @@ def pass_plan(
     ]
 
 
-def _restrict_runs(runs: list[tuple[int, int]], only: np.ndarray) -> list[tuple[int, int]]:
+def restrict_runs(runs: list[tuple[int, int]], only: np.ndarray) -> list[tuple[int, int]]:
     """The parts of ``runs`` made of the chunks ``only`` (sorted indices)."""
     out: list[tuple[int, int]] = []
     keep = set(int(i) for i in only)
@@ -568,7 +568,7 @@ def _assemble(
     bad = [r["first_bad"] for r in results if r["first_bad"] >= 0]
     if bad:
         exc = NonFiniteInput(f"{signal.description} holds NaN or inf", min(bad))
-        exc.gaps = _gaps_of(signal, results) if reuse is None else None
+        exc.gaps = _gaps_of(signal, results, None if reuse is None else reuse.chunks)
         raise exc
     n = signal.n
     nb = -(-n // block_size)
@@ -640,13 +640,17 @@ def _assemble(
     return Passed(stats, reuse, featurized, tail)
 
 
-def _gaps_of(signal: Signal, results: list[dict]) -> GapMap:
-    """The series' gaps from its data pass's chunk results (one per chunk, in order)."""
+def _gaps_of(signal: Signal, results: list[dict], read: np.ndarray | None = None) -> GapMap:
+    """The series' gaps from its data pass's chunk results (one per chunk
+    ``read``, in order; all when None).  A chunk not read holds only samples
+    an earlier version's statistics hold, unchanged: a series with NaN is
+    never summed, so it has none."""
     starts = signal.chunk_starts
-    scans = [
-        r["gaps"] if "gaps" in r else no_gaps(int(b - a))
-        for r, a, b in zip(results, starts[:-1], starts[1:], strict=True)
-    ]
+    sizes = np.diff(starts)
+    scans = [no_gaps(int(size)) for size in sizes]
+    for j, r in zip(range(len(sizes)) if read is None else read.tolist(), results, strict=True):
+        if "gaps" in r:
+            scans[j] = r["gaps"]
     return gap_map(starts, scans)
 
 

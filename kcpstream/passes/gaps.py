@@ -8,9 +8,11 @@ series without its gaps.
 
 from __future__ import annotations
 
+import numpy as np
+
 from kcpstream.inputs.gaps import GapMap, gap_map, scan_chunk
 from kcpstream.inputs.signal import Signal
-from kcpstream.passes.data import pass_runs
+from kcpstream.passes.data import pass_runs, restrict_runs
 from kcpstream.tasks.graph import TaskBatch
 
 
@@ -19,21 +21,33 @@ def _summaries(source) -> list[tuple]:
     return [scan_chunk(x) for x in source.read_chunks(range(len(source.starts) - 1))]
 
 
-def find_gaps(signals: list[Signal], progress: bool = False) -> list[GapMap]:
+def find_gaps(
+    signals: list[Signal], progress: bool = False, kept: list[dict | None] | None = None
+) -> list[GapMap]:
     """The :class:`GapMap` of each signal, from one read of all of them in one
-    graph (runs of small chunks read by one task)."""
+    graph (runs of small chunks read by one task).  ``kept``: per signal,
+    the summaries of the chunks whose gaps are known already
+    (:func:`~kcpstream.inputs.gaps.kept_summaries`), which are not read."""
+    kept = kept or [None] * len(signals)
     batch = TaskBatch("gaps")
-    sizes = []
-    for sig in signals:
+    sizes, reads = [], []
+    for sig, known in zip(signals, kept, strict=True):
         reader = sig.reader
         runs = pass_runs(reader.starts, sig.row_bytes, len(signals))
+        read = np.array([j for j in range(len(reader.starts) - 1) if j not in (known or {})])
+        if known:
+            runs = restrict_runs(runs, read)
         for first, last in runs:
             reader.add_task(batch, _summaries, first, last)
         sizes.append(len(runs))
+        reads.append(read)
     flat = batch.compute(progress)
     out, i = [], 0
-    for sig, size in zip(signals, sizes, strict=True):
-        scans = [s for part in flat[i : i + size] for s in part]
-        out.append(gap_map(sig.chunk_starts, scans))
+    for sig, size, known, read in zip(signals, sizes, kept, reads, strict=True):
+        scans = iter([s for part in flat[i : i + size] for s in part])
+        known = known or {}
+        chunks = range(sig.reader.n_chunks)
+        whole = [(known[j], None) if j in known else next(scans) for j in chunks]
+        out.append(gap_map(sig.chunk_starts, whole, len(read)))
         i += size
     return out

@@ -149,23 +149,42 @@ def check_writable(path: str | os.PathLike) -> None:
     check_path_writable(root, folder=True, label=f"checkpoint={root!r}")
 
 
-#: Gap records kept (the newest): a record is small, and one per version of an input.
+#: Gap records kept (the newest) of inputs read from no versioned store: a
+#: record is small, and one per version of an input.
 GAP_RECORDS = 16
+#: Gap records kept (the newest) of stored arrays: one per array (its lineage),
+#: replaced by each version's, so a batch of sensors keeps one each.
+LINEAGE_GAP_RECORDS = 4096
 
 
-def _gaps_path(path: str | os.PathLike, identity: str) -> str:
-    return os.path.join(_local_dir(path), "gaps", f"{identity[:32]}.json")
+def _gaps_path(path: str | os.PathLike, name: str) -> str:
+    return os.path.join(_local_dir(path), "gaps", f"{name}.json")
 
 
-def load_gaps(path: str | os.PathLike, identity: str) -> dict[str, Any] | None:
+def load_gaps(path: str | os.PathLike, identity: str, lineage: str | None = None):
     """Where an input's missing samples are (:meth:`kcpstream.inputs.gaps.GapMap.to_dict`),
-    as a run on the very same samples (``identity``) kept them, or None."""
+    as a run on the very same samples (``identity``) kept them, or None.
+
+    With ``lineage`` (a stored array's, see
+    :attr:`kcpstream.inputs.provenance.Origin.lineage`), the record an earlier
+    version of the array left is returned too: its ``"identity"`` says which
+    version, and its ``"slab_step"`` and ``"slabs"`` the versions of the
+    stored objects it was read from (the caller keeps the chunks that did
+    not change)."""
+    if lineage is not None:
+        record = _load_record(_gaps_path(path, f"lineage-{lineage[:32]}"), "lineage", lineage)
+        if record is not None:
+            return record
+    return _load_record(_gaps_path(path, identity[:32]), "identity", identity)
+
+
+def _load_record(where: str, field: str, value: str) -> dict[str, Any] | None:
     try:
-        with open(_gaps_path(path, identity)) as f:
+        with open(where) as f:
             record = json.load(f)
     except (OSError, ValueError):  # none, or damaged: found again by reading
         return None
-    if not isinstance(record, dict) or record.get("identity") != identity:
+    if not isinstance(record, dict) or record.get(field) != value:
         return None
     # a record damaged into other valid JSON (a digit changed) would map the
     # change-points to the wrong samples: its checksum says so, and it is
@@ -181,22 +200,39 @@ def _record_digest(record: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
-def save_gaps(path: str | os.PathLike, identity: str, record: dict[str, Any]) -> None:
-    """Keep an input's gap record for later runs on the same samples (the
-    :data:`GAP_RECORDS` newest records are kept)."""
-    where = _gaps_path(path, identity)
+def save_gaps(
+    path: str | os.PathLike,
+    identity: str,
+    record: dict[str, Any],
+    lineage: str | None = None,
+    units: tuple[int, dict[int, str]] | None = None,
+) -> None:
+    """Keep an input's gap record for later runs on the same samples.  With
+    ``lineage`` and ``units`` (``(step, versions)`` of the stored objects it
+    was read from), it replaces the record of the array's earlier version,
+    and a later version keeps what did not change (:func:`load_gaps`);
+    without, the :data:`GAP_RECORDS` newest records are kept."""
+    body = {**record, "identity": identity}
+    if lineage is not None and units is not None:
+        step, versions = units
+        body.update(lineage=lineage, slab_step=step, slabs={str(k): v for k, v in versions.items()})
+        where = _gaps_path(path, f"lineage-{lineage[:32]}")
+        keep, pattern = LINEAGE_GAP_RECORDS, "lineage-"
+    else:
+        where = _gaps_path(path, identity[:32])
+        keep, pattern = GAP_RECORDS, None
     folder = os.path.dirname(where)
     os.makedirs(folder, exist_ok=True)
-    body = {**record, "identity": identity}
     write_atomic(where, json.dumps({**body, "sha256": _record_digest(body)}))
     entries = []
     for entry in os.scandir(folder):
-        if entry.name.endswith(".json"):
+        mine = entry.name.startswith("lineage-") == (pattern is not None)
+        if entry.name.endswith(".json") and mine:
             try:
                 entries.append((entry.stat().st_mtime_ns, entry.path))
             except OSError:
                 pass
-    for _, old in sorted(entries, reverse=True)[GAP_RECORDS:]:
+    for _, old in sorted(entries, reverse=True)[keep:]:
         with contextlib.suppress(OSError):
             os.remove(old)
 

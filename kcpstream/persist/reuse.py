@@ -4,7 +4,7 @@ An archive grows (chunks appended) and is rewritten in place (late data,
 corrections).  A checkpoint of the previous version keeps the block
 statistics and, for each run of stored objects along time (a *slab*: every
 chunk holding those rows, all channels), a hash of their versions
-(:attr:`kcpstream.inputs.provenance.Origin.slab_versions`).  A block whose samples
+(:attr:`kcpstream.inputs.provenance.Origin.units`).  A block whose samples
 lie in slabs with the same versions, and that spans the same samples as
 before, holds the same samples and, for the same fitted feature map and
 block grid, the same statistics: the sums are exact integers and every block
@@ -138,20 +138,17 @@ def plan_reuse(
     base: BlockStats,
     n: int,
     starts: np.ndarray,
-    step: int,
-    row0: int,
-    old_slabs: dict[int, str],
-    new_slabs: dict[int, str],
+    changed: list[tuple[int, int]],
     tail: tuple[int, int, str] | None = None,
 ) -> Reuse | None:
     """The blocks of a series of ``n`` samples (chunk starts ``starts``, on
     ``base``'s block grid) that ``base`` still holds, or None when none does.
 
-    Sample ``i`` is row ``row0 + i`` of the store, whose slab ``k`` holds rows
-    ``[k * step, (k + 1) * step)``; ``old_slabs`` / ``new_slabs`` map a slab
-    to the hash of its versions then and now.  A block is kept when it spans
-    the same samples in both grids (not the last, partial block of either
-    unless both have the same length) and every slab it touches is unchanged.
+    ``changed``: the samples ``[a, b)`` that may differ from the base's
+    (:meth:`kcpstream.inputs.provenance.Units.changed`: the runs of stored
+    objects whose versions changed).  A block is kept when it spans the same
+    samples in both grids (not the last, partial block of either unless both
+    have the same length) and none of its samples is in ``changed``.
     ``tail``: ``(start, end, digest)`` of the base's last chunk (its
     :attr:`kcpstream.passes.data.Passed.tail`); when that chunk is read again, its
     samples there are checked against it (:attr:`Reuse.head`).
@@ -160,10 +157,8 @@ def plan_reuse(
     nb = -(-n // B)
     ends = np.arange(1, nb + 1, dtype=np.int64) * B
     keep = np.minimum(ends, n) == np.minimum(ends, base.n)
-    for k, version in new_slabs.items():
-        if old_slabs.get(k) == version:
-            continue
-        a, b = max(k * step - row0, 0), min((k + 1) * step - row0, n)
+    for a, b in changed:
+        a, b = max(a, 0), min(b, n)
         if a < b:
             keep[a // B : (b - 1) // B + 1] = False
     if not keep.any():
