@@ -532,3 +532,28 @@ def test_a_store_with_gaps_gives_the_same_answer_on_a_distributed_cluster(tmp_pa
     for res in (local, on_cluster, by_xarray):
         _assert_same_as_valid_alone(res, ref, x)
         assert res.diagnostics.n_missing == int((~_valid(x)).sum())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.booleans(), min_size=0, max_size=60), st.integers(1, 3), st.booleans())
+def test_valid_rows_in_place_are_the_rows_without_nan(missing, d, one_dim):
+    """A fresh read's valid rows are moved to its start (no copy of the
+    chunk): the same rows, in order, as the copy takes."""
+    from kcpstream.inputs.gaps import valid_rows
+
+    rng = np.random.default_rng(len(missing))
+    x = rng.normal(size=(len(missing), d)).astype(np.float32)
+    for i, miss in enumerate(missing):
+        if miss:
+            x[i, int(rng.integers(0, d))] = np.nan
+    if one_dim:
+        x = x[:, 0].copy()
+    expected = valid_rows(x.copy())
+    fresh = x.copy()
+    got = valid_rows(fresh, own=True)
+    np.testing.assert_array_equal(got, expected)
+    assert np.shares_memory(got, fresh) or got.size == 0  # moved, not copied
+    view = x[::1]  # not the caller's to change: copied
+    before = x.copy()
+    np.testing.assert_array_equal(valid_rows(view, own=True), expected)
+    np.testing.assert_array_equal(x, before)

@@ -69,3 +69,25 @@ def scan_gaps(x, max_runs):
     trailing = run if n > 0 and run_start + run == n and run > 0 else 0
     summary = np.array([valid, first_inf, first_missing, leading, trailing, longest], np.int64)
     return summary, starts[:k], lengths[:k], complete
+
+
+@njit(nogil=True, cache=True)
+def compact_rows(x):
+    """Move the rows of ``x`` (L, d) without a NaN to its start, in order, and
+    return how many there are: the valid rows without a copy of the chunk."""
+    n, d = x.shape
+    k = 0
+    for i in range(n):
+        miss = False
+        for j in range(d):
+            v = x[i, j]
+            if v != v:
+                miss = True
+                break
+        if miss:
+            continue
+        if k != i:
+            for j in range(d):
+                x[k, j] = x[i, j]
+        k += 1
+    return k

@@ -128,6 +128,14 @@ class Signal:
         """Start index of every chunk, plus ``n`` at the end."""
         return _chunk_starts(self.data)
 
+    @property
+    def read_starts(self) -> np.ndarray:
+        """Where each chunk's read starts in what is read, then where the last
+        one's ends: :attr:`chunk_starts`, or for the valid samples of a series
+        with gaps, the input's rows under each chunk (its gaps are read with
+        it).  Tasks group chunks by the samples they read."""
+        return self.chunk_starts if self.valid is None else self.valid.read_starts
+
     @cached_property
     def reader(self) -> ChunkReader:
         """Reads runs of chunks inside tasks (see :class:`ChunkReader`)."""

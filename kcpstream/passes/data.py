@@ -246,7 +246,7 @@ def pass_plan(
     starts = signal.chunk_starts
     target = pass_target(signal.n, signal.row_bytes, series)
     sliced = caches_reachable()
-    runs = pass_runs(starts, signal.row_bytes, series)
+    runs = pass_runs(signal.read_starts, signal.row_bytes, series)
     if only is not None:
         runs = restrict_runs(runs, only)
     return [
@@ -509,7 +509,7 @@ def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCach
     if not caches_reachable():
         rows = dask.compute(*[signal.data[a:b] for a, b in windows])
         return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
-    runs = pass_runs(starts, signal.row_bytes)  # the data pass's tasks
+    runs = pass_runs(signal.read_starts, signal.row_bytes)  # the data pass's tasks
     in_run: dict[int, list[int]] = {}
     firsts = [first for first, _ in runs]
     for i in needed:
