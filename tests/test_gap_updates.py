@@ -219,3 +219,24 @@ def test_positions_mapped_back_once_are_kept_for_the_chunks_that_did_not_change(
     assert not [m for m in caplog.messages if "map positions back" in m]
     _same(update, kcpstream.segment(store, **kw))
     np.testing.assert_array_equal(again.earliest, first.earliest)
+
+
+def test_gap_records_are_pruned_by_kind(tmp_path):
+    """Records of inputs without a store keep the newest GAP_RECORDS; one
+    record per stored array is kept apart from them (a batch of sensors
+    keeps one each)."""
+    record = {"starts": [0, 4], "summary": [[3, -1, 1, 0, 0, 1]]}
+
+    def name(k):  # (records are named by their first 32 hex digits)
+        return f"{k:032x}" * 2
+
+    for k in range(3):
+        checkpoint.save_gaps(tmp_path, name(k), record, name(k + 100), (8, {0: "v"}))
+    for k in range(checkpoint.GAP_RECORDS + 5):
+        checkpoint.save_gaps(tmp_path, name(k + 500), record)
+    names = os.listdir(tmp_path / "gaps")
+    assert sum(n.startswith("lineage-") for n in names) == 3
+    assert sum(not n.startswith("lineage-") for n in names) == checkpoint.GAP_RECORDS
+    for k in range(3):  # each stored array's record, for its own version or a later one
+        got = checkpoint.load_gaps(tmp_path, "f" * 64, name(k + 100))
+        assert got["identity"] == name(k) and got["slabs"] == {"0": "v"}

@@ -224,14 +224,20 @@ def save_gaps(
     folder = os.path.dirname(where)
     os.makedirs(folder, exist_ok=True)
     write_atomic(where, json.dumps({**body, "sha256": _record_digest(body)}))
+    with os.scandir(folder) as found:  # (names only: a batch saves one record per series)
+        names = [
+            e.path
+            for e in found
+            if e.name.endswith(".json") and e.name.startswith("lineage-") == (pattern is not None)
+        ]
+    if len(names) <= keep:
+        return
     entries = []
-    for entry in os.scandir(folder):
-        mine = entry.name.startswith("lineage-") == (pattern is not None)
-        if entry.name.endswith(".json") and mine:
-            try:
-                entries.append((entry.stat().st_mtime_ns, entry.path))
-            except OSError:
-                pass
+    for name in names:
+        try:
+            entries.append((os.stat(name).st_mtime_ns, name))
+        except OSError:
+            pass
     for _, old in sorted(entries, reverse=True)[keep:]:
         with contextlib.suppress(OSError):
             os.remove(old)
