@@ -9,21 +9,13 @@ import logging
 import os
 
 import numpy as np
-import zarr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream.persist import checkpoint
 
-
-def _write(path, x, chunk, fill=0.0):
-    """A store of ``x``; with a NaN ``fill``, a chunk all NaN is not written."""
-    z = zarr.create_array(
-        path, shape=x.shape, chunks=(chunk,), dtype=x.dtype, overwrite=True, fill_value=fill
-    )
-    z[:] = x
-    return z
+from .stored import assert_same_stats, write_store
 
 
 def _series(n, seed, gaps=True):
@@ -40,18 +32,6 @@ def _series(n, seed, gaps=True):
     return x
 
 
-def _stats_of(ck):
-    """The statistics arrays of the one checkpoint group in ``ck``."""
-    (key,) = [k for k in os.listdir(ck) if not k.startswith(".") and k != "gaps"]
-    where = os.path.join(ck, key)
-    names = checkpoint.read_attrs(where)["checksums"]
-    return {
-        name: checkpoint.read_array(where, name)
-        for name in names
-        if name in ("meta", "block_q", "max_norm2", "bridge") or name.startswith("prefix.")
-    }
-
-
 def _same(res, ref):
     np.testing.assert_array_equal(res.changepoints, ref.changepoints)
     np.testing.assert_array_equal(res.gains, ref.gains)
@@ -63,60 +43,61 @@ def _same(res, ref):
 
 
 KW = {"features": "rff:16", "seed": 0, "block_size": 128}
+N, CHUNK = 120_000, 8_000
+#: a map fitted beforehand: a rewrite under the fit sample would otherwise refit it
+FITTED = kcpstream.RFF(16, seed=0).fit(np.random.default_rng(0).normal(size=(999, 1)))
+
+
+def _archive(tmp_path, x):
+    """``x`` in a store of chunks of :data:`CHUNK`: the array, its path, a checkpoint folder."""
+    store = str(tmp_path / "s.zarr")
+    return write_store(store, x, CHUNK), store, tmp_path / "ck"
+
+
+def _append(z, add):
+    """``add`` appended to the store's array ``z``."""
+    n = z.shape[0]
+    z.resize((n + len(add),))
+    z[n:] = add
 
 
 def test_an_append_reads_only_the_chunks_that_changed(tmp_path):
-    n, chunk = 120_000, 8_000
-    x = _series(n, 1)
-    store = str(tmp_path / "s.zarr")
-    z = _write(store, x, chunk)
-    ck = tmp_path / "ck"
+    z, store, ck = _archive(tmp_path, _series(N, 1))
     first = kcpstream.segment(store, checkpoint=ck, **KW)
     assert first.diagnostics.checkpoint == "written"
-    assert first.diagnostics.gap_chunks_read == n // chunk  # every chunk, once
+    assert first.diagnostics.gap_chunks_read == N // CHUNK  # every chunk, once
     # a 5 % append, with gaps of its own
     add = np.random.default_rng(2).normal(size=6_000) + 1.5
     add[1_000:1_400] = np.nan
-    z.resize((n + 6_000,))
-    z[n:] = add
+    _append(z, add)
     res = kcpstream.segment(store, checkpoint=ck, **KW)
     d = res.diagnostics
     assert d.checkpoint == "updated"
     assert d.gap_chunks_read == 1  # the last chunk, which the append rewrote
     # the pass: that chunk and the one before (a block of valid samples spans both)
-    assert d.chunks_read <= 2 and d.chunks_reused >= n // chunk - 2
-    assert d.samples_featurized_pass <= 2 * chunk
+    assert d.chunks_read <= 2 and d.chunks_reused >= N // CHUNK - 2
+    assert d.samples_featurized_pass <= 2 * CHUNK
     _same(res, kcpstream.segment(store, **KW))
 
 
 def test_a_gap_back_filled_keeps_the_chunks_before_it(tmp_path):
-    n, chunk = 120_000, 8_000
-    x = _series(n, 3)
+    x = _series(N, 3)
     x[90_000:90_500] = np.nan
-    store = str(tmp_path / "s.zarr")
-    z = _write(store, x, chunk)
-    ck = tmp_path / "ck"
+    z, store, ck = _archive(tmp_path, x)
     kcpstream.segment(store, checkpoint=ck, **KW)
     z[90_000:90_500] = np.random.default_rng(4).normal(size=500) + 1.5  # late data arrives
     res = kcpstream.segment(store, checkpoint=ck, **KW)
     d = res.diagnostics
     assert d.checkpoint == "updated" and d.gap_chunks_read == 1
     # the valid samples after it moved: read again; those before it kept
-    assert d.chunks_reused >= 90_000 // chunk - 1
+    assert d.chunks_reused >= 90_000 // CHUNK - 1
     _same(res, kcpstream.segment(store, **KW))
 
 
 def test_a_rewrite_that_keeps_the_gaps_keeps_the_chunks_after_it(tmp_path):
-    n, chunk = 120_000, 8_000
-    x = _series(n, 5)
-    store = str(tmp_path / "s.zarr")
-    z = _write(store, x, chunk)
-    ck = tmp_path / "ck"
+    z, store, ck = _archive(tmp_path, _series(N, 5))
     # (a map fitted beforehand: a rewrite under the fit sample would refit it)
-    kw = {
-        **KW,
-        "features": kcpstream.RFF(16, seed=0).fit(np.random.default_rng(0).normal(size=(999, 1))),
-    }
+    kw = {**KW, "features": FITTED}
     kcpstream.segment(store, checkpoint=ck, **kw)
     part = np.array(z[40_000:48_000])
     part[~np.isnan(part)] *= 3  # corrected values, the same samples missing
@@ -129,16 +110,11 @@ def test_a_rewrite_that_keeps_the_gaps_keeps_the_chunks_after_it(tmp_path):
 
 
 def test_the_first_gap_appended_is_found_by_the_pass_not_by_a_read_of_all(tmp_path):
-    n, chunk = 120_000, 8_000
-    x = _series(n, 6, gaps=False)
-    store = str(tmp_path / "s.zarr")
-    z = _write(store, x, chunk)
-    ck = tmp_path / "ck"
+    z, store, ck = _archive(tmp_path, _series(N, 6, gaps=False))
     kcpstream.segment(store, checkpoint=ck, **KW)
     add = np.random.default_rng(7).normal(size=6_000) + 1.5
     add[2_000:2_100] = np.nan
-    z.resize((n + 6_000,))
-    z[n:] = add
+    _append(z, add)
     res = kcpstream.segment(store, checkpoint=ck, **KW)
     # the pass over the chunks that changed met the NaN: no other chunk is read
     # to find gaps (the series of valid samples is new: its statistics are
@@ -172,7 +148,7 @@ def test_updated_statistics_with_gaps_are_those_of_a_run_from_scratch(
     x = _series(60_000, seed)
     x[2 * chunk : 3 * chunk] = np.nan  # a chunk all missing (not written when absent)
     store = str(tmp / "s.zarr")
-    z = _write(store, x, chunk, np.nan if absent else 0.0)
+    z = write_store(store, x, chunk, np.nan if absent else 0.0)
     assert (z.nchunks_initialized < z.nchunks) == absent
     kw = {"features": kcpstream.RFF(16).fit(rng.normal(size=(2048, 1))), "block_size": 300}
     kw.update(n_bkps=3, missing="skip" if absent else "error")
@@ -189,22 +165,24 @@ def test_updated_statistics_with_gaps_are_those_of_a_run_from_scratch(
     res = kcpstream.segment(store, checkpoint=tmp / "ck", **kw)
     _same(res, kcpstream.segment(store, **kw))
     kcpstream.segment(store, checkpoint=tmp / "fresh", **kw)
-    for name, value in _stats_of(tmp / "fresh").items():
-        np.testing.assert_array_equal(_stats_of(tmp / "ck")[name], value, err_msg=name)
+    assert_same_stats(tmp / "ck", tmp / "fresh")
 
 
 def test_positions_mapped_back_once_are_kept_for_the_chunks_that_did_not_change(tmp_path, caplog):
     """A chunk with more runs of missing samples than the gap map keeps is read
     again to map a change-point in it back; the checkpoint keeps the indices
-    found, so neither a run on the same store nor an append reads it again."""
+    found, so neither a run on the same store nor an append reads it again.
+    A new gap before it moves its valid samples by one, onto a position that
+    held the sample before the change: mapped again, never taken as kept."""
     rng = np.random.default_rng(9)
     x = rng.normal(size=100_000)
     x[55_000:] += 2
     x[50_000:60_000:2] = np.nan  # 5000 runs in the change-point's chunk
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x, 10_000)
+    z = write_store(store, x, 10_000)
     ck = tmp_path / "ck"
-    kw = {**KW, "n_bkps": 1}
+    # (a map fitted beforehand: the new gap below lies under the fit sample)
+    kw = {**KW, "n_bkps": 1, "features": FITTED}
     caplog.set_level(logging.INFO, logger="kcpstream")
     first = kcpstream.segment(store, checkpoint=ck, **kw)
     assert first.changepoints.tolist() == [55_001]  # (55 000 is missing)
@@ -212,13 +190,19 @@ def test_positions_mapped_back_once_are_kept_for_the_chunks_that_did_not_change(
     caplog.clear()
     again = kcpstream.segment(store, checkpoint=ck, **kw)
     assert again.diagnostics.checkpoint == "loaded"
-    z.resize((106_000,))
-    z[100_000:] = rng.normal(size=6_000) + 2
+    _append(z, rng.normal(size=6_000) + 2)
     update = kcpstream.segment(store, checkpoint=ck, **kw)
     assert update.diagnostics.checkpoint == "updated"
     assert not [m for m in caplog.messages if "map positions back" in m]
     _same(update, kcpstream.segment(store, **kw))
     np.testing.assert_array_equal(again.earliest, first.earliest)
+    z[20_000] = np.nan  # a sample lost: one valid sample fewer before the change
+    caplog.clear()
+    filled = kcpstream.segment(store, checkpoint=ck, **kw)
+    assert filled.diagnostics.checkpoint == "updated"
+    assert "gaps: 1 chunks read to map positions back" in caplog.messages
+    assert filled.changepoints.tolist() == [55_001]
+    _same(filled, kcpstream.segment(store, **kw))
 
 
 def test_gap_records_are_pruned_by_kind(tmp_path):

@@ -19,24 +19,7 @@ from kcpstream.persist.reuse import kept_pieces, plan_reuse
 from kcpstream.search.binseg import SegmentSplit, bound_segment
 from kcpstream.search.stats import BlockStats
 
-
-def _write(path, x, chunk):
-    z = zarr.create_array(path, shape=x.shape, chunks=(chunk,), dtype=x.dtype, overwrite=True)
-    z[:] = x
-    return z
-
-
-def _stats_of(ck):
-    """The statistics arrays of the one checkpoint group in ``ck`` (the prefix
-    sums in their slabs)."""
-    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
-    where = os.path.join(ck, key)
-    names = checkpoint.read_attrs(where)["checksums"]
-    return {
-        name: checkpoint.read_array(where, name)
-        for name in names
-        if name in ("meta", "block_q", "max_norm2", "bridge") or name.startswith("prefix.")
-    }
+from .stored import assert_same_stats, write_store
 
 
 def _same(a, b):
@@ -50,7 +33,7 @@ def test_a_chunk_rewritten_in_place_is_the_only_one_read_again(tmp_path):
     x = rng.normal(size=400_000).astype("f4")
     x[250_000:] *= 2
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x, 20_000)
+    z = write_store(store, x, 20_000)
     ck = tmp_path / "ck"
     first = kcpstream.segment(store, checkpoint=ck)
     assert first.diagnostics.checkpoint == "written"
@@ -72,10 +55,8 @@ def test_a_chunk_rewritten_in_place_is_the_only_one_read_again(tmp_path):
     found = again.changepoints
     assert min(abs(found - 280_000)) < 100 and min(abs(found - 320_000)) < 100
     # the checkpoint now holds exactly what a first run on the new data writes
-    updated = _stats_of(ck)
     kcpstream.segment(store, checkpoint=tmp_path / "fresh")
-    for name, value in _stats_of(tmp_path / "fresh").items():
-        np.testing.assert_array_equal(updated[name], value, err_msg=name)
+    assert_same_stats(ck, tmp_path / "fresh")
     # and a third run loads it: nothing to read
     assert kcpstream.segment(store, checkpoint=ck).diagnostics.checkpoint == "loaded"
     # another chunking reads everything (its blocks cut by chunk boundaries round apart)
@@ -89,7 +70,7 @@ def test_appends_and_shrinks_read_only_the_new_end(tmp_path):
     x = rng.normal(size=300_000).astype("f4")
     x[120_000:] += 1.5
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x, 25_000)
+    z = write_store(store, x, 25_000)
     # a map fitted once: the data's own fit would move with every append
     fmap = kcpstream.RFF(32).fit(x[:4096, None].astype(np.float64))
     kw = {"features": fmap, "block_size": 500}
@@ -122,7 +103,7 @@ def test_an_append_featurizes_only_the_new_samples_of_the_chunk_it_rewrote(tmp_p
     x = rng.normal(size=290_000).astype("f4")  # chunks of 25 000: the last holds 15 000
     x[100_000:] += 1.0
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x, 25_000)
+    z = write_store(store, x, 25_000)
     fmap = kcpstream.RFF(32).fit(x[:4096, None].astype(np.float64))
     kw = {"features": fmap, "block_size": 500, "tile": 4000}
     ck = tmp_path / "ck"
@@ -137,8 +118,7 @@ def test_an_append_featurizes_only_the_new_samples_of_the_chunk_it_rewrote(tmp_p
     assert d.samples_featurized_pass == 35_000 - 3 * 4_000
     _same(grown, kcpstream.segment(store, **kw))
     kcpstream.segment(store, checkpoint=tmp_path / "fresh", **kw)
-    for name, value in _stats_of(tmp_path / "fresh").items():
-        np.testing.assert_array_equal(_stats_of(ck)[name], value, err_msg=name)
+    assert_same_stats(ck, tmp_path / "fresh")
     # the next append: the digest of the chunk the last one wrote (300 000 - 310 000)
     z.resize((330_000,))
     z[310_000:] = rng.normal(size=20_000).astype("f4") * 3
@@ -154,8 +134,7 @@ def test_an_append_featurizes_only_the_new_samples_of_the_chunk_it_rewrote(tmp_p
     assert edited.diagnostics.samples_featurized_pass == 15_000
     _same(edited, kcpstream.segment(store, **kw))
     kcpstream.segment(store, checkpoint=tmp_path / "fresh2", **kw)
-    for name, value in _stats_of(tmp_path / "fresh2").items():
-        np.testing.assert_array_equal(_stats_of(ck)[name], value, err_msg=name)
+    assert_same_stats(ck, tmp_path / "fresh2")
 
 
 @settings(
@@ -181,7 +160,7 @@ def test_appends_keep_the_unchanged_samples_of_the_last_chunk_exactly(
     rng = np.random.default_rng(seed)
     x = rng.normal(size=n)
     store = str(tmp / "s.zarr")
-    z = _write(store, x, chunk)
+    z = write_store(store, x, chunk)
     fmap = kcpstream.RFF(16).fit(x[:2048, None])
     kw = {"features": fmap, "block_size": B, "tile": tile, "n_bkps": 2}
     kcpstream.segment(store, checkpoint=tmp / "ck", **kw)
@@ -204,18 +183,17 @@ def test_appends_keep_the_unchanged_samples_of_the_last_chunk_exactly(
         assert res.diagnostics.samples_featurized_pass <= read
     _same(res, kcpstream.segment(store, **kw))
     kcpstream.segment(store, checkpoint=tmp / "fresh", **kw)
-    for name, value in _stats_of(tmp / "fresh").items():
-        np.testing.assert_array_equal(_stats_of(tmp / "ck")[name], value, err_msg=name)
+    assert_same_stats(tmp / "ck", tmp / "fresh")
 
 
 def test_another_codec_or_dtype_is_read_whole(tmp_path):
     rng = np.random.default_rng(2)
     x = rng.normal(size=200_000).astype("f4")
     store = str(tmp_path / "s.zarr")
-    _write(store, x, 20_000)
+    write_store(store, x, 20_000)
     ck = tmp_path / "ck"
     kcpstream.segment(store, checkpoint=ck, block_size=400)
-    _write(store, x.astype("f8"), 20_000)  # same values, other dtype
+    write_store(store, x.astype("f8"), 20_000)  # same values, other dtype
     res = kcpstream.segment(store, checkpoint=ck, block_size=400)
     assert res.diagnostics.checkpoint == "written" and res.diagnostics.chunks_reused == 0
     z = zarr.create_array(store, shape=x.shape, chunks=(20_000,), dtype="f4", overwrite=True,
@@ -282,7 +260,7 @@ def test_updated_statistics_are_those_of_a_run_from_scratch(
     rng = np.random.default_rng(seed)
     x = rng.normal(size=60_000)
     store = str(tmp / "s.zarr")
-    z = _write(store, x, chunk)
+    z = write_store(store, x, chunk)
     fmap = kcpstream.RFF(16).fit(x[:2048, None])
     # (a block cut by a chunk boundary sums its squared norms in two parts, one
     # rounding apart from one read whole: every run reads with the same chunks)
@@ -297,8 +275,7 @@ def test_updated_statistics_are_those_of_a_run_from_scratch(
     res = kcpstream.segment(store, checkpoint=tmp / "ck", **kw)
     _same(res, kcpstream.segment(store, **kw))
     kcpstream.segment(store, checkpoint=tmp / "fresh", **kw)
-    for name, value in _stats_of(tmp / "fresh").items():
-        np.testing.assert_array_equal(_stats_of(tmp / "ck")[name], value, err_msg=name)
+    assert_same_stats(tmp / "ck", tmp / "fresh")
 
 
 def test_xarray_variables_opened_lazily_are_updated_too(tmp_path):
@@ -344,7 +321,7 @@ def test_an_append_to_a_long_archive_reads_only_the_new_chunks_with_the_defaults
     for k, c in enumerate(range(300_000, n, 400_000)):
         x[c:] += 0.6 * (-1) ** k
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x, 2**16)
+    z = write_store(store, x, 2**16)
     ck = tmp_path / "ck"
     full = kcpstream.segment(store, checkpoint=ck)
     assert full.diagnostics.chunks_read == full.diagnostics.n_chunks == 36
@@ -378,7 +355,7 @@ def test_a_fit_is_kept_only_from_this_release_and_with_any_integer_seed(tmp_path
     x = rng.normal(size=n).astype("f4")
     x[1_000_000:] *= 2
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x, 2**16)
+    z = write_store(store, x, 2**16)
     ck = tmp_path / "ck"
     kw = {"seed": np.int64(3), "pen": 1e5}  # a numpy integer is a seed like any other
     first = kcpstream.segment(store, checkpoint=ck, **kw)
@@ -409,7 +386,7 @@ def test_segments_an_append_makes_longer_are_scanned_from_the_samples_kept(tmp_p
     x[700_000:] += 1.0
     x[1_500_000:] -= 2.0
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x, 2**16)
+    z = write_store(store, x, 2**16)
     pen = float(kcpstream.segment(store, n_bkps=2).gains.min()) / 4
     ck = tmp_path / "ck"
     full = kcpstream.segment(store, checkpoint=ck, pen=pen)
@@ -475,7 +452,7 @@ def test_the_pieces_refinement_scanned_are_those_its_bounds_give(
     x[130_000:] += 0.7
     x[290_000:] *= 2
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x, 50_000)
+    z = write_store(store, x, 50_000)
     kw = {"features": kcpstream.RFF(32).fit(x[:4096, None].astype(np.float64)), "block_size": 256}
     kcpstream.segment(store, checkpoint=tmp_path / "ck", **kw)
     z.resize((404_000,))
@@ -553,7 +530,7 @@ def test_updates_with_the_default_features_are_runs_from_scratch(
     for c in rng.choice(np.arange(200_000, n - 200_000, 1_000), size=4, replace=False):
         x[c:] += rng.choice([-0.7, 0.7])
     store = str(tmp / "s.zarr")
-    z = _write(store, x, 2**16)
+    z = write_store(store, x, 2**16)
     kcpstream.segment(store, checkpoint=tmp / "ck")
     for a, length in edits:
         z[a : a + length] = rng.normal(size=len(range(a, min(a + length, n)))).astype("f4") * 2
@@ -569,7 +546,7 @@ def test_a_damaged_earlier_version_is_not_a_base(tmp_path, victim):
     rng = np.random.default_rng(6)
     x = rng.normal(size=200_000)
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x, 20_000)
+    z = write_store(store, x, 20_000)
     ck = tmp_path / "ck"
     kcpstream.segment(store, checkpoint=ck, block_size=400)
     (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
@@ -613,7 +590,7 @@ def test_a_one_percent_append_featurizes_the_new_samples_only_at_any_chunking(tm
     x = rng.normal(size=grown).astype("f4")
     x[n // 3 :] += 1.0
     store = str(tmp_path / "s.zarr")
-    z = _write(store, x[:n], chunk)
+    z = write_store(store, x[:n], chunk)
     ck = tmp_path / "ck"
     kcpstream.segment(store, checkpoint=ck)
     z.resize((grown,))
