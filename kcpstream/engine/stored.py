@@ -110,8 +110,9 @@ def _find_reuse(job: Job, path, tile: int) -> None:
         return
     job.stored.like = (base.key, base.stats.prefix, base.attrs.get("checksums"))
     job.stored.base_known = base.known
+    changed = units.changed(base.slabs)
     if base.attrs.get("slab_step") == units.step:
-        _learn_positions(job, base.attrs, units.changed(base.slabs))
+        _learn_positions(job, base.attrs, changed)
     # where the segments that end at the series' end split before it grew
     job.search.hints = {
         seg.start: seg
@@ -133,7 +134,7 @@ def _find_reuse(job: Job, path, tile: int) -> None:
         base.stats,
         job.signal.n,
         job.signal.chunk_starts,
-        units.changed(base.slabs),
+        changed,
         job.stored.base_tail,
     )
     if job.stored.reuse is not None:  # samples refinement scanned that this version still holds

@@ -353,10 +353,9 @@ class CompactRows:
         a, b, _ = key.indices(self.shape[0])
         first = int(np.searchsorted(self._compact, a, side="right")) - 1
         end = int(np.searchsorted(self._compact, b, side="left"))
-        x = self._rows[int(self._starts[first]) : int(self._starts[end])]
+        x = np.asarray(self._rows[int(self._starts[first]) : int(self._starts[end])])
         # a zarr array's read is a new array: its valid rows are moved in place
-        own = isinstance(x, np.ndarray) and x.flags.owndata and self._fresh
-        x = valid_rows(np.asarray(x), own=own)
+        x = valid_rows(x, own=self._fresh)
         x = x[:, None] if x.ndim == 1 else x
         offset = a - int(self._compact[first])
         out = x[offset : offset + (b - a)]

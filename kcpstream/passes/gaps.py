@@ -31,10 +31,11 @@ def find_gaps(
     kept = kept or [None] * len(signals)
     batch = TaskBatch("gaps")
     sizes, reads = [], []
+    kept = [known or {} for known in kept]
     for sig, known in zip(signals, kept, strict=True):
         reader = sig.reader
         runs = pass_runs(reader.starts, sig.row_bytes, len(signals))
-        read = np.array([j for j in range(len(reader.starts) - 1) if j not in (known or {})])
+        read = np.array([j for j in range(reader.n_chunks) if j not in known], np.int64)
         if known:
             runs = restrict_runs(runs, read)
         for first, last in runs:
@@ -45,7 +46,6 @@ def find_gaps(
     out, i = [], 0
     for sig, size, known, read in zip(signals, sizes, kept, reads, strict=True):
         scans = iter([s for part in flat[i : i + size] for s in part])
-        known = known or {}
         chunks = range(sig.reader.n_chunks)
         whole = [(known[j], None) if j in known else next(scans) for j in chunks]
         out.append(gap_map(sig.chunk_starts, whole, len(read)))

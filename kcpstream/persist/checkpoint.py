@@ -217,10 +217,10 @@ def save_gaps(
         step, versions = units
         body.update(lineage=lineage, slab_step=step, slabs={str(k): v for k, v in versions.items()})
         where = _gaps_path(path, f"lineage-{lineage[:32]}")
-        keep, pattern = LINEAGE_GAP_RECORDS, "lineage-"
+        keep, stored = LINEAGE_GAP_RECORDS, True
     else:
         where = _gaps_path(path, identity[:32])
-        keep, pattern = GAP_RECORDS, None
+        keep, stored = GAP_RECORDS, False
     folder = os.path.dirname(where)
     os.makedirs(folder, exist_ok=True)
     write_atomic(where, json.dumps({**body, "sha256": _record_digest(body)}))
@@ -228,7 +228,7 @@ def save_gaps(
         names = [
             e.path
             for e in found
-            if e.name.endswith(".json") and e.name.startswith("lineage-") == (pattern is not None)
+            if e.name.endswith(".json") and e.name.startswith("lineage-") == stored
         ]
     if len(names) <= keep:
         return
