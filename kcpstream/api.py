@@ -10,12 +10,11 @@ from typing import Any
 from kcpstream.engine.arguments import names_of
 from kcpstream.engine.plan import settings_of
 from kcpstream.engine.run import segment_signals
-from kcpstream.errors import InputError
 from kcpstream.features import FeatureMap
 from kcpstream.features.base import DEFAULT_TILE
 from kcpstream.inputs.signal import as_signal, batch_signals
 from kcpstream.inputs.stores import store_input
-from kcpstream.persist import checkpoint
+from kcpstream.persist.checkpoint import check_writable as check_checkpoint
 from kcpstream.progress import lines_on_stderr
 from kcpstream.result import BatchSegmentation, Segmentation
 from kcpstream.selection.significance import DEFAULT_ALPHA
@@ -180,21 +179,16 @@ def segment(
     t0 = time.perf_counter()
     settings, features = settings_of(**{k: given[k] for k in SETTINGS})
     if checkpoint is not None:
-        _check_checkpoint(checkpoint)
+        check_checkpoint(checkpoint)
     reading = {k: given[k] for k in READING}
     with lines_on_stderr(settings.progress):
         data, storage_options = store_input(data, reading, bool(batch_dims), storage_options)
         if batch_dims:
-            dims, labels, signals = batch_signals(data, batch_dims, **reading)
+            dims, labels, signals, parts = batch_signals(data, batch_dims, **reading)
             settings = dataclasses.replace(settings, n_series=len(signals))
             results = segment_signals(signals, features, settings, t0)
-            return BatchSegmentation(dims, labels, results)
+            kept = [r.keep_input(p, reading) for r, p in zip(results, parts, strict=True)]
+            return BatchSegmentation(dims, labels, kept)
         signal = as_signal(data, storage_options=storage_options, **reading)
-        return segment_signals([signal], features, settings, t0)[0]
-
-
-def _check_checkpoint(path) -> None:  # a URL's ValueError as an InputError too
-    try:
-        checkpoint.check_writable(path)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+        res = segment_signals([signal], features, settings, t0)[0]
+        return res.keep_input(data, {**reading, "storage_options": storage_options})

@@ -48,8 +48,10 @@ def plot_segmentation(
     """The signal's envelope with the segments shaded and the change-points marked."""
     plt = _pyplot()
     starts, lo, hi, signal, missing = envelope_gaps(data, max_points, **signal_kwargs)
+    names = _channel_names(data, lo.shape[1])
+    shown = list(channels if channels is not None else range(lo.shape[1]))
     if ax is None:
-        _, ax = plt.subplots(figsize=(12, 3.5))
+        _, ax = plt.subplots(figsize=(12, 3.5 if len(shown) == 1 else 1.5 + 0.8 * len(shown)))
     xs = _positions_to_axis(res, starts, signal)
     ends = np.r_[starts[1:], signal.n]
     gap = missing == ends - starts  # bins with no valid sample: hatched, not drawn
@@ -57,8 +59,10 @@ def plot_segmentation(
     for a, b in zip(cuts[::2], cuts[1::2], strict=True):
         span = _positions_to_axis(res, np.array([starts[a], ends[b - 1] - 1]), signal)
         ax.axvspan(span[0], span[1], facecolor="none", edgecolor="0.6", hatch="//", lw=0, zorder=0)
-    names = _channel_names(data, lo.shape[1])
-    shown = list(channels if channels is not None else range(lo.shape[1]))
+    if len(shown) > 1:  # channels of other units and scales: one band each, named
+        lo, hi = _bands(lo, hi, shown)
+        ax.set_yticks(np.arange(len(shown))[::-1] + 0.45, [names[c] for c in shown])
+        ax.set_ylabel("each channel over its range")
     for c in shown:
         ax.fill_between(xs, lo[:, c], hi[:, c], step="post", alpha=0.6, lw=0.5, label=names[c])
     bounds = np.array([0, *res.changepoints, res.n_samples - 1], dtype=np.int64)
@@ -74,13 +78,26 @@ def plot_segmentation(
             ax.axvline(c, color="k", lw=1.0, ls="--")
     k = res.n_changepoints
     label = f"{k} change-point{'' if k == 1 else 's'} ({res.method}, {res.selection.rule})"
-    ax.set_title(label + ("; dashed: true" if true_changepoints is not None else ""))
-    if len(shown) > 1:  # which envelope is which channel
-        ax.legend(fontsize=8, loc="upper right", ncols=min(len(shown), 6))
+    label += "; dashed: true" if true_changepoints is not None else ""
+    ax.set_title(label + (f"\n{res.windowing}" if res.windowing else ""))
     ax.set_xlabel(res.time_dim if signal.time is not None else "sample")
     ax.margins(x=0)
     ax.figure.tight_layout()
     return ax
+
+
+def _bands(lo: np.ndarray, hi: np.ndarray, shown: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The envelopes with channel ``shown[i]`` scaled from its own range to the
+    band ``[k, k + 0.9]``, ``k = len(shown) - 1 - i`` (the first channel on top):
+    a channel near 1013 would flatten one near 0 on a shared scale."""
+    lo, hi = lo.copy(), hi.copy()
+    for i, c in enumerate(shown):
+        a, b = np.nanmin(lo[:, c]), np.nanmax(hi[:, c])
+        scale = 0.9 / (b - a) if b > a else 0.0
+        k = len(shown) - 1 - i
+        lo[:, c] = k + (lo[:, c] - a) * scale + (0.0 if scale else 0.45)
+        hi[:, c] = k + (hi[:, c] - a) * scale + (0.0 if scale else 0.45)
+    return lo, hi
 
 
 def _channel_names(data: Any, d: int) -> list[str]:

@@ -379,11 +379,15 @@ class Segmentation:
     ):
         """Draw ``data`` (the segmented signal) with the segments and change-points.
 
-        ``data`` may be left out for a result of a zarr store given by path
-        (``params["source"]``): the store is opened again.  A min/max envelope
-        over at most ``max_points`` (4000) bins, computed in one dask pass.
-        ``true_changepoints`` are drawn dashed.  Needs matplotlib (``pip
-        install 'kcpstream[plot]'``).  Returns the axes.
+        ``data`` may be left out when the result keeps its input: the path or
+        URL, zarr array, dask array or xarray object the call read, read again
+        as it is now (not an in-memory numpy array; a result read from JSON
+        keeps only a zarr store given by path).  A min/max envelope over at
+        most ``max_points`` (4000) bins, computed in one dask pass; several
+        channels each in a band of its own, over its own range; gaps hatched;
+        a window map named in the title.  ``true_changepoints`` are drawn
+        dashed.  Needs matplotlib (``pip install 'kcpstream[plot]'``).
+        Returns the axes.
         """
         from kcpstream.plot import plot_segmentation
 
@@ -391,19 +395,39 @@ class Segmentation:
         return plot_segmentation(self, data, true_changepoints=true_changepoints, ax=ax, **kwargs)
 
     def _source(self, data: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """``data``, or the store this result was read from, with the reading
-        arguments it was read with (the same path needs no ``variable=`` again)."""
+        """``data``, or the input this result was made from (a path or URL, a
+        zarr array, a dask array, an xarray object, as the call read it and
+        with the reading arguments it was read with: the same path needs no
+        ``variable=`` again), or the zarr store of a result read from JSON."""
+        kept = self.__dict__.get("_input")
+        if data is None and kept is not None:
+            return kept[0], {**kept[1], **kwargs}
         src = (self.params or {}).get("source") or {}
         path = src.get("path") if src.get("kind") == "zarr" else None
         if data is None and path is None:
-            raise TypeError(
-                f"give the data to draw: a result of {src.get('kind', 'this')} input cannot "
-                "open it again (only a zarr store given by path can)"
+            why = (
+                "a result keeps no reference to an in-memory numpy array"
+                if src.get("kind") == "numpy"
+                else "a result read from JSON or unpickled opens again only a zarr store "
+                "given by path"
             )
+            raise TypeError(f"give the data to draw, as in res.plot(x): {why}")
         if data is None or (isinstance(data, str | os.PathLike) and os.fspath(data) == path):
             reading = {k: src[k] for k in ("variable", "dim") if src.get(k) is not None}
             return path, {**reading, **kwargs}
         return data, kwargs
+
+    def keep_input(self, data: Any, reading: dict[str, Any]) -> Segmentation:
+        """Keep what the call read (``data`` and the arguments it was read with)
+        for :meth:`plot` and :meth:`plot_gain` without data; not an in-memory
+        numpy array (the result would keep it alive), and never pickled or
+        written to JSON.  Returns the result."""
+        if (self.params.get("source") or {}).get("kind") != "numpy":
+            object.__setattr__(self, "_input", (data, dict(reading)))
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_input"}
 
     def plot_path(self, *, ax: Any = None):
         """Draw the cost path against the number of segments, and the chosen one."""

@@ -157,6 +157,7 @@ class Segmenter:
                 if job is not None:
                     release_worker_caches([job.cache])
         self._job, self._fitted_with, self._known = job, params, {}
+        self._input = (data, reading)  # what its results draw (Segmentation.plot)
         return self
 
     def predict(
@@ -190,7 +191,8 @@ class Segmenter:
         t0 = time.perf_counter()
         settings, _ = self._settings(self._fitted_with, **selection)
         with lines_on_stderr(settings.progress):
-            return run([reselect(fitted, settings, self._known)], settings, t0)[0]
+            res = run([reselect(fitted, settings, self._known)], settings, t0)[0]
+        return res.keep_input(*self._input)
 
     def fit_predict(self, data: Any, **kwargs: Any) -> Segmentation:
         """:meth:`fit` then :meth:`predict`: ``kwargs`` are either's keywords."""

@@ -23,21 +23,36 @@ def _kcpstream():
 
 def test_demo_json():
     out = subprocess.run(
-        [_kcpstream(), "demo", "--n", "200000", "--n-bkps", "5", "--json"],
+        [_kcpstream(), "demo", "--n", "2000000", "--n-bkps", "5", "--json"],
         capture_output=True, text=True, check=True, timeout=300,
     )  # fmt: skip
     result = json.loads(out.stdout)
-    assert len(result["found"]) == len(result["true"]) == 5
-    assert result["hausdorff"] < 200_000 * 0.01
-    assert result["passes"] < 1.3
+    # the number is the test's choice: the demo does not pass n_bkps on
+    assert result["selection"] == "auto"
+    assert len(result["found"]) == len(result["true"]) == len(result["pvalues"]) == 5
+    assert max(result["pvalues"]) <= result["alpha"]
+    assert result["hausdorff"] < 2_000_000 * 0.01
+    assert result["passes"] < 1.3  # about one pass over the store
 
 
-def test_demo_text():
+def test_demo_text_and_picture(tmp_path):
+    picture = tmp_path / "demo.png"
     out = subprocess.run(
-        [_kcpstream(), "demo", "--n", "100000", "--n-bkps", "3"],
+        [_kcpstream(), "demo", "--n", "100000", "--n-bkps", "3", "--plot", str(picture)],
         capture_output=True, text=True, check=True, timeout=300,
     )  # fmt: skip
+    assert "chosen automatically" in out.stdout and "p-value" in out.stdout
     assert "Hausdorff distance" in out.stdout and "segmented in" in out.stdout
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a picture that cannot be written is one line, before any work
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    out = subprocess.run(
+        [_kcpstream(), "demo", "--n", "100000", "--plot", str(blocked / "demo.png")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "the picture" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_version():

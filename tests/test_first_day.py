@@ -4,6 +4,7 @@ messages that name things and blame the true cause."""
 from __future__ import annotations
 
 import json
+import pickle
 
 import dask.array as da
 import numpy as np
@@ -114,10 +115,56 @@ def test_a_result_of_a_store_draws_itself_and_names_its_channels(tmp_path):
         }
     )
     ax = kcpstream.segment(ds).plot(ds)
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["pressure", "temperature"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["pressure", "temperature"]
     plt.close("all")
     with pytest.raises(TypeError, match="give the data to draw"):
         kcpstream.segment(x, n_bkps=1).plot()
+
+
+def _drawn(ax) -> tuple[float, float]:
+    """The lowest and highest value of the envelopes drawn on ``ax``."""
+    ys = np.concatenate([c.get_paths()[0].vertices[:, 1] for c in ax.collections])
+    return float(ys.min()), float(ys.max())
+
+
+def test_a_result_draws_the_input_it_was_made_from(tmp_path):
+    plt = _plots()
+    x = _two_regimes().astype("f4")
+    span = (float(x.min()), float(x.max()))
+    store = str(tmp_path / "s.zarr")
+    xr.Dataset({"v": ("time", x), "w": ("time", 10 + x)}).to_zarr(store)
+    z = zarr.open_array(store, path="v")
+    inputs = {
+        "xarray (lazy)": xr.open_zarr(store).v,
+        "zarr array": z,
+        "dask array": da.from_zarr(z),
+    }
+    for name, data in inputs.items():
+        res = kcpstream.segment(data)
+        assert _drawn(res.plot()) == pytest.approx(span), name
+        assert "best at" in res.plot_gain().get_title(), name
+        plt.close("all")
+    # a group's variables together, by path: read again with the same variables
+    res = kcpstream.segment(store, variables=["w", "v"])
+    ax = res.plot()
+    # each channel in a band of its own, over its own range, named (w above v)
+    bands = [c.get_paths()[0].vertices[:, 1] for c in ax.collections]
+    assert [(b.min(), b.max()) for b in bands] == pytest.approx([(1.0, 1.9), (0.0, 0.9)])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["w", "v"]
+    plt.close("all")
+    # a Segmenter's results and each series of a batch draw their own
+    fitted = kcpstream.Segmenter().fit(inputs["xarray (lazy)"])
+    assert _drawn(fitted.predict(n_bkps=1).plot()) == pytest.approx(span)
+    batch = xr.DataArray(np.stack([x, 3 * x]), dims=("sensor", "time"))
+    for k, res in enumerate(kcpstream.segment(batch, batch_dims="sensor").results):
+        assert _drawn(res.plot()) == pytest.approx((span[0] * (1 + 2 * k), span[1] * (1 + 2 * k)))
+    plt.close("all")
+    # what a result does not keep: an in-memory numpy array, anything after a pickle
+    with pytest.raises(TypeError, match=r"res.plot\(x\).*in-memory numpy array"):
+        kcpstream.segment(x).plot()
+    copied = pickle.loads(pickle.dumps(kcpstream.segment(inputs["dask array"])))
+    with pytest.raises(TypeError, match="unpickled"):
+        copied.plot()
 
 
 def test_the_gain_plot_says_the_position_the_result_reports():

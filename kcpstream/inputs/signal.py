@@ -517,10 +517,10 @@ def as_signal(
 
 def batch_signals(
     data: Any, batch_dims: str | list[str], **kwargs: Any
-) -> tuple[list[str], list[dict[str, Any]], list[Signal]]:
+) -> tuple[list[str], list[dict[str, Any]], list[Signal], list[Any]]:
     """The independent series of an xarray object along ``batch_dims``: the
-    dimensions, each series' labels and its :class:`Signal` (``kwargs`` as
-    :func:`as_signal` takes them)."""
+    dimensions, each series' labels, its :class:`Signal` (``kwargs`` as
+    :func:`as_signal` takes them) and its part of ``data``."""
     from kcpstream.inputs.labeled import split_batches
 
     if not _is_labeled(data):
@@ -539,7 +539,7 @@ def batch_signals(
                 raise
             name = ", ".join(f"{k}={v}" for k, v in labels.items())
             raise InputError(f"series {name}: {exc}") from None
-    return dims, [labels for labels, _ in parts], signals
+    return dims, [labels for labels, _ in parts], signals, [sub for _, sub in parts]
 
 
 @dataclass

@@ -22,6 +22,7 @@ from kcpstream.inputs.provenance import MISSING_CHOICES
 from kcpstream.jobs.scheduling import scheduler_context
 from kcpstream.persist.files import check_writable, write_atomic
 from kcpstream.progress import lines_on_stderr
+from kcpstream.result import count, pvalue_text
 from kcpstream.selection.choose import METHODS
 from kcpstream.selection.significance import DEFAULT_ALPHA
 
@@ -306,8 +307,6 @@ def _variables(given: tuple, variables: tuple) -> tuple[str | None, tuple]:
 
 def _echo_result(res, as_json: bool) -> None:
     """A result on stdout: its JSON summary, or its repr and a line per change-point."""
-    from kcpstream.result import pvalue_text
-
     summary = _summary(res)
     if as_json:
         click.echo(json.dumps(summary))
@@ -479,17 +478,35 @@ def watch(
 @click.option(
     "--n", "n", default=10_000_000, show_default=True, help="Samples in the synthetic signal."
 )
-@click.option("--n-bkps", default=10, show_default=True, help="True (and requested) change-points.")
+@click.option(
+    "--n-bkps",
+    default=10,
+    show_default=True,
+    help="Changes of distribution in the signal (the segmentation is not told).",
+)
 @click.option("--features", default="auto", show_default=True, help="Feature map spec.")
 @click.option("--chunk", default=2**20, show_default=True, help="zarr chunk length.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the signal and the features.")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Draw the signal, the segments and the true change-points to this PNG (matplotlib).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
-def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: bool) -> None:
-    """Segment a synthetic signal with known change-points stored in a temporary zarr store."""
+def demo(
+    n: int, n_bkps: int, features: str, chunk: int, seed: int, plot_path: str | None, as_json: bool
+) -> None:
+    """Segment a synthetic signal with known change-points stored in a temporary
+    zarr store: the number of change-points is chosen automatically, each with
+    its p-value."""
     from kcpstream import datasets, metrics
     from kcpstream import segment as run_segment
     from kcpstream.warmup import warm_up
 
+    if plot_path is not None:
+        _check_plot_target(plot_path)
     # compiled apart, so that the time printed is the segmentation's, not numba's
     # first compile of the kernels (once per environment; benchmarks/results/first.md)
     kernels = warm_up()
@@ -500,17 +517,22 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
         datasets.write_zarr(sig.x, store, chunks=chunk)
         t_write = time.perf_counter() - t0
         try:
-            res = run_segment(store, variable="x", n_bkps=n_bkps, features=features, seed=seed)
+            res = run_segment(store, variable="x", features=features, seed=seed)
         except USER_ERRORS as exc:
             raise click.ClickException(one_line(exc)) from None
-    found = res.changepoints
-    true = sig.changepoints
-    hausdorff = int(metrics.hausdorff(true, found)) if len(found) and len(true) else 0
+        if plot_path is not None:  # the store is read again for the picture
+            _save_plot(res, sig.changepoints, plot_path)
+    found, true = res.changepoints, sig.changepoints
+    hausdorff = int(metrics.hausdorff(true, found)) if len(found) and len(true) else None
+    nearest = [int(true[abs(true - f).argmin()]) if len(true) else None for f in found]
     d = res.diagnostics
     outcome = {
         "n": n,
         "true": true.tolist(),
         "found": found.tolist(),
+        "pvalues": [float(p) for p in res.pvalues],
+        "selection": res.selection.rule,
+        "alpha": res.selection.alpha,
         "hausdorff": hausdorff,
         "seconds_write": round(t_write, 3),
         "seconds_compile": round(kernels.seconds, 3),
@@ -518,24 +540,61 @@ def demo(n: int, n_bkps: int, features: str, chunk: int, seed: int, as_json: boo
         "seconds_segment": round(d.seconds, 3),
         "passes": round(d.passes, 4),
         "block_size": d.block_size,
+        "plot": plot_path,
     }
     if as_json:
         click.echo(json.dumps(outcome))
         return
     click.echo(
-        f"signal: {n:,} samples, {n_bkps} change-points, zarr chunks of {chunk:,} "
-        f"(written in {t_write:.2f} s)"
+        f"signal: {n:,} samples with {count(n_bkps, 'change')} of distribution, zarr chunks "
+        f"of {chunk:,} (written in {t_write:.2f} s)"
     )
     click.echo(_kernels_line(kernels))
     click.echo(f"features: {res.features!r}")
-    click.echo(f"{'true':>12} {'found':>12} {'offset':>8}")
-    for t, f in zip(true, found, strict=False):
-        click.echo(f"{t:>12,} {f:>12,} {int(f) - int(t):>8}")
-    click.echo(f"Hausdorff distance: {hausdorff} samples ({hausdorff / n:.2e} of n)")
+    click.echo(
+        f"number of change-points chosen automatically ({res.selection.rule}, "
+        f"alpha={res.selection.alpha}): {len(found)} found for {len(true)} true"
+    )
+    click.echo(f"{'found':>12} {'p-value':>9} {'nearest true':>13} {'offset':>8}")
+    for f, p, t in zip(found, res.pvalues, nearest, strict=True):
+        truth = ("", "") if t is None else (f"{t:,}", f"{int(f) - t}")
+        click.echo(f"{f:>12,} {pvalue_text(p):>9} {truth[0]:>13} {truth[1]:>8}")
+    if hausdorff is not None:
+        click.echo(f"Hausdorff distance: {hausdorff} samples ({hausdorff / n:.2e} of n)")
     click.echo(
         f"segmented in {d.seconds:.2f} s (data pass {d.seconds_data_pass:.2f} s); "
         f"samples featurized = {d.passes:.4f} x n; {d.rounds} refinement rounds"
     )
+    if plot_path is not None:
+        click.echo(f"picture: {plot_path}")
+
+
+def _check_plot_target(path: str) -> None:
+    """matplotlib importable and ``path`` writable, before any work is done."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise click.ClickException(
+            "--plot needs matplotlib: pip install 'kcpstream[plot]'"
+        ) from None
+    try:
+        check_writable(path, label=f"the picture {path}")
+    except USER_ERRORS as exc:
+        raise click.ClickException(one_line(exc)) from None
+
+
+def _save_plot(res, true, path: str) -> None:
+    """``res.plot()`` with the true change-points dashed, written to ``path`` as a
+    PNG in one piece (no pyplot: no window, no display needed)."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 3.5))
+    res.plot(true_changepoints=true, ax=fig.subplots())
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    write_atomic(path, buf.getvalue())
 
 
 def _kernels_line(kernels) -> str:

@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from kcpstream._version import __version__
+from kcpstream.errors import InputError
 from kcpstream.persist.files import check_writable as check_path_writable
 from kcpstream.persist.files import fsync_dir, write_atomic
 from kcpstream.search.binseg import SegmentSplit
@@ -144,8 +145,11 @@ def _local_dir(path: str | os.PathLike) -> str:
 
 def check_writable(path: str | os.PathLike) -> None:
     """Raise :class:`~kcpstream.errors.InputError` now, before any work, when
-    the checkpoint directory cannot be created or written."""
-    root = _local_dir(path)
+    the checkpoint directory cannot be created or written (or is a URL)."""
+    try:
+        root = _local_dir(path)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     check_path_writable(root, folder=True, label=f"checkpoint={root!r}")
 
 

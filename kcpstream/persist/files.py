@@ -20,8 +20,8 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` under a temporary name in the same folder,
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` under a temporary name in the same folder,
     flush it to disk, then rename it into place: the file is complete or
     absent, never half-written, also after a power loss.  The file gets the
     permissions of any new file (``0o666`` less the umask), not a temporary
@@ -31,7 +31,7 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
     try:
-        with os.fdopen(fd, "w") as fh:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
