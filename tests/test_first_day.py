@@ -149,7 +149,8 @@ def test_a_result_draws_the_input_it_was_made_from(tmp_path):
     ax = res.plot()
     # each channel in a band of its own, over its own range, named (w above v)
     bands = [c.get_paths()[0].vertices[:, 1] for c in ax.collections]
-    assert [(b.min(), b.max()) for b in bands] == pytest.approx([(1.0, 1.9), (0.0, 0.9)])
+    ends = [float(v) for b in bands for v in (b.min(), b.max())]
+    assert ends == pytest.approx([1.0, 1.9, 0.0, 0.9])
     assert [t.get_text() for t in ax.get_yticklabels()] == ["w", "v"]
     plt.close("all")
     # a Segmenter's results and each series of a batch draw their own

@@ -530,7 +530,7 @@ def demo(
         "n": n,
         "true": true.tolist(),
         "found": found.tolist(),
-        "pvalues": [float(p) for p in res.pvalues],
+        "pvalues": [None if p != p else float(p) for p in res.pvalues],  # NaN: untested
         "selection": res.selection.rule,
         "alpha": res.selection.alpha,
         "hausdorff": hausdorff,
