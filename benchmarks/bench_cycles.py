@@ -15,7 +15,9 @@ left to the test's long-run noise) measured in the same run:
   vibration of tiny scale, 5 changes each in one channel, every order of the
   channels and with an independent noise channel added;
 * ``long``: the single-channel series at n = 1e7 (and 1e8 with
-  ``--max-n 100000000``), fewer draws.
+  ``--max-n 100000000``), fewer draws;
+* ``periods``: the single-channel series at periods from 7.3 to 99 999.5
+  samples (:data:`PERIODS`), none a whole number of samples.
 
 For each configuration: the share of draws segmented exactly right (the
 true count, each change-point within 1 % of n of a true one), the false
@@ -24,7 +26,7 @@ change-points a null series got, and the seconds per call.
 
 Prints JSON and writes a markdown table (``--markdown``).
 
-Usage: python benchmarks/bench_cycles.py [--draws 20] [--max-n 10000000]
+Usage: python benchmarks/bench_cycles.py [--draws 20] [--max-n 10000000] [--parts periods]
        [--out cycles.json] [--markdown results/cycles.md]
 """
 
@@ -91,9 +93,21 @@ def _row(runs) -> dict:
     }
 
 
-def run_single(draws: int, sizes: list[int]) -> dict:
+#: The ``periods`` part: periods from a few samples to 10⁵, none a whole number
+#: of samples nor a multiple of the 64-sample blocks, each at a size holding
+#: at least 100 cycles (a change-point is placed at a window's edge, and a
+#: window holds at least a cycle: within the 1 % margin only from 100 cycles).
+PERIODS = ((1_000_000, 7.3), (1_000_000, 24.3), (1_000_000, 100.5), (1_000_000, 333.25),
+           (2_000_000, 12_345.6), (10_000_000, 99_999.5))  # fmt: skip
+
+
+def run_single(draws: int, sizes: list[int], periods=(1440, 8640, 2345.6)) -> dict:
+    return run_cells(draws, list(itertools.product(sizes, periods)))
+
+
+def run_cells(draws: int, cells: list[tuple[int, float]]) -> dict:
     out: dict = {}
-    for n, period in itertools.product(sizes, (1440, 8640, 2345.6)):
+    for n, period in cells:
         rng = np.random.default_rng([1000, n, int(period * 10)])
         auto, pointwise, null_auto, null_point = [], [], [], []
         for _ in range(draws):
@@ -217,6 +231,8 @@ def main() -> None:
         result["single"] = run_single(args.draws, [2_000_000, 4_000_000])
     if "channels" in parts:
         result["channels"] = run_channels(max(1, args.draws // 4), 2_000_000)
+    if "periods" in parts:
+        result.setdefault("single", {}).update(run_cells(args.draws, list(PERIODS)))
     if "long" in parts:
         sizes = [n for n in (10_000_000, 100_000_000) if n <= args.max_n]
         result.setdefault("single", {}).update(run_single(max(1, args.draws // 10), sizes))

@@ -344,15 +344,19 @@ class Segmentation:
     @property
     def windowing(self) -> str:
         """How the samples were segmented, and why, in words: ``"windows of 8640
-        samples (a cycle of 8640.0 samples found)"``, ``"windows of 700
-        samples (window=)"``, or ``""`` for samples one by one."""
+        samples (a cycle of 8640 samples found)"``, ``"windows of 73 samples
+        (10 cycles of 7.3 samples found)"``, ``"windows of 700 samples
+        (window=)"``, or ``""`` for samples one by one."""
         params = self.params or {}
         window = params.get("window")
         if not window:
             return ""
         period = params.get("period")
-        why = "window=" if period is None else f"a cycle of {period:g} samples found"
-        return f"windows of {window} samples ({why})"
+        if period is None:
+            return f"windows of {window} samples (window=)"
+        cycles = round(window / period)
+        held = f"{cycles} cycles" if cycles > 1 else "a cycle"
+        return f"windows of {window} samples ({held} of {period:g} samples found)"
 
     def __repr__(self) -> str:
         cps = ", ".join(map(str, self.changepoints[:10]))

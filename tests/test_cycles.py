@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import signal
 import time
 
@@ -16,7 +17,7 @@ import zarr
 from scipy.signal import lfilter
 
 import kcpstream
-from kcpstream.engine.autofeatures import signal_period
+from kcpstream.engine.autofeatures import signal_period, whole_cycles
 from kcpstream.features import RFF
 from kcpstream.features.period import refine_period
 
@@ -120,9 +121,40 @@ def test_a_cycle_in_one_channel_of_several_is_found_and_the_order_does_not_matte
     cyc = np.sin(2 * np.pi * np.arange(n) / 97)[:, None] + 0.3 * rng.standard_normal((n, 1))
     noise = rng.standard_normal((n, 2))
     pieces = [np.hstack([noise, cyc])[k * 1024 : (k + 1) * 1024 * 4] for k in range(4)]
-    assert signal_period(pieces) == 97
-    assert signal_period([p[:, ::-1] for p in pieces]) == 97
+    found = signal_period(pieces)
+    assert abs(found.period - 97) < 0.05 and found.error < 0.05
+    assert signal_period([p[:, ::-1] for p in pieces]) == found
     assert signal_period([p[:, :2] for p in pieces]) is None
+
+
+@pytest.mark.parametrize(
+    ("period", "error", "most", "window"),
+    [
+        (7.3, 1e-5, 10**6, 73),  # ten cycles make a whole number of samples
+        (21.89994, 1e-5, 10**6, 219),  # a multiple the autocorrelation found
+        (100.5, 0.001, 10**6, 201),
+        (333.25, 0.001, 10**6, 1333),
+        (1440.003, 0.002, 10**6, 1440),
+        (700.06, 0.08, 10**6, 700),  # known to 0.08: more cycles would drift further
+        (7.3, math.inf, 10**6, 7),  # known to no precision: one cycle
+        (7.3, 1e-5, 50, 22),  # at most 50 samples: 3 cycles leave the least
+        (900.0, 0.0, 500, 500),  # not one cycle fits
+    ],
+)
+def test_windows_hold_whole_cycles(period, error, most, window):
+    assert whole_cycles(period, error, most) == window
+
+
+@pytest.mark.parametrize("period", [7.3, 24.3, 100.5, 333.25])
+def test_a_steady_short_cycle_of_no_whole_number_of_samples_is_no_change(period):
+    # windows of the nearest whole number of samples drift through the cycle:
+    # with them, a period of 7.3 (windows of 22, three cycles) got 25 change-points
+    for seed in range(2):
+        x = _cyclic(1_000_000, period, seed + 20, ar=0.6, drift=1.0)
+        res = kcpstream.segment(x)
+        assert res.n_changepoints == 0, (seed, res.changepoints, res.params["window"])
+        cycles = res.params["window"] / period
+        assert abs(cycles - round(cycles)) * period < 0.05
 
 
 def _channels(n, seed):

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from kcpstream.engine.autofeatures import stretch_windows
+import dataclasses
+import json
+import math
+
+import pytest
+
+from kcpstream.engine.autofeatures import Cycle, stretch_windows
 from kcpstream.engine.fitting import FitRecord, fit_reads, still_fits
 from kcpstream.inputs.provenance import Units
 from kcpstream.inputs.signal import EPOCH_MIN, fit_windows
@@ -11,7 +17,10 @@ from kcpstream.selection.significance import MIN_BATCHES
 
 def _record(n: int, features: str = "auto", window: int = 1, period=None) -> FitRecord:
     reads = tuple(fit_reads(n, features == "auto", 2048, window))
-    return FitRecord(features, 2048, None, 1, period, window, features == "auto", reads, "{}")
+    error = None if period is None else 0.0
+    return FitRecord(
+        features, 2048, None, 1, period, error, window, features == "auto", reads, "{}"
+    )
 
 
 def _slabs(changed: set[int] = frozenset(), slabs: int = 200):
@@ -74,3 +83,17 @@ def test_a_cycle_whose_window_the_series_no_longer_allows_refits():
     # a cycle longer than the series allows: windows of n // MIN_BATCHES, which grow
     record = _record(n, window=n // MIN_BATCHES, period=10**9)
     assert not still_fits(record, "auto", n + 1_000, 1, 2048, None, _versions(2**16))
+
+
+def test_a_fit_record_keeps_the_period_and_its_error():
+    record = _record(EPOCH_MIN, window=73, period=7.3)
+    again = FitRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again == record and again.cycle == Cycle(7.3, 0.0)
+    # a period known to no precision (fewer than three stretches): inf, kept as null
+    vague = dataclasses.replace(record, period_error=math.inf)
+    assert json.loads(json.dumps(vague.to_dict()))["period_error"] is None
+    assert FitRecord.from_dict(vague.to_dict()).cycle == Cycle(7.3, math.inf)
+    # a record from before the error was kept is not one (the map is fitted again)
+    old = {k: v for k, v in record.to_dict().items() if k != "period_error"}
+    with pytest.raises(TypeError):
+        FitRecord.from_dict(old)

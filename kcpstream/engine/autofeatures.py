@@ -3,7 +3,7 @@
 A few stretches of consecutive samples are read (through
 the job's sample cache, which keeps their chunks for the data pass) and
 :func:`kcpstream.features.period.dominant_period` looks for a cycle in them.  With a
-cycle, the signal is segmented as windows of one period with
+cycle, the signal is segmented as windows of whole cycles (:func:`whole_cycles`) with
 :class:`~kcpstream.features.Temporal` features; without one, sample by sample
 with the pointwise default (:func:`kcpstream.features.default_feature_map`),
 fitted on the fit sample cut from the stretches (no second read).  A cycle
@@ -13,6 +13,9 @@ windows of it, see ``kcpstream.engine.run._long_cycle``).
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,6 +31,17 @@ from kcpstream.passes.cache import SampleCache
 from kcpstream.passes.data import fit_sample
 from kcpstream.selection.significance import MIN_BATCHES
 
+
+@dataclass(frozen=True)
+class Cycle:
+    """The cycle ``"auto"`` found: its ``period`` in samples, refined to a
+    fraction of one, and that refinement's standard ``error`` (from its
+    spread over the stretches; ``inf`` from fewer than three)."""
+
+    period: float
+    error: float
+
+
 #: Length of the stretches of consecutive samples the dominant period is estimated on.
 PERIOD_WIDTH = 8192
 #: Most block sums per feature :func:`block_cycle` looks for a cycle in.
@@ -36,28 +50,28 @@ BLOCK_CYCLE_POINTS = 1 << 15
 
 def auto_features(
     signal: Signal, sample_size: int, seed: int | None, cache: SampleCache
-) -> tuple[FeatureMap | str, np.ndarray | None, int | None]:
-    """The feature map ``"auto"`` stands for on ``signal``, and the period found.
+) -> tuple[FeatureMap | str, np.ndarray | None, Cycle | None]:
+    """The feature map ``"auto"`` stands for on ``signal``, and the cycle found.
 
-    Returns ``(Temporal(window=period), None, period)`` when the signal has a
-    cycle (:func:`auto_window`), or ``("auto", fit_sample, period)``: the
+    Returns ``(Temporal(window=window), None, cycle)`` when the signal has a
+    cycle (:func:`auto_window`), or ``("auto", fit_sample, cycle)``: the
     pointwise default and the fit sample of :meth:`Signal.sample` with
     ``sample_size`` points, cut from the stretches.
     """
     pieces, read = _stretches(signal, sample_size, cache)
     if not all(np.isfinite(v).all() for v in read[1]):
         raise NonFiniteInput(f"the fit sample of {signal.description} holds NaN or inf")
-    period = signal_period(pieces)
-    window = auto_window(period, signal.n)
+    cycle = signal_period(pieces)
+    window = auto_window(cycle, signal.n)
     if window < 2:
         windows, values = read
         rows = [_cut(windows, values, a, b) for a, b in signal.fit_windows(sample_size)]
-        return "auto", np.concatenate(rows, axis=0), period
-    return Temporal(DEFAULT_FEATURES, window=window, seed=0 if seed is None else seed), None, period
+        return "auto", np.concatenate(rows, axis=0), cycle
+    return Temporal(DEFAULT_FEATURES, window=window, seed=0 if seed is None else seed), None, cycle
 
 
-def signal_period(pieces: list[np.ndarray]) -> int | None:
-    """The period (samples) of the cycle of the stretches ``pieces`` (m_i, d), or None.
+def signal_period(pieces: list[np.ndarray]) -> Cycle | None:
+    """The cycle of the stretches ``pieces`` (m_i, d), or None.
 
     Each channel is checked on its own (:func:`~kcpstream.features.period.dominant_period`
     at level ``PERIOD_LEVEL / d``: a Bonferroni correction over the channels),
@@ -67,27 +81,74 @@ def signal_period(pieces: list[np.ndarray]) -> int | None:
     autocorrelation's peak can be a few samples off a long period, and windows
     of a wrong length drift through the cycle) and the median taken.  The
     period is the median of the channels' (the lower middle one for an even
-    count): none of it depends on the order of the channels.
+    count): none of it depends on the order of the channels.  Its error is
+    the standard error of the channel's median over the stretches.
     """
     d = pieces[0].shape[1] if pieces else 0
-    periods = []
+    cycles = []
     for j in range(d):
         stretches = [v[:, j] for v in pieces]
         found = dominant_period(stretches, level=PERIOD_LEVEL / d)
         if found is not None:
-            refined = np.median([refine_period(s, found) for s in stretches])
-            periods.append(max(MIN_PERIOD, int(np.rint(refined))))
-    if not periods:
+            refined = np.array([refine_period(s, found) for s in stretches])
+            # the median's standard error, about 1.25 times the mean's
+            error = (
+                1.25 * float(refined.std(ddof=1)) / math.sqrt(refined.size)
+                if refined.size >= 3
+                else math.inf
+            )
+            cycles.append(Cycle(max(float(MIN_PERIOD), float(np.median(refined))), error))
+    if not cycles:
         return None
-    return sorted(periods)[(len(periods) - 1) // 2]
+    return sorted(cycles, key=lambda c: c.period)[(len(cycles) - 1) // 2]
 
 
-def auto_window(period: int | None, n: int) -> int:
+#: Most samples a window may differ from a whole number of cycles by.  The
+#: leftover part of a cycle falls at another phase in each window, so the
+#: windows' features vary with a beat of ``window / leftover`` windows, long
+#: enough for the test to take its halves for changes; how visible the beat
+#: is grows with the leftover (in samples) times the cycle's strength against
+#: the noise, not with the window's length.  A window within a fiftieth of a
+#: sample exists among the first 50 multiples of any period (Dirichlet).
+WHOLE_CYCLES_TOLERANCE = 0.02
+#: Standard errors of the period a window's leftover is bounded with.
+PERIOD_ERRORS = 2.0
+
+
+def auto_window(cycle: Cycle | None, n: int) -> int:
     """The window ``"auto"`` segments a series of ``n`` samples in, for the
-    period found (1: sample by sample): at most ``n // MIN_BATCHES`` samples,
-    so that the test of a split has :data:`~kcpstream.selection.significance.MIN_BATCHES`
-    batches of windows."""
-    return 1 if period is None else min(period, n // MIN_BATCHES)
+    cycle found (1: sample by sample): the whole number of samples closest
+    to a whole number of cycles (:func:`whole_cycles`), at most ``n //
+    MIN_BATCHES`` samples, so that the test of a split has
+    :data:`~kcpstream.selection.significance.MIN_BATCHES` batches of windows."""
+    if cycle is None:
+        return 1
+    return whole_cycles(cycle.period, cycle.error, n // MIN_BATCHES)
+
+
+def whole_cycles(period: float, error: float, most: int) -> int:
+    """Samples in a window of whole cycles of ``period`` samples.
+
+    ``m`` cycles make ``w = round(m period)`` samples, which differ from them
+    by at most ``|m period - w| + m PERIOD_ERRORS error`` for a period known
+    to ``error``: the fewest cycles whose bound is within
+    :data:`WHOLE_CYCLES_TOLERANCE` of a sample (a period of 7.3 samples: 73,
+    ten cycles; 700.06 known to 0.08: 700), else those of the least bound; at
+    most ``most`` samples (a shorter window when not even one cycle fits).
+    """
+    if period > most:
+        return max(1, most)
+    best, window = math.inf, max(1, round(period))
+    for m in range(1, int(most // period) + 1):
+        w = round(m * period)
+        bound = abs(m * period - w) + m * PERIOD_ERRORS * error
+        if bound <= WHOLE_CYCLES_TOLERANCE:
+            return w
+        if bound < best:
+            best, window = bound, w
+        elif not math.isfinite(bound):
+            break  # a period known to no precision: one cycle
+    return window
 
 
 def stretch_windows(

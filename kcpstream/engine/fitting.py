@@ -21,11 +21,12 @@ checkpoint (:mod:`kcpstream.engine.stored`).
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from kcpstream.engine.autofeatures import auto_window, stretch_windows
+from kcpstream.engine.autofeatures import Cycle, auto_window, stretch_windows
 from kcpstream.errors import InputError
 from kcpstream.features import FeatureMap
 from kcpstream.inputs.signal import NonFiniteInput, Signal, fit_windows
@@ -45,8 +46,11 @@ class FitRecord:
         The fit's settings.
     channels : int
         Channels of the series.
-    period : int or None
-        The cycle ``"auto"`` found in its stretches (None: none, or not ``"auto"``).
+    period, period_error : float or None
+        The period of the cycle ``"auto"`` found in its stretches, to a
+        fraction of a sample, and its standard error (None: none, or not
+        ``"auto"``; a record without the error is one from before windows of
+        whole cycles, not read).
     window : int
         Samples per feature vector of the fitted map.
     auto : bool
@@ -61,14 +65,25 @@ class FitRecord:
     sample_size: int
     seed: int | None
     channels: int
-    period: int | None
+    period: float | None
+    period_error: float | None
     window: int
     auto: bool
     reads: tuple[tuple[int, int], ...]
     fmap: str
 
+    @property
+    def cycle(self) -> Cycle | None:
+        """The cycle found, or None."""
+        if self.period is None:
+            return None
+        return Cycle(self.period, math.inf if self.period_error is None else self.period_error)
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "reads": [list(w) for w in self.reads]}
+        # an error of inf is kept as None: JSON has no infinity
+        error = self.period_error
+        finite = None if error is None or not math.isfinite(error) else error
+        return {**asdict(self), "period_error": finite, "reads": [list(w) for w in self.reads]}
 
     @classmethod
     def from_dict(cls, data: dict) -> FitRecord:
@@ -111,7 +126,7 @@ def still_fits(
     ):
         return False
     auto = features.strip().lower() == "auto"
-    if auto and auto_window(record.period, n) != record.window:
+    if auto and auto_window(record.cycle, n) != record.window:
         return False  # the same cycle, a window this length no longer allows
     if tuple(fit_reads(n, auto, sample_size, record.window)) != record.reads:
         return False

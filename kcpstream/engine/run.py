@@ -64,7 +64,7 @@ MOSTLY_MISSING = 0.5
 def prepare(signal: Signal, features, st: Settings) -> Job:
     """Checks that depend on the series, the fitted feature map, the block size."""
     given = features
-    cache = sample = period = None
+    cache = sample = cycle = None
     fit_chunks = 0  # chunks read for the fit
     record = stored_fit(signal, features, st)
     kept = record is not None
@@ -75,7 +75,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
             # the stretches are read whole-chunk through the cache the pointwise
             # search would use, which keeps them for the data pass and the fit
             cache = SampleCache(block_size_of(signal.n, st), max_bytes=cache_share(st))
-            features, sample, period = auto_features(signal, st.sample_size, st.seed, cache)
+            features, sample, cycle = auto_features(signal, st.sample_size, st.seed, cache)
             fit_chunks = len(cache.fit_chunks)
             if sample is None:
                 cache = None  # the windows are another signal, with a grid of their own
@@ -101,7 +101,8 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
                 st.sample_size,
                 seed_of(st.seed),
                 original.d,
-                period,
+                None if cycle is None else cycle.period,
+                None if cycle is None else cycle.error,
                 window,
                 auto,
                 tuple(reads),
