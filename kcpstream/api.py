@@ -13,7 +13,7 @@ from kcpstream.engine.run import segment_signals
 from kcpstream.features import FeatureMap
 from kcpstream.features.base import DEFAULT_TILE
 from kcpstream.inputs.signal import as_signal, batch_signals
-from kcpstream.inputs.stores import store_input
+from kcpstream.inputs.stores import opened_from, store_input
 from kcpstream.persist.checkpoint import check_writable as check_checkpoint
 from kcpstream.progress import lines_on_stderr
 from kcpstream.result import BatchSegmentation, Segmentation
@@ -191,4 +191,5 @@ def segment(
             return BatchSegmentation(dims, labels, kept)
         signal = as_signal(data, storage_options=storage_options, **reading)
         res = segment_signals([signal], features, settings, t0)[0]
-        return res.keep_input(data, {**reading, "storage_options": storage_options})
+        path = opened_from(given["data"], variable, variables, dim)
+        return res.keep_input(data, {**reading, "storage_options": storage_options}, path)

@@ -24,9 +24,23 @@ def _pyplot():
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "plotting needs matplotlib: pip install 'kcpstream[plot]' (or pip install matplotlib)"
+            "plotting needs matplotlib: pip install matplotlib (or the plot extra of a "
+            "checkout: pip install '.[plot]')"
         ) from None
     return plt
+
+
+def _time_axis(ax: Any, res: Any, signal: Any) -> None:
+    """The x axis named after the time dimension (or samples), with dates
+    labelled concisely (full time stamps overlap on a wide range)."""
+    ax.set_xlabel(res.time_dim if signal.time is not None else "sample")
+    first = None if signal.time is None else signal.time.at(np.zeros(1, np.int64))
+    if first is not None and np.asarray(first).dtype.kind == "M":
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
 
 
 def _positions_to_axis(res: Any, positions: np.ndarray, signal=None):
@@ -58,7 +72,10 @@ def plot_segmentation(
     cuts = np.flatnonzero(np.diff(np.r_[0, gap.astype(np.int8), 0]))
     for a, b in zip(cuts[::2], cuts[1::2], strict=True):
         span = _positions_to_axis(res, np.array([starts[a], ends[b - 1] - 1]), signal)
-        ax.axvspan(span[0], span[1], facecolor="none", edgecolor="0.6", hatch="//", lw=0, zorder=0)
+        # above the segments' shading (zorder 0), below the signal
+        ax.axvspan(
+            span[0], span[1], facecolor="none", edgecolor="0.6", hatch="//", lw=0, zorder=0.5
+        )
     if len(shown) > 1:  # channels of other units and scales: one band each, named
         lo, hi = _bands(lo, hi, shown)
         ax.set_yticks(np.arange(len(shown))[::-1] + 0.45, [names[c] for c in shown])
@@ -80,7 +97,7 @@ def plot_segmentation(
     label = f"{k} change-point{'' if k == 1 else 's'} ({res.method}, {res.selection.rule})"
     label += "; dashed: true" if true_changepoints is not None else ""
     ax.set_title(label + (f"\n{res.windowing}" if res.windowing else ""))
-    ax.set_xlabel(res.time_dim if signal.time is not None else "sample")
+    _time_axis(ax, res, signal)
     ax.margins(x=0)
     ax.figure.tight_layout()
     return ax
@@ -147,8 +164,9 @@ def plot_gain(
 ):
     """The gain of splitting one segment of the result at each position (up to ``max_points``).
 
-    The segment's samples are featurized once; gains are exact (from integer
-    prefix sums), evaluated at an even subset of the positions.
+    Out of core: the segment is read twice, in pieces
+    (:func:`~kcpstream.plotdata.segment_gains`); gains are exact (from integer
+    prefix sums), drawn at an even subset of the positions and at the best.
     """
     plt = _pyplot()
     positions, gains, signal = segment_gains(res, data, segment, max_points, **signal_kwargs)
@@ -161,5 +179,6 @@ def plot_gain(
     ax.axvline(_positions_to_axis(res, np.array([best]), signal)[0], color="C3", lw=1.0)
     ax.set_title(f"gain of a split of segment {segment} [{a}, {e}); best at {best}")
     ax.set_ylabel("gain")
+    _time_axis(ax, res, signal)
     ax.figure.tight_layout()
     return ax

@@ -2,7 +2,8 @@
 without matplotlib: the signal's min/max envelope over bins, in one dask pass
 (each run of chunks gives the minima and maxima of the bins it overlaps, so a
 signal of 10^8 samples is summarised in seconds), and the exact gain of
-splitting one segment at each of its positions.
+splitting one segment at each of its positions, out of core (the segment
+read twice in pieces: its features' total, then the gains).
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from kcpstream._kernels.blockstats import split_gain
-from kcpstream._kernels.dense import best_split_between
 from kcpstream.inputs.signal import as_signal
 from kcpstream.passes.data import pass_runs
 from kcpstream.tasks.graph import TaskBatch
@@ -70,43 +69,135 @@ def envelope_gaps(data: Any, max_points: int = 4000, **signal_kwargs: Any):
     return edges[:-1], lo, hi, signal, missing
 
 
+#: Feature rows computed at a time by :func:`segment_gains` (bounds its memory:
+#: ``SUB_ROWS * p`` int64 and float64 values, 4 MiB each at 64 features).
+SUB_ROWS = 1 << 13
+#: Samples read at a time by :func:`segment_gains`, at most (whole stored chunks
+#: when they are shorter).
+READ_SAMPLES = 1 << 20
+
+
 def segment_gains(
     res: Any, data: Any, segment: int, max_points: int, **signal_kwargs: Any
 ) -> tuple[np.ndarray, np.ndarray, Any]:
     """``(positions, gains, signal)``: the gain of splitting segment ``segment`` of
     ``res`` at up to ``max_points`` of its positions (offsets from its start, in
-    samples).  The segment's samples are featurized once; gains are exact (from
-    integer prefix sums)."""
+    samples), and at the best admissible split (the position the search
+    reports).  Out of core: the segment is read twice, piece by piece (its
+    features' total, then the gains), and featurized in pieces of
+    :data:`SUB_ROWS` feature vectors; gains are exact (from integer prefix
+    sums, each as :func:`~kcpstream._kernels.blockstats.split_gain` gives it)."""
     signal = as_signal(data, **signal_kwargs)
     a, e = res.segments[segment]
-    w = res.features.window_samples  # window maps: one feature vector per w samples
-    q_exp = res.features.quantum_exponent_
-    x = np.asarray(signal.data[a:e].compute())
-    nan = np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
-    valid = np.flatnonzero(~(nan.any(axis=1) if nan.ndim == 2 else nan))
-    if len(valid) < len(x):  # a series with gaps was segmented as its valid samples
-        x = x[valid]
-    if w > 1:
-        x = x[: len(x) // w * w].reshape(-1, w * x.shape[1])
-    z = res.features.transform(x).astype(np.float64) * 2.0**q_exp
-    cums = np.concatenate(
-        [np.zeros((1, z.shape[1]), np.int64), np.cumsum(z.astype(np.int64), axis=0)]
-    )
-    n_seg = len(z)
+    total, n_seg = None, 0
+    for _, z in _feature_rows(res, signal, a, e):
+        part = z.sum(axis=0)
+        total = part if total is None else total + part
+        n_seg += len(z)
+    w = res.features.window_samples
     positions = np.unique(
         np.linspace(1, n_seg - 1, min(max_points, n_seg - 1)).round().astype(np.int64)
     )
-    # the drawn positions are a subset: add the exact best admissible split, so
-    # that the title's "best at" is the position the search would report
     lo = max(1, res.min_size // w)
     lo = lo if n_seg >= 2 * lo else 1
-    best = best_split_between(np.ascontiguousarray(cums.T), 0, n_seg, lo, n_seg - lo)[1]
-    if best >= 0:
-        positions = np.union1d(positions, [best])
-    total = cums[-1]
-    unit = 2.0 ** (-2 * q_exp)
-    gains = np.array([split_gain(int(c), int(n_seg - c), cums[c], total) * unit for c in positions])
-    positions = positions * w
-    if len(valid) < e - a:  # offsets of the first valid sample of each split's right part
-        positions = valid[positions]
-    return positions, gains, signal
+    shown, best = _gains(res, signal, a, e, total, n_seg, positions, (lo, n_seg - lo))
+    if best[1] is not None:
+        shown[best[1]] = (best[0], best[2])
+    order = sorted(shown)
+    offsets = np.array([shown[c][1] for c in order], dtype=np.int64)
+    gains = np.array([shown[c][0] for c in order]) * 2.0 ** (-2 * res.features.quantum_exponent_)
+    return offsets, gains, signal
+
+
+def _gains(res, signal, a: int, e: int, total, n_seg: int, positions, admissible):
+    """The gains at ``positions`` (split indices among the feature rows) and the
+    first best in ``admissible`` (inclusive): ``({c: (gain, offset)}, (gain, c,
+    offset))``, offsets of each split's first sample from ``a``."""
+    shown: dict[int, tuple[float, int]] = {}
+    best: tuple[float, int | None, int] = (-1.0, None, -1)
+    lo, hi = admissible
+    done = 0  # rows before the piece
+    before = np.zeros_like(total)  # their features' sum
+    for offsets, z in _feature_rows(res, signal, a, e):
+        c = done + np.arange(len(z))  # splits before each row of the piece
+        left = before + np.concatenate(
+            [np.zeros((1, z.shape[1]), np.int64), np.cumsum(z, axis=0)[:-1]]
+        )
+        keep = c >= 1
+        g = np.full(len(z), -np.inf)
+        g[keep] = _split_gains(c[keep], n_seg - c[keep], left[keep], total)
+        for i in np.flatnonzero(np.isin(c, positions)):
+            shown[int(c[i])] = (float(g[i]), int(offsets[i]))
+        inside = (c >= lo) & (c <= hi)
+        if inside.any():
+            i = int(np.flatnonzero(inside)[np.argmax(g[inside])])
+            if g[i] > best[0]:  # the first best: a later piece must exceed it
+                best = (float(g[i]), int(c[i]), int(offsets[i]))
+        done += len(z)
+        before = before + z.sum(axis=0)
+    return shown, best
+
+
+def _split_gains(n_left, n_right, sum_left, total) -> np.ndarray:
+    """:func:`~kcpstream._kernels.blockstats.split_gain` of each row, bit for
+    bit: the same operations in the same order (the features summed one by
+    one, not pairwise)."""
+    fl = n_left.astype(np.float64)
+    fr = n_right.astype(np.float64)
+    inv_l, inv_r = 1.0 / fl, 1.0 / fr
+    acc = np.zeros(len(fl))
+    for j in range(total.shape[0]):
+        sl = sum_left[:, j]
+        d = sl.astype(np.float64) * inv_l - (total[j] - sl).astype(np.float64) * inv_r
+        acc += d * d
+    return (fl * fr / (fl + fr)) * acc
+
+
+def _feature_rows(res, signal, a: int, e: int):
+    """The feature vectors of samples ``[a, e)`` of ``signal`` as the
+    segmentation saw them (its valid samples; a window map's whole windows of
+    them), in pieces of at most :data:`SUB_ROWS`: ``(offsets, z)`` with ``z``
+    the quantized features (int64) and ``offsets`` each row's first sample,
+    from ``a``."""
+    w = res.features.window_samples
+    scale = 2.0**res.features.quantum_exponent_
+    # valid samples short of a whole window, and their offsets
+    carry_x, carry_at = None, np.zeros(0, np.int64)
+    for lo in range(a, e, READ_SAMPLES):
+        hi = min(e, lo + READ_SAMPLES)
+        x = np.asarray(signal.data[lo:hi].compute())
+        nan = np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
+        nan = nan.any(axis=1) if nan.ndim == 2 else nan
+        valid = np.flatnonzero(~nan) if nan.any() else None  # None: every sample
+        if valid is not None:
+            x = x[valid]
+        if len(carry_at):
+            x = np.concatenate([carry_x, x])
+        offsets = _Offsets(carry_at, lo - a, valid)
+        whole = len(x) // w * w
+        carry_x, carry_at = x[whole:], offsets.of(np.arange(whole, len(x)))
+        rows = x[:whole].reshape(-1, w * x.shape[1])
+        for r in range(0, len(rows), SUB_ROWS):
+            z = res.features.transform(rows[r : r + SUB_ROWS]).astype(np.float64) * scale
+            yield offsets.of(np.arange(r, r + len(z)) * w), z.astype(np.int64)
+
+
+class _Offsets:
+    """Offsets (from the segment's start) of the samples of a piece: those
+    carried over from the last piece (``carried``), then the valid samples of
+    the samples read from offset ``base`` (``valid`` their indices, None for
+    all): computed for the positions asked for, not held for every sample."""
+
+    def __init__(self, carried: np.ndarray, base: int, valid: np.ndarray | None) -> None:
+        self.carried, self.base, self.valid = carried, base, valid
+
+    def of(self, j: np.ndarray) -> np.ndarray:
+        """The offsets of the piece's samples ``j``."""
+        j = np.asarray(j, dtype=np.int64)
+        out = np.empty(len(j), dtype=np.int64)
+        k = len(self.carried)
+        early = j < k
+        out[early] = self.carried[j[early]]
+        read = j[~early] - k
+        out[~early] = self.base + (read if self.valid is None else self.valid[read])
+        return out

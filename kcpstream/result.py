@@ -395,10 +395,10 @@ class Segmentation:
         """
         from kcpstream.plot import plot_segmentation
 
-        data, kwargs = self._source(data, kwargs)
+        data, kwargs = self._source(data, kwargs, "plot")
         return plot_segmentation(self, data, true_changepoints=true_changepoints, ax=ax, **kwargs)
 
-    def _source(self, data: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    def _source(self, data: Any, kwargs: dict[str, Any], method: str) -> tuple[Any, dict[str, Any]]:
         """``data``, or the input this result was made from (a path or URL, a
         zarr array, a dask array, an xarray object, as the call read it and
         with the reading arguments it was read with: the same path needs no
@@ -407,7 +407,7 @@ class Segmentation:
         if data is None and kept is not None:
             return kept[0], {**kept[1], **kwargs}
         src = (self.params or {}).get("source") or {}
-        path = src.get("path") if src.get("kind") == "zarr" else None
+        path = src.get("path") if src.get("kind") in ("zarr", "xarray") else None
         if data is None and path is None:
             why = (
                 "a result keeps no reference to an in-memory numpy array"
@@ -415,18 +415,29 @@ class Segmentation:
                 else "a result read from JSON or unpickled opens again only a zarr store "
                 "given by path"
             )
-            raise TypeError(f"give the data to draw, as in res.plot(x): {why}")
+            raise TypeError(f"give the data to draw, as in res.{method}(x): {why}")
         if data is None or (isinstance(data, str | os.PathLike) and os.fspath(data) == path):
-            reading = {k: src[k] for k in ("variable", "dim") if src.get(k) is not None}
-            return path, {**reading, **kwargs}
+            from kcpstream.inputs.stores import store_input
+
+            # the store opened as the call opened it (several variables: through xarray)
+            reading = {k: src.get(k) for k in ("variable", "variables", "dim")}
+            data, _ = store_input(path, reading, False, None)
+            return data, {**{k: v for k, v in reading.items() if v is not None}, **kwargs}
         return data, kwargs
 
-    def keep_input(self, data: Any, reading: dict[str, Any]) -> Segmentation:
+    def keep_input(
+        self, data: Any, reading: dict[str, Any], path: dict[str, Any] | None = None
+    ) -> Segmentation:
         """Keep what the call read (``data`` and the arguments it was read with)
         for :meth:`plot` and :meth:`plot_gain` without data; not an in-memory
         numpy array (the result would keep it alive), and never pickled or
-        written to JSON.  Returns the result."""
-        if (self.params.get("source") or {}).get("kind") != "numpy":
+        written to JSON.  ``path``: the path or URL and reading arguments of a
+        store the call opened through xarray, recorded in ``params["source"]``
+        so that a result read from JSON opens it again too.  Returns the result."""
+        src = self.params.get("source") or {}
+        if path is not None and src.get("kind") == "xarray":
+            self.params["source"] = {**src, **path}
+        if src.get("kind") != "numpy":
             object.__setattr__(self, "_input", (data, dict(reading)))
         return self
 
@@ -443,7 +454,7 @@ class Segmentation:
         """Draw the gain of splitting one segment of the result at each position."""
         from kcpstream.plot import plot_gain
 
-        data, kwargs = self._source(data, kwargs)
+        data, kwargs = self._source(data, kwargs, "plot_gain")
         return plot_gain(self, data, segment, ax=ax, **kwargs)
 
     def to_xarray(self):

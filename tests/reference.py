@@ -219,3 +219,40 @@ def line_gain_reference(q: np.ndarray, block_size: int, start: int, end: int) ->
     fitted = design @ coef
     overall = (counts[:, None] * means).sum(axis=0) / counts.sum()
     return float((counts[:, None] * (fitted - overall) ** 2).sum())
+
+
+def segment_gains_reference(res, data, segment: int, max_points: int):
+    """The gain of splitting a segment of ``res`` at up to ``max_points`` of its
+    positions and at the best admissible split, the obvious way: the whole
+    segment read and featurized at once (``(offsets, gains)``)."""
+    from kcpstream._kernels.blockstats import split_gain
+    from kcpstream._kernels.dense import best_split_between
+    from kcpstream.inputs.signal import as_signal
+
+    signal = as_signal(data)
+    a, e = res.segments[segment]
+    w = res.features.window_samples
+    q_exp = res.features.quantum_exponent_
+    x = np.asarray(signal.data[a:e].compute())
+    nan = np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
+    valid = np.flatnonzero(~(nan.any(axis=1) if nan.ndim == 2 else nan))
+    x = x[valid]
+    if w > 1:
+        x = x[: len(x) // w * w].reshape(-1, w * x.shape[1])
+    z = res.features.transform(x).astype(np.float64) * 2.0**q_exp
+    cums = np.concatenate(
+        [np.zeros((1, z.shape[1]), np.int64), np.cumsum(z.astype(np.int64), axis=0)]
+    )
+    n_seg = len(z)
+    positions = np.unique(
+        np.linspace(1, n_seg - 1, min(max_points, n_seg - 1)).round().astype(np.int64)
+    )
+    lo = max(1, res.min_size // w)
+    lo = lo if n_seg >= 2 * lo else 1
+    best = best_split_between(np.ascontiguousarray(cums.T), 0, n_seg, lo, n_seg - lo)[1]
+    if best >= 0:
+        positions = np.union1d(positions, [best])
+    unit = 2.0 ** (-2 * q_exp)
+    total = cums[-1]
+    gains = np.array([split_gain(int(c), int(n_seg - c), cums[c], total) * unit for c in positions])
+    return valid[positions * w], gains

@@ -197,3 +197,31 @@ def test_progress_lines_name_every_phase(tmp_path, capfd, caplog):
     assert "search: " not in capfd.readouterr().err
     said = [r.getMessage() for r in caplog.records if r.name == "kcpstream.progress"]
     assert [m.split(":")[0] for m in said] == ["fit", "data pass", "search", "choice", "checkpoint"]
+
+
+def test_the_data_pass_line_says_what_a_checkpoint_held(tmp_path, caplog):
+    import logging
+
+    import numpy as np
+    import zarr
+
+    import kcpstream
+
+    x = np.random.default_rng(0).normal(size=400_000).astype("f4")
+    x[200_000:] += 0.5
+    z = zarr.create_array(str(tmp_path / "s.zarr"), shape=(400_000,), chunks=(50_000,), dtype="f4")
+    z[:] = x
+
+    def pass_line() -> str:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="kcpstream.progress"):
+            kcpstream.segment(str(tmp_path / "s.zarr"), checkpoint=tmp_path / "ck")
+        return next(r.getMessage() for r in caplog.records if "data pass" in r.getMessage())
+
+    assert pass_line().startswith("data pass: 400000 samples of 1 series (")
+    assert pass_line().startswith("data pass: 1 series loaded from the checkpoint (")
+    z.resize((450_000,))
+    z[400_000:] = x[:50_000]
+    assert pass_line().startswith(
+        "data pass: 1 series updated from the checkpoint (the chunks that changed read) ("
+    )

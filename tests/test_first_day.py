@@ -152,6 +152,14 @@ def test_a_result_draws_the_input_it_was_made_from(tmp_path):
     ends = [float(v) for b in bands for v in (b.min(), b.max())]
     assert ends == pytest.approx([1.0, 1.9, 0.0, 0.9])
     assert [t.get_text() for t in ax.get_yticklabels()] == ["w", "v"]
+    # read from JSON or unpickled: the store is opened again by its path, as the call did
+    for copied in (
+        kcpstream.Segmentation.from_json(res.to_json()),
+        pickle.loads(pickle.dumps(res)),
+    ):
+        ax = copied.plot()
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["w", "v"]
+        assert "best at" in copied.plot_gain().get_title()
     plt.close("all")
     # a Segmenter's results and each series of a batch draw their own
     fitted = kcpstream.Segmenter().fit(inputs["xarray (lazy)"])
@@ -163,6 +171,8 @@ def test_a_result_draws_the_input_it_was_made_from(tmp_path):
     # what a result does not keep: an in-memory numpy array, anything after a pickle
     with pytest.raises(TypeError, match=r"res.plot\(x\).*in-memory numpy array"):
         kcpstream.segment(x).plot()
+    with pytest.raises(TypeError, match=r"res.plot_gain\(x\)"):
+        kcpstream.segment(x).plot_gain()
     copied = pickle.loads(pickle.dumps(kcpstream.segment(inputs["dask array"])))
     with pytest.raises(TypeError, match="unpickled"):
         copied.plot()
@@ -228,3 +238,10 @@ def test_the_segment_table_says_which_ends_are_exclusive():
     assert table["end"].iloc[0] == table["start"].iloc[1] == 2_000
     assert "end_time" not in table  # the last sample's time: inclusive, so named
     assert (table["last_time"].to_numpy() == time[table["end"].to_numpy() - 1]).all()
+
+
+def test_a_folder_that_is_no_store_is_named_as_such(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a store")
+    with pytest.raises(InputError, match="holds no zarr array or group") as err:
+        kcpstream.segment(str(tmp_path), variable="pressure")
+    assert "Error" not in str(err.value) and "StorePath" not in str(err.value)

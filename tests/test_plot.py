@@ -13,6 +13,8 @@ import kcpstream
 from kcpstream import datasets
 from kcpstream.plotdata import envelope
 
+from .reference import segment_gains_reference
+
 matplotlib.use("Agg")
 
 
@@ -65,9 +67,57 @@ def test_a_series_with_gaps_is_drawn_from_its_valid_samples_with_the_gaps_hatche
             assert lo[i, 0] == np.nanmin(part) and hi[i, 0] == np.nanmax(part)
     res = kcpstream.segment(x, n_bkps=1)
     ax = res.plot(x)
-    assert [p for p in ax.patches if p.get_hatch() == "//"]  # the outage
+    hatched = [p for p in ax.patches if p.get_hatch() == "//"]  # the outage
+    shaded = [p for p in ax.patches if p.get_hatch() is None]  # every other segment
+    assert hatched and shaded
+    # a gap inside a shaded segment shows: drawn above the shading
+    assert min(p.zorder for p in hatched) > max(p.zorder for p in shaded)
     # the gain curve of the segments' valid samples, at positions of the input
     positions, gains, _ = segment_gains(res, x, 1, 500)
     start = res.segments[1][0]  # (offsets from the segment's start)
     assert not np.isnan(gains).any()
     assert np.isin(start + positions, np.flatnonzero(~np.isnan(x))).all()
+
+
+@pytest.mark.parametrize("case", ["pointwise", "gaps", "channels", "windows", "windows with gaps"])
+def test_the_gain_curve_is_read_in_pieces_and_equals_the_whole_segment_featurized(
+    case, monkeypatch
+):
+    from kcpstream import plotdata
+
+    rng = np.random.default_rng(7)
+    n = 12_000
+    x = rng.normal(size=(n, 3 if case == "channels" else 1))
+    x[7_000:] += 1.5
+    if "gaps" in case:
+        x[2_000:2_900] = np.nan
+        x[rng.choice(n, 300, replace=False)] = np.nan
+    kw = {"window": 50} if "windows" in case else {}
+    data = da.from_array(x if x.shape[1] > 1 else x[:, 0], chunks=1_000)
+    res = kcpstream.segment(data, n_bkps=0, **kw)  # one segment: the whole series
+    want = segment_gains_reference(res, data, 0, 300)
+    # pieces that cut chunks, windows and runs of missing samples anywhere
+    monkeypatch.setattr(plotdata, "READ_SAMPLES", 777)
+    monkeypatch.setattr(plotdata, "SUB_ROWS", 13)
+    offsets, gains, _ = plotdata.segment_gains(res, data, 0, 300)
+    np.testing.assert_array_equal(offsets, want[0])
+    np.testing.assert_array_equal(gains, want[1])  # bit for bit
+    # the best split of the whole series is the change-point the search reports
+    first = kcpstream.segment(data, n_bkps=1, d_max=2, **kw)
+    assert int(offsets[np.argmax(gains)]) == int(first.changepoints[0])
+
+
+def test_the_gain_curve_of_a_long_segment_holds_a_piece_at_a_time():
+    import tracemalloc
+
+    from kcpstream import plotdata
+
+    x = np.random.default_rng(1).normal(size=4_000_000).astype("f4")
+    x[3_000_000:] += 0.5
+    res = kcpstream.segment(x, n_bkps=0, features="rff:64")
+    tracemalloc.start()
+    plotdata.segment_gains(res, x, 0, 2000)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # whole, the segment's features alone are 4e6 x 64 float64: 2 GiB
+    assert peak < 300 * 2**20, peak

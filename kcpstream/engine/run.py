@@ -33,6 +33,7 @@ from kcpstream.engine.plan import (
 from kcpstream.engine.results import build_result
 from kcpstream.engine.searches import drive, refinement, search_groups
 from kcpstream.engine.stored import (
+    checkpoint_state,
     kept_tail,
     open_checkpoint,
     save_checkpoints,
@@ -439,12 +440,7 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     note("fit: feature maps of %d series fitted (%.1f s)", len(jobs), t_pass - t0)
     statistics(jobs, st)
     seconds_pass = time.perf_counter() - t_pass
-    note(
-        "data pass: %d samples of %d series (%.1f s)",
-        sum(j.stats.n * j.window for j in jobs),
-        len(jobs),
-        seconds_pass,
-    )
+    note("data pass: %s (%.1f s)", _pass_line(jobs, st), seconds_pass)
     stored = jobs  # the checkpoint keeps the data pass's statistics
     jobs = [_long_cycle(job, st) or job for job in jobs]
     orders = search_groups(jobs, st)
@@ -466,6 +462,22 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     if st.checkpoint is not None:  # (with the positions the results mapped back, see gaps)
         save_checkpoints(stored, st.checkpoint, st.tile)
     return results
+
+
+def _pass_line(jobs: list[Job], st: Settings) -> str:
+    """What the data pass did, in words: the samples of the series it read, and
+    the series a checkpoint held (loaded) or held an earlier version of (updated)."""
+    states = [checkpoint_state(j, st) for j in jobs]
+    read = [j for j, s in zip(jobs, states, strict=True) if s not in ("loaded", "updated")]
+    parts = [f"{sum(j.stats.n * j.window for j in read)} samples of {len(read)} series"]
+    if "loaded" in states:
+        parts.append(f"{states.count('loaded')} series loaded from the checkpoint")
+    if "updated" in states:
+        parts.append(
+            f"{states.count('updated')} series updated from the checkpoint (the chunks "
+            "that changed read)"
+        )
+    return "; ".join(parts if read else parts[1:])
 
 
 def check_unchanged(jobs: list[Job]) -> None:

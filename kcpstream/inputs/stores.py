@@ -115,6 +115,11 @@ def open_zarr(
         kwargs = {"storage_options": options} if options else {}
         node = zarr.open(path_str, mode="r", **kwargs)
     except Exception as exc:  # zarr raises several types for unreadable stores
+        if type(exc).__name__ in ("GroupNotFoundError", "NodeNotFoundError"):
+            raise InputError(
+                f"{path_str!r} holds no zarr array or group (no zarr.json, .zarray or "
+                ".zgroup at its top): give the path of the store itself"
+            ) from None
         raise InputError(
             f"cannot open {path_str!r} as a zarr store: {one_line(exc, typed=True)}"
         ) from exc
@@ -226,6 +231,16 @@ def open_store(
         return path, names[0]
     ds = open_zarr_lazily(path, options)
     return (ds[names[0]] if len(names) == 1 else ds[names]), None
+
+
+def opened_from(data, variable, variables, dim) -> dict | None:
+    """A path or URL given as the input, with what was read of it (the
+    ``variable``, ``variables`` and ``dim`` arguments), as a result records it
+    to open the store again; None for any other input."""
+    if not isinstance(data, str | os.PathLike):
+        return None
+    listed = None if variables is None else list(variables)
+    return {"path": os.fspath(data), "variable": variable, "variables": listed, "dim": dim}
 
 
 def store_input(data, reading: dict, batch: bool, storage_options):

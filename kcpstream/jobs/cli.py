@@ -574,9 +574,7 @@ def _check_plot_target(path: str) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise click.ClickException(
-            "--plot needs matplotlib: pip install 'kcpstream[plot]'"
-        ) from None
+        raise click.ClickException("--plot needs matplotlib: pip install matplotlib") from None
     try:
         check_writable(path, label=f"the picture {path}")
     except USER_ERRORS as exc:
