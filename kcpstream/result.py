@@ -370,12 +370,15 @@ class Segmentation:
                 f" ({count(d.n_missing, 'sample')} missing, {100 * d.missing_share:.3g} %, "
                 f"longest gap {d.longest_gap})"
             )
+        shape = (self.params.get("source") or {}).get("shape") or []
+        channels = f" of {shape[1]} channels" if len(shape) > 1 and shape[1] > 1 else ""
+        kept = f"; checkpoint {d.checkpoint}" if d.checkpoint else ""
         return (
             f"<Segmentation: {count(self.n_changepoints, 'change-point')} in "
-            f"{self.n_samples} samples{gaps} [{cps}{more}]; {self.method}, "
+            f"{self.n_samples} samples{channels}{gaps} [{cps}{more}]; {self.method}, "
             f"{self.selection.rule}; "
             f"features={type(self.features).__name__}(p={self.features.n_features_out_})"
-            f"{windows}; passes={d.passes:.3f}, {d.seconds:.2f} s>"
+            f"{windows}; passes={d.passes:.3f}, {d.seconds:.2f} s{kept}>"
         )
 
     def plot(

@@ -245,3 +245,15 @@ def test_a_folder_that_is_no_store_is_named_as_such(tmp_path):
     with pytest.raises(InputError, match="holds no zarr array or group") as err:
         kcpstream.segment(str(tmp_path), variable="pressure")
     assert "Error" not in str(err.value) and "StorePath" not in str(err.value)
+
+
+def test_the_printed_result_names_its_channels_and_what_a_checkpoint_held(tmp_path):
+    x = np.random.default_rng(0).standard_normal((20_000, 3))
+    x[10_000:, 1] += 1
+    assert " in 20000 samples of 3 channels [" in repr(kcpstream.segment(x))
+    z = zarr.create_array(str(tmp_path / "s.zarr"), shape=(20_000,), chunks=(5_000,), dtype="f8")
+    z[:] = x[:, 1]
+    first = kcpstream.segment(str(tmp_path / "s.zarr"), checkpoint=tmp_path / "ck")
+    again = kcpstream.segment(str(tmp_path / "s.zarr"), checkpoint=tmp_path / "ck")
+    assert repr(first).endswith("; checkpoint written>") and " channels" not in repr(first)
+    assert repr(again).endswith("; checkpoint loaded>")

@@ -165,7 +165,10 @@ def main() -> None:
     "--min-size",
     type=int,
     default=None,
-    help="Shortest segment (default: n / 10^4, at least 10 samples or 2 windows).",
+    help=(
+        "Shortest segment (default: n / 10^4, at least 10 samples or 2 windows; a tenth "
+        "of a series shorter than 100)."
+    ),
 )
 @click.option(
     "--min-duration",
