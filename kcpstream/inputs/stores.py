@@ -115,7 +115,8 @@ def open_zarr(
         kwargs = {"storage_options": options} if options else {}
         node = zarr.open(path_str, mode="r", **kwargs)
     except Exception as exc:  # zarr raises several types for unreadable stores
-        if type(exc).__name__ in ("GroupNotFoundError", "NodeNotFoundError"):
+        local = "://" not in path_str  # (a URL's store may be absent, or the URL wrong)
+        if local and type(exc).__name__ in ("GroupNotFoundError", "NodeNotFoundError"):
             raise InputError(
                 f"{path_str!r} holds no zarr array or group (no zarr.json, .zarray or "
                 ".zgroup at its top): give the path of the store itself"
