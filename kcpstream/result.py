@@ -86,6 +86,22 @@ def count(k: int, noun: str) -> str:
 SMALLEST_PVALUE = 1e-300
 
 
+def time_texts(values: Any) -> list[str]:
+    """Coordinate values as printed: date-times to the finest of seconds,
+    milliseconds, microseconds or nanoseconds that any of them needs
+    (``2024-01-09T02:27:06``, midnight included, not ``...06.000000000``),
+    other values as ``str`` gives them."""
+    values = np.asarray(values)
+    if values.dtype.kind != "M":
+        return [str(v) for v in values]
+    ns = values.astype("datetime64[ns]")
+    ticks = ns.astype(np.int64)
+    for unit, step in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if not (ticks % step).any():
+            return [str(v) for v in np.datetime_as_string(ns, unit=unit)]
+    return [str(v) for v in np.datetime_as_string(ns, unit="ns")]
+
+
 def pvalue_text(p: float) -> str:
     """A p-value as printed: ``"0.0032"``, ``"<1e-300"``, ``"nan"``."""
     return f"<{SMALLEST_PVALUE:.0e}" if p < SMALLEST_PVALUE else f"{p:.2g}"
@@ -651,7 +667,7 @@ class BatchSegmentation:
         for labels, res in list(self)[:10]:
             name = ", ".join(f"{k}={v}" for k, v in labels.items())
             cps, p = res.changepoints.tolist(), res._pvalues()
-            when = res.changepoint_times if res.times is not None else None
+            when = time_texts(res.changepoint_times) if res.times is not None else None
             shown = (
                 ", ".join(  # (a coordinate of positions says nothing more)
                     f"{c}"

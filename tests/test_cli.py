@@ -85,6 +85,13 @@ def test_segment_command_json_and_out(tmp_path):
     summary = json.loads(res.stdout)
     assert np.abs(np.array(summary["changepoints"]) - sig.changepoints).max() < 10
     assert summary["times"][0].startswith("2026-01-01")
+    # to the second the coordinate holds, not to the nanosecond
+    assert all(len(t) == len("2026-01-01T00:00:00") for t in summary["times"])
+    text = subprocess.run(
+        [_kcpstream(), "segment", str(store), "--variable", "p", "--n-bkps", "3"],
+        capture_output=True, text=True, timeout=300, check=True,
+    ).stdout  # fmt: skip
+    assert "2026-01-01T" in text and ".000000000" not in text
     import kcpstream
 
     loaded = kcpstream.Segmentation.from_json(out.read_text())

@@ -22,7 +22,7 @@ from kcpstream.inputs.provenance import MISSING_CHOICES
 from kcpstream.jobs.scheduling import scheduler_context
 from kcpstream.persist.files import check_writable, write_atomic
 from kcpstream.progress import lines_on_stderr
-from kcpstream.result import count, pvalue_text
+from kcpstream.result import count, pvalue_text, time_texts
 from kcpstream.selection.choose import METHODS
 from kcpstream.selection.significance import DEFAULT_ALPHA
 
@@ -74,7 +74,7 @@ def _summary(res) -> dict:
     d = res.diagnostics
     return {
         "changepoints": res.changepoints.tolist(),
-        "times": None if res.times is None else [str(t) for t in res.changepoint_times],
+        "times": None if res.times is None else time_texts(res.changepoint_times),
         "pvalues": [None if p != p else float(p) for p in res.pvalues],  # NaN: untested
         "n_segments": res.selection.n_segments,
         "rule": res.selection.rule,
@@ -319,10 +319,11 @@ def _echo_result(res, as_json: bool) -> None:
         f"<BatchSegmentation over {res.batch_dims}: {len(res)} series>" if batch else repr(res)
     )
     for labels, one in res if batch else [({}, res)]:
+        times = time_texts(one.changepoint_times) if one.times is not None else None
         if batch:
             click.echo(", ".join(f"{k}={v}" for k, v in labels.items()) + f": {one!r}")
         for i, c in enumerate(one.changepoints):
-            when = f"  {one.changepoint_times[i]}" if one.times is not None else ""
+            when = f"  {times[i]}" if times is not None else ""
             gap = ""
             if one.earliest.size and one.earliest[i] < c:  # the change lies in the gap before
                 gap = f"  (after a gap: from {one.earliest[i]:,})"
