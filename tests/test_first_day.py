@@ -257,3 +257,32 @@ def test_the_printed_result_names_its_channels_and_what_a_checkpoint_held(tmp_pa
     again = kcpstream.segment(str(tmp_path / "s.zarr"), checkpoint=tmp_path / "ck")
     assert repr(first).endswith("; checkpoint written>") and " channels" not in repr(first)
     assert repr(again).endswith("; checkpoint loaded>")
+
+
+def test_the_command_line_gives_its_own_spelling_of_the_advice(tmp_path):
+    x = np.random.default_rng(0).standard_normal(8_000)
+    store = str(tmp_path / "s.zarr")
+    z = zarr.create_array(store, shape=x.shape, chunks=(1_000,), dtype="f8")
+    z[:] = x
+    z[3_000:4_000] = z.fill_value  # a whole chunk at the fill value: not written
+    (tmp_path / "s.zarr" / "c" / "3").unlink(missing_ok=True)
+    res = CliRunner().invoke(main, ["segment", store])
+    assert res.exit_code == 1 and "--missing skip" in res.output, res.output
+    assert "missing='skip'" not in res.output
+    # the Python API keeps its own spelling
+    with pytest.raises(InputError, match="missing='skip'"):
+        kcpstream.segment(store)
+
+
+def test_each_python_spelling_of_advice_has_a_command_line_one():
+    from kcpstream.jobs.cli import cli_spelling
+
+    said = (
+        "too short (needs 16 blocks); give n_bkps or pen. no split; use a smaller min_size "
+        "or a larger d_max; raise d_max; or skipna=False; missing='fill' reads the fill value"
+    )
+    assert cli_spelling(said) == (
+        "too short (needs 16 blocks); give --n-bkps or --pen. no split; use a smaller "
+        "--min-size or a larger --d-max; raise --d-max; or --no-skipna; --missing fill reads "
+        "the fill value"
+    )

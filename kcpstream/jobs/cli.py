@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import time
@@ -59,6 +60,26 @@ def _duration(text: str | None):
         return float(text)
     except ValueError:
         return text
+
+
+#: The library's advice in Python's spelling, as this command line spells it.
+CLI_SPELLINGS = (
+    (re.compile(r"\bmissing='(skip|fill|error)'"), r"--missing \1"),
+    (re.compile(r"\bgive n_bkps or pen\b"), "give --n-bkps or --pen"),
+    (re.compile(r"\ba smaller min_size\b"), "a smaller --min-size"),
+    (re.compile(r"\ba larger d_max\b"), "a larger --d-max"),
+    (re.compile(r"\braise d_max\b"), "raise --d-max"),
+    (re.compile(r"\bskipna=False\b"), "--no-skipna"),
+)
+
+
+def cli_spelling(message: str) -> str:
+    """``message`` with the advice it gives in Python's spelling (``missing='skip'``,
+    ``give n_bkps or pen``) in the command line's (``--missing skip``, ``give
+    --n-bkps or --pen``); the rest unchanged."""
+    for pattern, spelled in CLI_SPELLINGS:
+        message = pattern.sub(spelled, message)
+    return message
 
 
 def _summary(res) -> dict:
@@ -289,7 +310,7 @@ def segment(
                 **extra,
             )
     except USER_ERRORS as exc:
-        raise click.ClickException(one_line(exc)) from None
+        raise click.ClickException(cli_spelling(one_line(exc))) from None
     if out:
         write_atomic(out, res.to_json())
     _echo_result(res, as_json)
