@@ -30,12 +30,12 @@ def _pyplot():
     return plt
 
 
-def _time_axis(ax: Any, res: Any, signal: Any) -> None:
+def _time_axis(ax: Any, res: Any, signal: Any, xs: Any) -> None:
     """The x axis named after the time dimension (or samples), with dates
-    labelled concisely (full time stamps overlap on a wide range)."""
+    (``xs``, the positions drawn, are date-times) labelled concisely: full
+    time stamps overlap on a wide range."""
     ax.set_xlabel(res.time_dim if signal.time is not None else "sample")
-    first = None if signal.time is None else signal.time.at(np.zeros(1, np.int64))
-    if first is not None and np.asarray(first).dtype.kind == "M":
+    if np.asarray(xs).dtype.kind == "M":
         import matplotlib.dates as mdates
 
         locator = mdates.AutoDateLocator()
@@ -97,7 +97,7 @@ def plot_segmentation(
     label = f"{k} change-point{'' if k == 1 else 's'} ({res.method}, {res.selection.rule})"
     label += "; dashed: true" if true_changepoints is not None else ""
     ax.set_title(label + (f"\n{res.windowing}" if res.windowing else ""))
-    _time_axis(ax, res, signal)
+    _time_axis(ax, res, signal, xs)
     ax.margins(x=0)
     ax.figure.tight_layout()
     return ax
@@ -179,6 +179,6 @@ def plot_gain(
     ax.axvline(_positions_to_axis(res, np.array([best]), signal)[0], color="C3", lw=1.0)
     ax.set_title(f"gain of a split of segment {segment} [{a}, {e}); best at {best}")
     ax.set_ylabel("gain")
-    _time_axis(ax, res, signal)
+    _time_axis(ax, res, signal, xs)
     ax.figure.tight_layout()
     return ax

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from kcpstream._kernels.blockstats import split_gains
 from kcpstream.inputs.signal import as_signal
 from kcpstream.passes.data import pass_runs
 from kcpstream.tasks.graph import TaskBatch
@@ -125,7 +126,7 @@ def _gains(res, signal, a: int, e: int, total, n_seg: int, positions, admissible
         )
         keep = c >= 1
         g = np.full(len(z), -np.inf)
-        g[keep] = _split_gains(c[keep], n_seg - c[keep], left[keep], total)
+        g[keep] = split_gains(c[keep], n_seg, np.ascontiguousarray(left[keep]), total)
         for i in np.flatnonzero(np.isin(c, positions)):
             shown[int(c[i])] = (float(g[i]), int(offsets[i]))
         inside = (c >= lo) & (c <= hi)
@@ -136,21 +137,6 @@ def _gains(res, signal, a: int, e: int, total, n_seg: int, positions, admissible
         done += len(z)
         before = before + z.sum(axis=0)
     return shown, best
-
-
-def _split_gains(n_left, n_right, sum_left, total) -> np.ndarray:
-    """:func:`~kcpstream._kernels.blockstats.split_gain` of each row, bit for
-    bit: the same operations in the same order (the features summed one by
-    one, not pairwise)."""
-    fl = n_left.astype(np.float64)
-    fr = n_right.astype(np.float64)
-    inv_l, inv_r = 1.0 / fl, 1.0 / fr
-    acc = np.zeros(len(fl))
-    for j in range(total.shape[0]):
-        sl = sum_left[:, j]
-        d = sl.astype(np.float64) * inv_l - (total[j] - sl).astype(np.float64) * inv_r
-        acc += d * d
-    return (fl * fr / (fl + fr)) * acc
 
 
 def _feature_rows(res, signal, a: int, e: int):

@@ -53,6 +53,17 @@ def split_gain(n_left, n_right, sum_left, sum_total):
     return (fl * fr / (fl + fr)) * acc
 
 
+@njit(nogil=True, cache=True)
+def split_gains(n_left, n, sum_left, sum_total):
+    """:func:`split_gain` of the splits of a segment of ``n`` samples after
+    ``n_left[i]`` samples, whose left sums are the rows of ``sum_left``
+    (int64 ``(L, p)``): float64 ``(L,)``."""
+    out = np.empty(n_left.shape[0])
+    for i in range(n_left.shape[0]):
+        out[i] = split_gain(n_left[i], n - n_left[i], sum_left[i], sum_total)
+    return out
+
+
 #: The bridge excursion is evaluated every SNAPSHOT samples and bounded in between.
 SNAPSHOT = 8
 

@@ -82,6 +82,11 @@ def cli_spelling(message: str) -> str:
     return message
 
 
+def _pvalues_json(res) -> list[float | None]:
+    """A result's p-values for JSON: an untested one (NaN) as null."""
+    return [None if p != p else float(p) for p in res.pvalues]
+
+
 def _summary(res) -> dict:
     from kcpstream.result import BatchSegmentation
 
@@ -96,7 +101,7 @@ def _summary(res) -> dict:
     return {
         "changepoints": res.changepoints.tolist(),
         "times": None if res.times is None else time_texts(res.changepoint_times),
-        "pvalues": [None if p != p else float(p) for p in res.pvalues],  # NaN: untested
+        "pvalues": _pvalues_json(res),
         "n_segments": res.selection.n_segments,
         "rule": res.selection.rule,
         "min_size": res.min_size,
@@ -555,7 +560,7 @@ def demo(
         "n": n,
         "true": true.tolist(),
         "found": found.tolist(),
-        "pvalues": [None if p != p else float(p) for p in res.pvalues],  # NaN: untested
+        "pvalues": _pvalues_json(res),
         "selection": res.selection.rule,
         "alpha": res.selection.alpha,
         "hausdorff": hausdorff,
