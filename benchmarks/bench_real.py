@@ -152,6 +152,9 @@ NULLS = {
     "AR(1) 0.95": _ar([0.95]),
     "ARMA(2,1)": _ar([1.2, -0.4], [0.5]),
     "t3": lambda n, rng: rng.standard_t(3, n),
+    # discrete and skewed: short runs of ones and single large values
+    "flag 5 %": lambda n, rng: (rng.random(n) < 0.05).astype(np.float64),
+    "Gamma(0.5)": lambda n, rng: rng.gamma(0.5, 1.0, n),
     "seasonal": lambda n, rng: (
         np.sin(2 * np.pi * 20 * np.arange(n) / n + rng.uniform(0, 2 * np.pi))
         + 0.5 * rng.standard_normal(n)
@@ -168,22 +171,41 @@ DRIFTS = {
 }
 
 
+def _found(x: np.ndarray) -> list[int]:
+    """The change-points of ``x`` with defaults; none for a constant series (a
+    flag of 100 samples can be all zeros), which kcpstream refuses to fit."""
+    if np.ptp(x) == 0:
+        return []
+    return kcpstream.segment(x).changepoints.tolist()
+
+
+def shorter_sides(found: list[int], n: int) -> list[int]:
+    """The shorter of the two segments beside each change-point of ``found``."""
+    bounds = [0, *found, n]
+    return [
+        min(c - a, e - c) for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True)
+    ]
+
+
+#: The short sides a false alarm is counted by (shorter side below each bound).
+SIDE_BOUNDS = (16, 64, 256)
+
+
 def run_null(reps: int, max_n: int) -> dict:
     sizes = [n for n in (100, 1_000, 10_000, 100_000, 1_000_000) if n <= max_n]
     out = {}
     for family, draw in {**NULLS, **DRIFTS}.items():
         for n in sizes:
             r = reps if n <= 10_000 else max(5, reps // 4) if n <= 100_000 else max(5, reps // 8)
-            counts = [
-                kcpstream.segment(draw(n, np.random.default_rng(seed))).n_changepoints
-                for seed in range(r)
-            ]
+            found = [_found(draw(n, np.random.default_rng(seed))) for seed in range(r)]
+            counts = [len(f) for f in found]
             out[f"{family} | {n}"] = {
                 "family": family,
                 "n": n,
                 "draws": r,
                 "any": float(np.mean(np.array(counts) > 0)),
                 "mean_count": float(np.mean(counts)),
+                "short_sides": sorted(s for f in found for s in shorter_sides(f, n)),
             }
     return out
 
@@ -322,7 +344,7 @@ def markdown(result: dict) -> str:
         lines.append("|---|" + "---|" * len(sizes))
         for family in DRIFTS:
             lines.append(_null_row(family, rows, sizes))
-        lines.append("")
+        lines += ["", *_side_table(rows)]
     if "onechange" in result:
         lines += [
             "## One change: share of draws exactly right (one change-point within 1 % of n)",
@@ -356,6 +378,28 @@ def markdown(result: dict) -> str:
             lines.append(f"| {k} | {v['f1']:.3f} | {v['exact_count']:.2f} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _side_table(rows) -> list[str]:
+    """The stationary families' false change-points per draw by their shorter side."""
+    bins = [0, *SIDE_BOUNDS, np.inf]
+    heads = [f"< {SIDE_BOUNDS[0]}"]
+    heads += [f"{a}-{b - 1}" for a, b in zip(SIDE_BOUNDS[:-1], SIDE_BOUNDS[1:], strict=True)]
+    heads += [f">= {SIDE_BOUNDS[-1]}"]
+    lines = ["## Stationary series: false change-points by their shorter side", "",
+             "Change-points per draw, all sizes together, by the length of the shorter of "
+             "their two segments (samples).", "",
+             "| family | draws | " + " | ".join(heads) + " |",
+             "|---|---|" + "---|" * len(heads)]  # fmt: skip
+    for family in NULLS:
+        mine = [r for r in rows if r["family"] == family]
+        draws = sum(r["draws"] for r in mine)
+        sides = [s for r in mine for s in r.get("short_sides", [])]
+        counts, _ = np.histogram(sides, bins=bins)
+        lines.append(
+            f"| {family} | {draws} | " + " | ".join(f"{c / draws:.3f}" for c in counts) + " |"
+        )
+    return [*lines, ""]
 
 
 def _null_row(family: str, rows, sizes) -> str:

@@ -20,6 +20,7 @@ from kcpstream.errors import InputError, NotEnoughSplitsError
 from kcpstream.search.binseg import SegmentSplit, check_enough_splits
 from kcpstream.search.dynp import dp_grid, optimal_partitions
 from kcpstream.search.stats import BlockStats
+from kcpstream.selection.edges import edge_length, short_tail
 from kcpstream.selection.permutation import permutation_pvalue
 from kcpstream.selection.rules import (
     Selection,
@@ -76,10 +77,11 @@ class Memo:
     pointwise: bool  # samples segmented one by one, not windows
     description: str  # the series, for messages
     noise: LongRunNoise | None = None  # the features' long-run covariance tested against
-    spreads: dict = field(default_factory=dict)  # (start, end) -> its short-range spread
+    # (what, start, end) -> a segment's short-range spread ("spread") or a
+    # line's gain in quantized units ("line")
+    segments: dict = field(default_factory=dict)
     diffs: np.ndarray | None = None  # consecutive differences of the batch sums
     moments: GridMoments | None = None
-    lines: dict = field(default_factory=dict)  # (start, end) -> a line's gain, quantized units
     pvalues: dict = field(default_factory=dict)  # (start, split, end, gain, noise) -> p-value
     gains: dict = field(default_factory=dict)  # (start, split, end) -> gain, quantized units
     # windows whose features are the sums of their samples' (a long cycle's):
@@ -446,11 +448,12 @@ def _is_step(memo: Memo, start: int, split: int, end: int) -> bool:
     The two models add as many parameters, so the larger gain wins; on a
     trend, the segmentations with fewer change-points (tried next) have
     longer neighbourhoods, where the line wins clearly."""
-    if (start, end) not in memo.lines:
+    key = ("line", start, end)
+    if key not in memo.segments:
         if memo.moments is None:
             memo.moments = GridMoments.of(memo.stats)
-        memo.lines[(start, end)] = line_gain(memo.stats, memo.moments, start, end)
-    return memo.gains[(start, split, end)] > memo.lines[(start, end)]
+        memo.segments[key] = line_gain(memo.stats, memo.moments, start, end)
+    return memo.gains[(start, split, end)] > memo.segments[key]
 
 
 def _pvalue(memo: Memo, gain_q: float, start: int, split: int, end: int) -> float:
@@ -472,21 +475,42 @@ def _pvalue(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
     # tested once against each estimate of the noise
     key = (start, split, end, gain_q, memo.noise)
     if key not in memo.pvalues:
-        if (start, end) not in memo.spreads:
-            memo.spreads[(start, end)] = segment_spread(
-                _segment_diffs(memo, start, end), _noise_batch(stats)
-            )
-        noise = cycle_noise(
-            local_noise(memo.spreads[(start, end)], memo.noise),
-            end - start,
-            memo.min_size,
-            split - start,
-        )
-        steps = _steps(memo, end - start)
-        memo.pvalues[key] = split_pvalue(
-            gain_q * stats.unit, end - start, memo.min_size, noise, steps
-        )
+        memo.pvalues[key] = _tested(memo, gain_q, start, split, end)
     return memo.pvalues[key]
+
+
+def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> float:
+    """:func:`_pvalue` against the noise estimate: the long-run test's tail over
+    the splits, or, for a split with a short side where the statistics hold
+    every sample, at least the short sides' tail by the samples' own law
+    (:mod:`kcpstream.selection.edges`)."""
+    stats = memo.stats
+    length = end - start
+    gain = gain_q * stats.unit
+    spread = _spread(memo, start, end)
+    noise = cycle_noise(local_noise(spread, memo.noise), length, memo.min_size, split - start)
+    steps = _steps(memo, length)
+    p = split_pvalue(gain, length, memo.min_size, noise, steps)
+    short = edge_length(length, memo.min_size) if stats.block_size == 1 else 0
+    if not 0.0 < p < 1.0 or min(split - start, end - split) >= short:
+        return p
+    # the long-run test's share of its tail at the short sides, which the
+    # samples' own tail replaces where it is heavier
+    share = 1.0 - split_pvalue(gain, length, short, noise, steps) / p
+    if not share > 0:
+        return p
+    tail = short_tail(stats.prefix, start, end, split, gain_q, memo.min_size)
+    return max(p, min(1.0, tail / share))
+
+
+def _spread(memo: Memo, start: int, end: int):
+    """A segment's short-range spread (:func:`segment_spread`), once."""
+    key = ("spread", start, end)
+    if key not in memo.segments:
+        memo.segments[key] = segment_spread(
+            _segment_diffs(memo, start, end), _noise_batch(memo.stats)
+        )
+    return memo.segments[key]
 
 
 def _permutable(memo: Memo) -> bool:

@@ -1,0 +1,61 @@
+"""Kernel of the short-side test: the log-moment function of a segment's
+samples along one direction of the feature space.
+
+:mod:`kcpstream.selection.edges` bounds the tail of a short piece's sum by
+the samples' own law (a Chernoff bound); this kernel computes what the
+bound needs from the exact prefix sums at every sample, in one pass.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+@njit(nogil=True, cache=True)
+def log_moments(prefix, start, end, lo, hi, direction, rates):
+    """``(scale, L)``: the samples ``i`` of ``[start, end)`` but those of
+    ``[lo, hi)``, projected on ``direction`` about the mean of all of
+    ``[start, end)``, ``y_i = <u, q_i - mean>`` (``q_i`` the differences of
+    the prefix sums ``prefix``, (p, n + 1) int64), their root mean square
+    ``scale``, and for each ``rates[k]`` the log of the mean of
+    ``exp(rates[k] * y_i / scale)`` (computed about the largest ``y_i``, so
+    that no exponential overflows)."""
+    p = prefix.shape[0]
+    length = end - start
+    mean = np.empty(p)
+    for f in range(p):
+        mean[f] = (prefix[f, end] - prefix[f, start]) / length
+    # the samples kept: [start, lo) and [hi, end)
+    count = length - (hi - lo)
+    y = np.zeros(count)
+    for f in range(p):
+        u = direction[f]
+        if u == 0.0:
+            continue
+        j = 0
+        for i in range(start, end):
+            if lo <= i < hi:
+                continue
+            y[j] += (prefix[f, i + 1] - prefix[f, i] - mean[f]) * u
+            j += 1
+    square = 0.0
+    for j in range(count):
+        square += y[j] * y[j]
+    scale = math.sqrt(square / count) if count else 0.0
+    out = np.zeros(rates.shape[0])
+    if not scale > 0:
+        return scale, out
+    top = -np.inf
+    for j in range(count):
+        y[j] /= scale
+        top = max(top, y[j])
+    for k in range(rates.shape[0]):
+        lam = rates[k]
+        total = 0.0
+        for j in range(count):
+            total += math.exp(lam * (y[j] - top))
+        out[k] = lam * top + math.log(total / count)
+    return scale, out
