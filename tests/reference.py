@@ -258,14 +258,13 @@ def segment_gains_reference(res, data, segment: int, max_points: int):
     return valid[positions * w], gains
 
 
-def log_moments_reference(prefix, start: int, end: int, lo: int, hi: int, direction, rates):
-    """The samples of ``[start, end)`` but ``[lo, hi)`` projected on ``direction``
-    about the mean of ``[start, end)``, their root mean square ``s`` and
-    ``log(mean(exp(rate * y / s)))`` for each rate, by numpy."""
+def log_moments_reference(prefix, start: int, end: int, direction, rates):
+    """The samples of ``[start, end)`` projected on ``direction`` about their
+    mean, their root mean square ``s`` and ``log(mean(exp(rate * y / s)))``
+    for each rate, by numpy."""
     q = np.diff(prefix[:, start : end + 1], axis=1).astype(np.float64)
     mean = (prefix[:, end] - prefix[:, start]) / (end - start)
-    keep = np.r_[np.arange(start, lo), np.arange(hi, end)] - start
-    y = direction @ (q[:, keep] - mean[:, None])
+    y = direction @ (q - mean[:, None])
     scale = float(np.sqrt(np.mean(y * y)))
     z = y / scale
     return scale, np.array([np.log(np.mean(np.exp(r * z))) for r in rates])

@@ -27,19 +27,16 @@ def _prefix(q: np.ndarray) -> np.ndarray:
     length=st.integers(8, 300),
     offset=st.integers(0, 20),
     values=st.sampled_from([1, 1000, 2**20]),
-    data=st.data(),
 )
-def test_log_moments_are_those_of_the_samples_left(seed, length, offset, values, data):
+def test_log_moments_are_those_of_the_samples(seed, length, offset, values):
     rng = np.random.default_rng(seed)
     prefix = _prefix(rng.integers(-values, values + 1, size=(3, offset + length + 4)))
     start, end = offset, offset + length
-    lo = data.draw(st.integers(start, end - 2))
-    hi = data.draw(st.integers(lo, min(end - 2, lo + length // 2)))
     direction = rng.standard_normal(3)
     direction /= np.linalg.norm(direction)
     rates = np.geomspace(1e-3, 30, 17)
-    got_scale, got = log_moments(prefix, start, end, lo, hi, direction, rates)
-    scale, expected = log_moments_reference(prefix, start, end, lo, hi, direction, rates)
+    got_scale, got = log_moments(prefix, start, end, direction, rates)
+    scale, expected = log_moments_reference(prefix, start, end, direction, rates)
     assert math.isclose(got_scale, scale, rel_tol=1e-9)
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
 
@@ -52,7 +49,7 @@ def _kl(a: float, p: float) -> float:
 
 def test_a_flag_gets_the_binomial_chernoff_bound():
     # a 0/1 series: a piece of m samples holding k ones is bounded by
-    # exp(-m KL(k / m, rate of the rest)), summed over the short sides at both ends
+    # exp(-m KL(k / m, the series' rate)), summed over the short sides at both ends
     rng = np.random.default_rng(0)
     n = 4000
     x = (rng.random(n) < 0.05).astype(np.int64)
@@ -60,12 +57,11 @@ def test_a_flag_gets_the_binomial_chernoff_bound():
     prefix = _prefix(x)
     split, trim = 10, 5
     gain = n / (split * (n - split)) * (x[:split].sum() - split * x.mean()) ** 2
-    rest = x[split:].mean()
     expected = 0.0
     for m in range(trim, edge_length(n, trim)):
         ones = math.sqrt(gain * m * (n - m) / n) + m * x.mean()  # k, from t_m
         a = ones / m
-        expected += 2 * math.exp(-m * _kl(a, rest)) if a < 1 else 0.0
+        expected += 2 * math.exp(-m * _kl(a, x.mean())) if a < 1 else 0.0
     got = short_tail(prefix, 0, n, split, gain, trim)
     # the rates are a grid: the bound is at least the exact one, and close to it
     assert expected <= got <= 1.05 * expected
@@ -80,19 +76,10 @@ def test_the_short_tail_falls_with_the_gain_and_covers_only_short_pieces():
     tails = [short_tail(prefix, 0, 2000, 20, g, 10) for g in np.geomspace(1, 1e4, 30)]
     assert all(b <= a for a, b in zip(tails, tails[1:], strict=False))
     assert edge_length(100_000, 10) == EDGE_SAMPLES
-    assert edge_length(200, 10) == 50  # a quarter of the segment
-    assert edge_length(40, 10) == 0  # no short side above min_size
-    assert short_tail(prefix[:, :41], 0, 40, 12, 10.0, 10) == 1.0
+    assert edge_length(800, 10) == 50  # a sixteenth of the segment
+    assert edge_length(160, 10) == 0  # no short side above min_size
+    assert short_tail(prefix[:, :161], 0, 160, 12, 10.0, 10) == 1.0
     assert RATES[0] < 1 < RATES[-1]
-
-
-def test_a_piece_beyond_anything_the_rest_can_reach_has_no_tail():
-    x = np.zeros(1000, np.int64)
-    x[::7] = 1  # the rest: zeros and ones
-    x[:20] = 2  # a mean no piece of the rest's samples reaches
-    prefix = _prefix(x)
-    gain = 1000 / (20 * 980) * (40 - 20 * x.mean()) ** 2
-    assert short_tail(prefix, 0, 1000, 20, gain, 10) == 0.0
 
 
 def _flag(seed: int, n: int) -> np.ndarray:
@@ -110,7 +97,7 @@ def test_a_run_of_ones_in_a_stationary_flag_is_no_change():
 
 
 def test_stationary_flags_get_change_points_at_about_alpha():
-    # 13 of these 100 series got change-points (10 to 35-sample runs of ones)
+    # 14 of these 100 series got change-points (mostly 10 to 35-sample runs of ones)
     # when short sides were tested by the large-sample law
     hits = sum(kcpstream.segment(_flag(seed, 10_000)).n_changepoints > 0 for seed in range(100))
     assert hits <= 4

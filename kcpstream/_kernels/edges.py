@@ -15,11 +15,11 @@ from numba import njit
 
 
 @njit(nogil=True, cache=True)
-def log_moments(prefix, start, end, lo, hi, direction, rates):
-    """``(scale, L)``: the samples ``i`` of ``[start, end)`` but those of
-    ``[lo, hi)``, projected on ``direction`` about the mean of all of
-    ``[start, end)``, ``y_i = <u, q_i - mean>`` (``q_i`` the differences of
-    the prefix sums ``prefix``, (p, n + 1) int64), their root mean square
+def log_moments(prefix, start, end, direction, rates):
+    """``(scale, L)``: the samples ``i`` of ``[start, end)`` projected on
+    ``direction`` about their mean, ``y_i = <u, q_i - mean>`` (``q_i`` the
+    differences of the prefix sums ``prefix``, (p, n + 1) int64), their root
+    mean square
     ``scale``, and for each ``rates[k]`` the log of the mean of
     ``exp(rates[k] * y_i / scale)`` (computed about the largest ``y_i``, so
     that no exponential overflows)."""
@@ -28,19 +28,14 @@ def log_moments(prefix, start, end, lo, hi, direction, rates):
     mean = np.empty(p)
     for f in range(p):
         mean[f] = (prefix[f, end] - prefix[f, start]) / length
-    # the samples kept: [start, lo) and [hi, end)
-    count = length - (hi - lo)
+    count = length
     y = np.zeros(count)
     for f in range(p):
         u = direction[f]
         if u == 0.0:
             continue
-        j = 0
-        for i in range(start, end):
-            if lo <= i < hi:
-                continue
-            y[j] += (prefix[f, i + 1] - prefix[f, i] - mean[f]) * u
-            j += 1
+        for j in range(count):
+            y[j] += (prefix[f, start + j + 1] - prefix[f, start + j] - mean[f]) * u
     square = 0.0
     for j in range(count):
         square += y[j] * y[j]

@@ -494,13 +494,11 @@ def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
     short = edge_length(length, memo.min_size) if stats.block_size == 1 else 0
     if not 0.0 < p < 1.0 or min(split - start, end - split) >= short:
         return p
-    # the long-run test's share of its tail at the short sides, which the
-    # samples' own tail replaces where it is heavier
-    share = 1.0 - split_pvalue(gain, length, short, noise, steps) / p
-    if not share > 0:
-        return p
+    # the largest gain over the positions with both sides long (the long-run
+    # test's tail over them) or over the short ones (the samples' own bound)
+    inner = split_pvalue(gain, length, short, noise, steps)
     tail = short_tail(stats.prefix, start, end, split, gain_q, memo.min_size)
-    return max(p, min(1.0, tail / share))
+    return max(p, min(1.0, inner + tail))
 
 
 def _spread(memo: Memo, start: int, end: int):

@@ -1,0 +1,84 @@
+"""What the short-side test costs: the time a default call spends bounding short pieces.
+
+A split that leaves a short piece at a segment's end, in a series searched
+sample by sample, is bounded by its samples' own law
+(:func:`kcpstream.selection.edges.short_tail`).  For each family and n, the
+script times ``segment(x)`` (defaults) and, in the same calls, the time
+spent in ``short_tail`` (counted by wrapping it); ``ratio`` is the call's
+time over the call's time without that part (the baseline: the same call
+less the bound).  Median of ``--repeat`` draws after one warm-up call.
+
+Usage: python benchmarks/bench_edges.py [--repeat 9] [--out edges.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+from _report import report
+
+import kcpstream
+from kcpstream.selection import choose
+
+FAMILIES = {
+    "iid normal": lambda n, rng: rng.standard_normal(n),
+    "flag 5 %": lambda n, rng: (rng.random(n) < 0.05).astype(np.float64),
+    "two mean changes": lambda n, rng: (
+        rng.standard_normal(n)
+        + 0.7 * ((np.arange(n) >= n // 3).astype(float) - 2 * (np.arange(n) >= 2 * n // 3))
+    ),
+}
+
+
+def run(repeat: int) -> dict:
+    spent = [0.0, 0]
+    real = choose.short_tail
+
+    def timed(*args):
+        t0 = time.perf_counter()
+        try:
+            return real(*args)
+        finally:
+            spent[0] += time.perf_counter() - t0
+            spent[1] += 1
+
+    choose.short_tail = timed
+    out = {}
+    try:
+        for family, draw in FAMILIES.items():
+            for n in (1_000, 10_000, 65_536):
+                kcpstream.segment(draw(n, np.random.default_rng(0)))  # warm-up
+                calls, bounds, counts = [], [], []
+                for seed in range(1, repeat + 1):
+                    x = draw(n, np.random.default_rng(seed))
+                    spent[:] = [0.0, 0]
+                    t0 = time.perf_counter()
+                    kcpstream.segment(x)
+                    calls.append(time.perf_counter() - t0)
+                    bounds.append(spent[0])
+                    counts.append(spent[1])
+                call, bound = statistics.median(calls), statistics.median(bounds)
+                out[f"{family} | {n}"] = {
+                    "call_s": call,
+                    "bound_s": bound,
+                    "bounds_per_call": statistics.median(counts),
+                    "ratio": call / (call - bound),
+                }
+    finally:
+        choose.short_tail = real
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    report({"args": f"--repeat {args.repeat}", "edges": run(args.repeat)}, args.out, None)
+
+
+if __name__ == "__main__":
+    main()
