@@ -154,6 +154,7 @@ NULLS = {
     "t3": lambda n, rng: rng.standard_t(3, n),
     # discrete and skewed: short runs of ones and single large values
     "flag 5 %": lambda n, rng: (rng.random(n) < 0.05).astype(np.float64),
+    "flag 0.5 %": lambda n, rng: (rng.random(n) < 0.005).astype(np.float64),
     "Gamma(0.5)": lambda n, rng: rng.gamma(0.5, 1.0, n),
     "seasonal": lambda n, rng: (
         np.sin(2 * np.pi * 20 * np.arange(n) / n + rng.uniform(0, 2 * np.pi))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream._kernels.edges import log_moments
-from kcpstream.selection.edges import EDGE_SAMPLES, RATES, edge_length, short_tail
+from kcpstream.selection.edges import EDGE_SAMPLES, RATES, edge_length, piece_tail, short_tail
 from tests.reference import log_moments_reference
 
 
@@ -68,6 +68,23 @@ def test_a_flag_gets_the_binomial_chernoff_bound():
     # the Gaussian law of the 10 samples' mean puts their gain far out
     sigma2 = x.var()
     assert got > 1e-3 > 1e3 * math.erfc(math.sqrt(gain * (n - split) / n / sigma2 / 2))
+
+
+def test_every_split_of_a_flag_gets_the_binomial_bound_by_its_shorter_side():
+    # the bound of a series without noise: pieces up to half the segment
+    rng = np.random.default_rng(1)
+    n, split, trim = 600, 200, 5
+    x = (rng.random(n) < 0.2).astype(np.int64)
+    x[:split] = rng.random(split) < 0.35
+    prefix = _prefix(x)
+    gain = n / (split * (n - split)) * (x[:split].sum() - split * x.mean()) ** 2
+    expected = 0.0
+    for m in range(trim, n // 2 + 1):
+        a = (math.sqrt(gain * m * (n - m) / n) + m * x.mean()) / m
+        expected += 2 * math.exp(-m * _kl(a, x.mean())) if a < 1 else 0.0
+    got = piece_tail(prefix, 0, n, split, gain, trim, n // 2 + 1)
+    assert expected <= got <= 1.05 * expected
+    assert piece_tail(prefix, 0, n, split, gain, trim, trim) == 1.0  # no pieces
 
 
 def test_the_short_tail_falls_with_the_gain_and_covers_only_short_pieces():

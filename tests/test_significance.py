@@ -232,6 +232,27 @@ def test_sparse_flags_have_noise():
     assert noise.trace == pytest.approx(0.05 * 0.95, rel=0.1)
 
 
+def test_rare_events_are_not_certain_changes():
+    # a single event: its batch differences, the only ones that vary, are set
+    # aside as changes, and the series is noise-free between batches; a split
+    # through the event was then certain (p = 0), and is now bounded by the
+    # samples' own law over every split
+    one = np.zeros(500)
+    one[200] = 1.0
+    assert long_run_noise(np.concatenate([[0.0], np.cumsum(one)])[None, :], 1).trace == 0
+    assert kcpstream.segment(one).n_changepoints == 0
+    # a stationary flag at 0.2 %: all 18 of these series with a one got
+    # change-points with p = 0
+    flags = [(np.random.default_rng([7, s]).random(1000) < 0.002).astype(float) for s in range(20)]
+    flags = [f for f in flags if f.any()]
+    assert len(flags) == 18
+    assert sum(kcpstream.segment(f).n_changepoints > 0 for f in flags) <= 1
+    # a step is still a change, and as sure as the bound of 500 samples drawn
+    # from a 50/50 law all falling on one side
+    step = kcpstream.segment(np.r_[np.zeros(500), np.ones(500)])
+    assert step.changepoints.tolist() == [500] and step.pvalues[0] < 1e-100
+
+
 def test_a_segment_is_scaled_by_the_series_long_run_to_short_range_ratio():
     # below 1 as well: anti-correlated batches make the series' long-run trace a
     # quarter of its short-range one, and a segment's own level is scaled alike

@@ -20,7 +20,7 @@ from kcpstream.errors import InputError, NotEnoughSplitsError
 from kcpstream.search.binseg import SegmentSplit, check_enough_splits
 from kcpstream.search.dynp import dp_grid, optimal_partitions
 from kcpstream.search.stats import BlockStats
-from kcpstream.selection.edges import edge_length, short_tail
+from kcpstream.selection.edges import edge_length, piece_tail, short_tail
 from kcpstream.selection.permutation import permutation_pvalue
 from kcpstream.selection.rules import (
     Selection,
@@ -491,6 +491,13 @@ def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
     noise = cycle_noise(local_noise(spread, memo.noise), length, memo.min_size, split - start)
     steps = _steps(memo, length)
     p = split_pvalue(gain, length, memo.min_size, noise, steps)
+    if stats.block_size == 1 and p == 0.0 and not noise.trace > 0:
+        # noise-free between batches but at the differences set aside as
+        # changes: steps, or rare events (a flag at 0.1 %) whose every split
+        # would be certain; the samples' own bound over every split tells them
+        # apart (exchangeable samples: the test of a series without noise)
+        half = length // 2 + 1  # every split, by its shorter side
+        return min(1.0, piece_tail(stats.prefix, start, end, split, gain_q, memo.min_size, half))
     short = edge_length(length, memo.min_size) if stats.block_size == 1 else 0
     if not 0.0 < p < 1.0 or min(split - start, end - split) >= short:
         return p

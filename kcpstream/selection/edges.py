@@ -37,6 +37,11 @@ p-value is the long-run test's; where a few samples can move the mean far
 Serial dependence is the long-run test's to count: the p-value is never
 below its.
 
+The same bound over every split by its shorter side (:func:`piece_tail`)
+tests a segment whose long-run noise is 0 (its batch sums vary only at the
+differences set aside as changes): steps, where it is astronomically small,
+or rare events, where the long-run law would call every split certain.
+
 This needs every sample's sums: it applies where the statistics hold them
 (series searched sample by sample in memory, or windows one by one).
 """
@@ -47,7 +52,7 @@ import numpy as np
 
 from kcpstream._kernels.edges import log_moments
 
-__all__ = ["EDGE_SAMPLES", "edge_length", "short_tail"]
+__all__ = ["EDGE_SAMPLES", "edge_length", "piece_tail", "short_tail"]
 
 #: Short sides below this many samples are tested by the samples' own law.
 EDGE_SAMPLES = 64
@@ -73,9 +78,18 @@ def short_tail(
     the direction of the piece that ``split`` cuts off, for draws of the
     segment's samples (``prefix``: exact prefix sums at every sample,
     (p, n + 1); ``gain`` in their units)."""
+    return piece_tail(prefix, start, end, split, gain, trim, edge_length(end - start, trim))
+
+
+def piece_tail(
+    prefix: np.ndarray, start: int, end: int, split: int, gain: float, trim: int, most: int
+) -> float:
+    """The Chernoff bound of :func:`short_tail` for the pieces of
+    ``[trim, most)`` samples at either end: with ``most = (end - start) // 2
+    + 1``, every split of the segment by its shorter side (the bound of its
+    largest gain when its samples are exchangeable)."""
     length = end - start
-    most = edge_length(length, trim)
-    if not most or not gain > 0:
+    if not most > trim or not gain > 0:
         return 1.0
     lo, hi = (start, split) if split - start <= end - split else (split, end)
     total = (prefix[:, end] - prefix[:, start]).astype(np.float64)
