@@ -8,7 +8,14 @@ spent in ``short_tail`` (counted by wrapping it); ``ratio`` is the call's
 time over the call's time without that part (the baseline: the same call
 less the bound).  Median of ``--repeat`` draws after one warm-up call.
 
-Usage: python benchmarks/bench_edges.py [--repeat 9] [--out edges.json]
+``--power DRAWS`` also measures what the bound costs in power: the share of
+draws of 10^4 samples in which a short change is found (a change-point
+within a fifth of its length, at least 10 samples, of either of its ends),
+with short sides up to ``--edge-samples`` (default
+:data:`~kcpstream.selection.edges.EDGE_SAMPLES`).
+
+Usage: python benchmarks/bench_edges.py [--repeat 9] [--power 40]
+       [--edge-samples 64] [--out edges.json]
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import numpy as np
 from _report import report
 
 import kcpstream
-from kcpstream.selection import choose
+from kcpstream.selection import choose, edges
 
 FAMILIES = {
     "iid normal": lambda n, rng: rng.standard_normal(n),
@@ -72,12 +79,56 @@ def run(repeat: int) -> dict:
     return out
 
 
+#: Short changes in 10^4 samples: (length, draw of the series from a generator).
+SHORT_CHANGES = {
+    "mean +2 over 30": (30, lambda rng: _bump(rng.standard_normal(10_000), 6000, 30, 2.0)),
+    "mean +0.8 over 200": (200, lambda rng: _bump(rng.standard_normal(10_000), 6000, 200, 0.8)),
+    "flag 5 % -> 15 % over 200": (
+        200,
+        lambda rng: np.r_[
+            rng.random(6000) < 0.05, rng.random(200) < 0.15, rng.random(3800) < 0.05
+        ].astype(np.float64),
+    ),
+    "mean +0.6 over the last 300": (
+        300,
+        lambda rng: _bump(rng.standard_normal(10_000), 9700, 300, 0.6),
+    ),
+}
+
+
+def _bump(x: np.ndarray, at: int, length: int, height: float) -> np.ndarray:
+    x[at : at + length] += height
+    return x
+
+
+def power(draws: int) -> dict:
+    out = {}
+    for name, (length, draw) in SHORT_CHANGES.items():
+        at = 9700 if "last" in name else 6000
+        ends = np.array([at, at + length]) if at + length < 10_000 else np.array([at])
+        hits = 0
+        for seed in range(draws):
+            found = kcpstream.segment(draw(np.random.default_rng([99, seed]))).changepoints
+            hits += bool(np.any(np.abs(found[:, None] - ends) <= max(10, length // 5)))
+        out[name] = hits / draws
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument("--power", type=int, default=0, help="draws per short change (0: none)")
+    ap.add_argument("--edge-samples", type=int, default=edges.EDGE_SAMPLES)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    report({"args": f"--repeat {args.repeat}", "edges": run(args.repeat)}, args.out, None)
+    edges.EDGE_SAMPLES = args.edge_samples
+    result = {
+        "args": f"--repeat {args.repeat} --power {args.power} --edge-samples {args.edge_samples}",
+        "edges": run(args.repeat),
+    }
+    if args.power:
+        result["power"] = power(args.power)
+    report(result, args.out, None)
 
 
 if __name__ == "__main__":

@@ -251,6 +251,11 @@ def test_rare_events_are_not_certain_changes():
     # from a 50/50 law all falling on one side
     step = kcpstream.segment(np.r_[np.zeros(500), np.ones(500)])
     assert step.changepoints.tolist() == [500] and step.pvalues[0] < 1e-100
+    # a level shift with rare spikes on both levels: one change, where each
+    # spike was a certain pair of change-points (12 of them on 1000 samples)
+    rng = np.random.default_rng(5)
+    shift = np.r_[np.zeros(500), 5 * np.ones(500)] + (rng.random(1000) < 0.003)
+    assert kcpstream.segment(shift).changepoints.tolist() == [500]
 
 
 def test_a_segment_is_scaled_by_the_series_long_run_to_short_range_ratio():
