@@ -79,17 +79,23 @@ def run(repeat: int) -> dict:
     return out
 
 
-#: Short changes in 10^4 samples: (length, draw of the series from a generator).
+#: Short changes in 10^4 samples: (start, length, draw of the series from a generator).
 SHORT_CHANGES = {
-    "mean +2 over 30": (30, lambda rng: _bump(rng.standard_normal(10_000), 6000, 30, 2.0)),
-    "mean +0.8 over 200": (200, lambda rng: _bump(rng.standard_normal(10_000), 6000, 200, 0.8)),
+    "mean +2 over 30": (6000, 30, lambda rng: _bump(rng.standard_normal(10_000), 6000, 30, 2.0)),
+    "mean +0.8 over 200": (
+        6000,
+        200,
+        lambda rng: _bump(rng.standard_normal(10_000), 6000, 200, 0.8),
+    ),
     "flag 5 % -> 15 % over 200": (
+        6000,
         200,
         lambda rng: np.r_[
             rng.random(6000) < 0.05, rng.random(200) < 0.15, rng.random(3800) < 0.05
         ].astype(np.float64),
     ),
     "mean +0.6 over the last 300": (
+        9700,
         300,
         lambda rng: _bump(rng.standard_normal(10_000), 9700, 300, 0.6),
     ),
@@ -103,8 +109,7 @@ def _bump(x: np.ndarray, at: int, length: int, height: float) -> np.ndarray:
 
 def power(draws: int) -> dict:
     out = {}
-    for name, (length, draw) in SHORT_CHANGES.items():
-        at = 9700 if "last" in name else 6000
+    for name, (at, length, draw) in SHORT_CHANGES.items():
         ends = np.array([at, at + length]) if at + length < 10_000 else np.array([at])
         hits = 0
         for seed in range(draws):
