@@ -9,6 +9,7 @@ whose best gain is largest (ties: the smallest split position), repeat.
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -268,3 +269,45 @@ def log_moments_reference(prefix, start: int, end: int, direction, rates):
     scale = float(np.sqrt(np.mean(y * y)))
     z = y / scale
     return scale, np.array([np.log(np.mean(np.exp(r * z))) for r in rates])
+
+
+def bound_segment_reference(stats, start: int, end: int, min_size: int):
+    """:func:`kcpstream.search.binseg.bound_segment` as numpy steps around the
+    boundary scan: the pending pieces chosen by their slack bounds, cut into
+    runs of consecutive pieces, each with the sum before it.  Returns ``(gain,
+    split, upper, requests, bounds)``, requests as ``(piece_start, piece_end,
+    left, grid)``."""
+    from kcpstream._kernels.blockstats import segment_boundary_scan
+    from kcpstream.search.binseg import _REL_SLACK, MAX_RUN_SAMPLES, _segment_pieces
+
+    if end - start < 2 * min_size:
+        return -1.0, -1, -1.0, [], []
+    B, p = stats.block_size, stats.n_features
+    qmax2 = max(stats.global_max_norm2, 1.0)
+    pa, _ = stats.prefix_at(start)
+    pe, _ = stats.prefix_at(end)
+    j0, j1, head, tail = _segment_pieces(stats, start, end)
+    eps_norm = (end - start) * math.sqrt(qmax2 * p) * 2.0**-48
+    gain, split, bounds = segment_boundary_scan(
+        stats.prefix, stats.bridge, B, j0, j1, start, end, pa, pe, head, tail,
+        min_size, math.sqrt(qmax2), eps_norm,
+    )  # fmt: skip
+    slack = bounds * (1 + _REL_SLACK) + stats.gain_rounding(end - start)
+    ok = (bounds >= 0) & (slack >= gain) if split >= 0 else bounds >= 0
+    chosen = np.flatnonzero(ok)
+    upper = max(float(gain), float(slack[chosen].max())) if chosen.size else float(gain)
+    positions = [start, *range(j0 * B, j1 * B + 1, B), end] if j0 <= j1 else [start, end]
+    most = max(1, MAX_RUN_SAMPLES // B)
+    runs: list[list[int]] = []
+    for i in chosen.tolist():
+        if runs and runs[-1][-1] == i - 1 and len(runs[-1]) < most:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    requests, run_bounds = [], []
+    for run in runs:
+        a, e = positions[run[0]], positions[run[-1] + 1]
+        left = stats.prefix_at(a)[0] - pa if run[0] > 0 else np.zeros(p, np.int64)
+        requests.append((a, e, left, B if len(run) > 1 else 0))
+        run_bounds.append(max(float(slack[i]) for i in run))
+    return float(gain), int(split), upper, requests, run_bounds

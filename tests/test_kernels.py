@@ -216,6 +216,65 @@ def test_prefix_rows_are_prefix_at(seed, n, p, block, data):
     np.testing.assert_array_equal(rows, np.stack([q[:c].sum(axis=0) for c in positions]))
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 80),
+    p=st.integers(1, 4),
+    block=st.integers(1, 9),
+    min_size=st.integers(1, 6),
+    most=st.integers(1, 5),
+    shift=st.integers(0, 30),
+    data=st.data(),
+)
+def test_bound_segment_is_its_numpy_reference(seed, n, p, block, min_size, most, shift, data):
+    # the compiled pending pieces (runs cut at `most` pieces, their bounds and
+    # sums before them) against numpy steps around the boundary scan, on
+    # segments between grid points and refined splits
+    from unittest import mock
+
+    from kcpstream.search import binseg
+    from kcpstream.search.requests import pieces_of
+
+    from .reference import bound_segment_reference
+
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-100, 100, size=(n, p)).astype(np.int64)
+    q[n // 2 :] += np.int64(shift)
+    stats = _block_stats(q, block, bridges=True)
+    # at most one refined split per block, as a search makes them: a segment's
+    # end pieces are then pieces of the statistics
+    inside = [range(a + 1, min(a + block, n)) for a in range(0, n, block)]
+    refined = [data.draw(st.sampled_from(r)) for r in inside if r and data.draw(st.booleans())]
+    for c in refined:
+        a = c // block * block
+        e = min(a + block, n)
+        halves = [q[a:c], q[c:e]]
+        left, right = (
+            PieceStats(len(h), h.sum(axis=0), 0.0, 0.0, bridge_excursion(h)) for h in halves
+        )
+        stats.add_split(c, a, e, left, right)
+    known = sorted({*range(0, n, block), n, *refined})
+    start = data.draw(st.sampled_from(known))
+    end = data.draw(st.sampled_from([c for c in known if c > start] or [n]))
+    if end <= start:
+        return
+    with mock.patch.object(binseg, "MAX_RUN_SAMPLES", most * block):
+        seg = binseg.bound_segment(stats, start, end, min_size)
+        gain, split, upper, requests, bounds = bound_segment_reference(stats, start, end, min_size)
+    assert (seg.gain, seg.split, seg.upper, seg.bounds) == (gain, split, upper, bounds)
+    assert len(seg.pending) == len(requests)
+    for req, (a, e, left, grid) in zip(seg.pending, requests, strict=True):
+        assert (req.segment, req.piece_start, req.piece_end, req.grid) == ((start, end), a, e, grid)
+        np.testing.assert_array_equal(req.left_at_piece, left)
+        np.testing.assert_array_equal(req.total, q[start:end].sum(axis=0))
+        np.testing.assert_array_equal(req.left_at_piece, q[start:a].sum(axis=0))
+        assert len(pieces_of(req)) <= most
+    # runs end only where the next pending piece is not adjacent or the run is full
+    for req, after in zip(seg.pending[:-1], seg.pending[1:], strict=True):
+        assert after.piece_start > req.piece_end or len(pieces_of(req)) == most
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.integers(0, 2**32 - 1),

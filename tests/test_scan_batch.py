@@ -197,20 +197,6 @@ def test_a_run_of_pieces_scans_what_its_pieces_scan_one_by_one(
             np.testing.assert_allclose([mine.Q, mine.R], [theirs.Q, theirs.R], rtol=1e-12)
 
 
-@given(chosen=st.sets(st.integers(0, 60), min_size=1), most=st.integers(1, 7))
-def test_runs_cover_the_chosen_pieces_in_consecutive_runs_of_at_most_most(chosen, most):
-    from kcpstream.search.binseg import _runs
-
-    values = np.array(sorted(chosen))
-    first, last = _runs(values, most)
-    covered = [v for f, k in zip(first, last, strict=True) for v in range(f, k + 1)]
-    assert covered == values.tolist()  # each once, in order, nothing else
-    assert ((last - first + 1) <= most).all()
-    # runs end only where the next value is not adjacent or the run is full
-    for f, k, f_next in zip(first[:-1], last[:-1], first[1:], strict=True):
-        assert f_next > k + 1 or k - f + 1 == most
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 10_000),

@@ -166,6 +166,31 @@ def test_batch_uses_one_data_pass_and_shared_rounds(sensors):
     assert len(log.computes) == len(fits) + len(passes) + len(scans)
 
 
+def test_a_batchs_searches_advanced_in_threads_equal_each_series_alone(monkeypatch):
+    # each round, a batch's searches take their scans' results in threads (their
+    # bounds are compiled and release the GIL): the same change-points, gains,
+    # p-values and search work as one after the other, and as each series alone
+    from kcpstream.passes import drive
+
+    sigs = [datasets.changing_distribution(6_000, 2, seed=10 + s).x for s in range(6)]
+    da = xr.DataArray(np.stack(sigs, axis=1), dims=("time", "sensor"))
+    kw = {"block_size": 16, "cache_bytes": 0}  # the block grid and rounds of reads
+
+    def work(r):
+        return (r.changepoints.tolist(), r.gains.tolist(), r.pvalues.tolist(),
+                r.diagnostics.search)  # fmt: skip
+
+    monkeypatch.setattr(drive, "worker_threads", lambda: 2)
+    threaded = kcpstream.segment(da, batch_dims="sensor", **kw)
+    monkeypatch.setattr(drive, "MIN_THREAD_SEARCHES", 10**9)
+    sequential = kcpstream.segment(da, batch_dims="sensor", **kw)
+    for i in range(6):
+        alone = kcpstream.segment(da.isel(sensor=i), **kw)
+        assert work(threaded[i]) == work(sequential[i])
+        assert work(threaded[i])[:3] == work(alone)[:3]
+        assert threaded[i].diagnostics.search.rounds > 1
+
+
 def test_small_series_of_a_batch_are_featurized_in_one_graph_and_searched_in_memory(sensors):
     ds, _ = sensors
     log = _ComputeLog()

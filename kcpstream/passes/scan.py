@@ -280,10 +280,10 @@ def _scan_here(batches, here, min_size: int, tile: int):
     work = []
     for b, held, samples in here:
         fmap, requests = batches[b][1], batches[b][2]
-        for lo, hi in _even_parts([len(x) for x in samples], _threads()):
+        for lo, hi in _even_parts([len(x) for x in samples], worker_threads()):
             work.append((b, held[lo:hi], samples[lo:hi], fmap, [requests[i] for i in held[lo:hi]]))
     total = sum(len(x) for _, _, xs, _, _ in work for x in xs)
-    workers = min(len(work), _threads(), max(1, total // MIN_THREAD_SAMPLES))
+    workers = min(len(work), worker_threads(), max(1, total // MIN_THREAD_SAMPLES))
     if workers <= 1:
         for b, held, xs, fmap, reqs in work:
             yield b, held, scan_batch(xs, fmap, reqs, min_size, tile)
@@ -296,7 +296,7 @@ def _scan_here(batches, here, min_size: int, tile: int):
             yield b, held, scan.result()
 
 
-def _threads() -> int:
+def worker_threads() -> int:
     """Threads for scans in this process: dask's ``num_workers`` if set, else its CPU count."""
     return max(1, int(dask.config.get("num_workers", None) or CPU_COUNT))
 

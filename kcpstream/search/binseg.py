@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from kcpstream._kernels.blockstats import segment_boundary_scan
+from kcpstream._kernels.blockstats import segment_pending
 from kcpstream._kernels.dense import best_split_between, dense_binseg
 from kcpstream.errors import NotEnoughSplitsError
 from kcpstream.search.requests import ScanRequest, ScanResult
@@ -113,20 +113,21 @@ def _segment_pieces(stats: BlockStats, start: int, end: int):
 def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> SegmentSplit:
     """Best split at the block boundaries of a segment and the pieces that could beat it.
 
-    No data is read: this uses the block statistics only.
+    No data is read: this uses the block statistics only, in one compiled call
+    (:func:`~kcpstream._kernels.blockstats.segment_pending`): a search evaluates
+    hundreds of segments per series, and their Python bookkeeping was most of a
+    short series' search.
     """
     seg = SegmentSplit(start, end)
     n_seg = end - start
     if n_seg < 2 * min_size:
         return seg
     B = stats.block_size
-    p = stats.n_features
     qmax2 = max(stats.global_max_norm2, 1.0)
     pa, _ = stats.prefix_at(start)
     pe, _ = stats.prefix_at(end)
     j0, j1, bridge_head, bridge_tail = _segment_pieces(stats, start, end)
-    eps_norm = n_seg * math.sqrt(qmax2 * p) * 2.0**-48
-    best_gain, best_pos, bounds = segment_boundary_scan(
+    gain, split, upper, firsts, ends, grids, bounds, lefts = segment_pending(
         stats.prefix,
         stats.bridge,
         B,
@@ -140,29 +141,21 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
         bridge_tail,
         min_size,
         math.sqrt(qmax2),
-        eps_norm,
+        n_seg * math.sqrt(qmax2 * stats.n_features) * 2.0**-48,
+        1 + _REL_SLACK,
+        stats.gain_rounding(n_seg),
+        max(1, MAX_RUN_SAMPLES // B),
     )
-    seg.gain, seg.split = float(best_gain), int(best_pos)
-    slack = bounds * (1 + _REL_SLACK) + stats.gain_rounding(n_seg)
-    if best_pos >= 0:
-        chosen = np.flatnonzero((bounds >= 0) & (slack >= best_gain))
-    else:
-        chosen = np.flatnonzero(bounds >= 0)
-    seg.upper = max(seg.gain, float(slack[chosen].max())) if chosen.size else seg.gain
-    if chosen.size:
-        positions = np.concatenate(([start], np.arange(j0, j1 + 1, dtype=np.int64) * B, [end]))
+    seg.gain, seg.split, seg.upper = float(gain), int(split), float(upper)
+    if firsts.size:
         total = pe - pa
-        first, last = _runs(chosen, max(1, MAX_RUN_SAMPLES // B))
-        at = np.searchsorted(chosen, first)  # each run's first place in `chosen`
-        seg.bounds = np.maximum.reduceat(slack[chosen], at).tolist()
-        # the sums before each run: a piece but the first starts at grid point
-        # j0 + i - 1 (one gather, not a prefix lookup per run)
-        lefts = np.zeros((first.size, p), np.int64)
-        inner = first > 0
-        lefts[inner] = stats.prefix[:, j0 + first[inner] - 1].T - pa
-        for i, k, left in zip(first.tolist(), last.tolist(), lefts, strict=True):
-            a, e = int(positions[i]), int(positions[k + 1])
-            seg.pending.append(ScanRequest((start, end), a, e, left, total, B if k > i else 0))
+        seg.bounds = bounds.tolist()
+        seg.pending = [
+            ScanRequest((start, end), a, e, left, total, g)
+            for a, e, g, left in zip(
+                firsts.tolist(), ends.tolist(), grids.tolist(), lefts, strict=True
+            )
+        ]
     return seg
 
 
@@ -171,19 +164,6 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
 #: not the samples, is what a search of short blocks spends its time on); a
 #: run's features stay within a thread's scratch buffer at 64 features.
 MAX_RUN_SAMPLES = 2**15
-
-
-def _runs(chosen: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
-    """First and last index of each run of consecutive values of the sorted
-    ``chosen``, a run at most ``most`` long."""
-    breaks = np.flatnonzero(np.diff(chosen) != 1) + 1
-    starts = np.concatenate(([0], breaks))
-    ends = np.concatenate((breaks, [chosen.size]))  # exclusive
-    if most > 1 and (ends - starts <= most).all():
-        return chosen[starts], chosen[ends - 1]
-    first = np.concatenate([np.arange(a, b, most) for a, b in zip(starts, ends, strict=True)])
-    last = np.minimum(first + most, np.repeat(ends, -(-(ends - starts) // most))) - 1
-    return chosen[first], chosen[last]
 
 
 #: A segment with more pending requests than this scans first those of the
