@@ -171,6 +171,7 @@ def test_a_batchs_searches_advanced_in_threads_equal_each_series_alone(monkeypat
     # bounds are compiled and release the GIL): the same change-points, gains,
     # p-values and search work as one after the other, and as each series alone
     from kcpstream.passes import drive
+    from kcpstream.tasks import threads
 
     sigs = [datasets.changing_distribution(6_000, 2, seed=10 + s).x for s in range(6)]
     da = xr.DataArray(np.stack(sigs, axis=1), dims=("time", "sensor"))
@@ -180,7 +181,7 @@ def test_a_batchs_searches_advanced_in_threads_equal_each_series_alone(monkeypat
         return (r.changepoints.tolist(), r.gains.tolist(), r.pvalues.tolist(),
                 r.diagnostics.search)  # fmt: skip
 
-    monkeypatch.setattr(drive, "worker_threads", lambda: 2)
+    monkeypatch.setattr(threads, "worker_threads", lambda: 2)
     threaded = kcpstream.segment(da, batch_dims="sensor", **kw)
     monkeypatch.setattr(drive, "MIN_THREAD_SEARCHES", 10**9)
     sequential = kcpstream.segment(da, batch_dims="sensor", **kw)

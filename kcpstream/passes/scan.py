@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dask
 import numpy as np
-from dask.system import CPU_COUNT
 
 from kcpstream._kernels.blockstats import piece_stats, snapshot_every
 from kcpstream._kernels.blockstats import scan_piece as _scan_piece_kernel
@@ -31,6 +30,7 @@ from kcpstream.passes.sliced import SlicedScan, is_long, scan_sliced, slice_leng
 from kcpstream.search.requests import ScanRequest, ScanResult, piece_of, pieces_of
 from kcpstream.search.stats import PieceStats
 from kcpstream.tasks.graph import TaskBatch
+from kcpstream.tasks.threads import worker_threads
 
 
 def _split_pieces(
@@ -294,11 +294,6 @@ def _scan_here(batches, here, min_size: int, tile: int):
         ]
         for (b, held, _, _, _), scan in zip(work, scans, strict=True):
             yield b, held, scan.result()
-
-
-def worker_threads() -> int:
-    """Threads for scans in this process: dask's ``num_workers`` if set, else its CPU count."""
-    return max(1, int(dask.config.get("num_workers", None) or CPU_COUNT))
 
 
 def _even_parts(lengths: list[int], parts: int) -> list[tuple[int, int]]:
