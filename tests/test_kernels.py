@@ -264,14 +264,15 @@ def test_bound_segment_is_its_numpy_reference(seed, n, p, block, min_size, most,
         gain, split, upper, requests, bounds = bound_segment_reference(stats, start, end, min_size)
     assert (seg.gain, seg.split, seg.upper, seg.bounds) == (gain, split, upper, bounds)
     assert len(seg.pending) == len(requests)
-    for req, (a, e, left, grid) in zip(seg.pending, requests, strict=True):
+    made = [seg.request(stats, i) for i in range(len(seg.pending))]
+    for req, (a, e, left, grid) in zip(made, requests, strict=True):
         assert (req.segment, req.piece_start, req.piece_end, req.grid) == ((start, end), a, e, grid)
         np.testing.assert_array_equal(req.left_at_piece, left)
         np.testing.assert_array_equal(req.total, q[start:end].sum(axis=0))
         np.testing.assert_array_equal(req.left_at_piece, q[start:a].sum(axis=0))
         assert len(pieces_of(req)) <= most
     # runs end only where the next pending piece is not adjacent or the run is full
-    for req, after in zip(seg.pending[:-1], seg.pending[1:], strict=True):
+    for req, after in zip(made[:-1], made[1:], strict=True):
         assert after.piece_start > req.piece_end or len(pieces_of(req)) == most
 
 

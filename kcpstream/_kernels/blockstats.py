@@ -577,11 +577,10 @@ def segment_pending(
     Pending pieces next to each other form runs of at most ``most`` pieces.
 
     Returns ``(best_gain, best_pos, upper, run_start, run_end, run_grid,
-    run_bound, run_left)``: the best boundary, the largest of its gain and the
-    pending pieces' slack bounds, and for each run its first sample, its end
-    (exclusive), ``block_size`` when it holds more than one piece (else 0), the
-    largest slack bound of its pieces and the exact sum of the segment's samples
-    before it (``(runs, p)`` int64).
+    run_bound)``: the best boundary, the largest of its gain and the pending
+    pieces' slack bounds, and for each run its first sample, its end
+    (exclusive), ``block_size`` when it holds more than one piece (else 0) and
+    the largest slack bound of its pieces.
     """
     best_gain, best_pos, bounds = segment_boundary_scan(
         prefix,
@@ -628,23 +627,16 @@ def segment_pending(
             runs += 1
             length = 1
         prev = i
-    p = prefix_start.shape[0]
     run_start = np.empty(runs, np.int64)
     run_end = np.empty(runs, np.int64)
     run_grid = np.zeros(runs, np.int64)
-    run_left = np.zeros((runs, p), np.int64)
     for r in range(runs):
         i, k = first[r], last[r]
-        if i == 0:
-            run_start[r] = start
-        else:
-            run_start[r] = (j0 + i - 1) * block_size
-            for j in range(p):
-                run_left[r, j] = prefix[j, j0 + i - 1] - prefix_start[j]
+        run_start[r] = start if i == 0 else (j0 + i - 1) * block_size
         run_end[r] = (j0 + k) * block_size if k < n_inner else end
         if k > i:
             run_grid[r] = block_size
-    return best_gain, best_pos, upper, run_start, run_end, run_grid, run_bound[:runs], run_left
+    return best_gain, best_pos, upper, run_start, run_end, run_grid, run_bound[:runs]
 
 
 #: Positions whose gains :func:`scan_piece` computes side by side (independent

@@ -33,7 +33,7 @@ import heapq
 import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -45,6 +45,17 @@ from kcpstream.search.stats import BlockStats, PieceStats
 
 #: relative slack on pruning bounds (covers floating-point rounding of the bounds)
 _REL_SLACK = 1e-9
+
+
+class Pending(NamedTuple):
+    """A piece, or a run of pieces of the grid ``grid`` (0: one piece), of a
+    segment that its bounds could not rule out.  Its sums are not held: a
+    search evaluates hundreds of segments per series, most never scanned
+    (:meth:`SegmentSplit.request` makes the scan request when it is)."""
+
+    piece_start: int
+    piece_end: int
+    grid: int
 
 
 @dataclass
@@ -63,7 +74,7 @@ class SegmentSplit:
     gain: float = -1.0
     split: int = -1
     upper: float = -1.0
-    pending: list[ScanRequest] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
     #: the bound of each pending request (with its rounding slack)
     bounds: list[float] = field(default_factory=list)
     piece: tuple[int, int] | None = None
@@ -73,6 +84,15 @@ class SegmentSplit:
     #: :func:`bound_segment`, all but those a better split ruled out), None
     #: when not scanned in this process
     scanned: list[tuple[int, int]] | None = None
+
+    def request(self, stats: BlockStats, i: int) -> ScanRequest:
+        """The scan of ``pending[i]``, with the exact sums it starts from."""
+        a, e, grid = self.pending[i]
+        base = stats.prefix_at(self.start)[0]
+        left = stats.prefix_at(a)[0] - base
+        return ScanRequest(
+            (self.start, self.end), a, e, left, stats.prefix_at(self.end)[0] - base, grid
+        )
 
     @property
     def exact(self) -> bool:
@@ -127,7 +147,7 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
     pa, _ = stats.prefix_at(start)
     pe, _ = stats.prefix_at(end)
     j0, j1, bridge_head, bridge_tail = _segment_pieces(stats, start, end)
-    gain, split, upper, firsts, ends, grids, bounds, lefts = segment_pending(
+    gain, split, upper, firsts, ends, grids, bounds = segment_pending(
         stats.prefix,
         stats.bridge,
         B,
@@ -148,14 +168,9 @@ def bound_segment(stats: BlockStats, start: int, end: int, min_size: int) -> Seg
     )
     seg.gain, seg.split, seg.upper = float(gain), int(split), float(upper)
     if firsts.size:
-        total = pe - pa
         seg.bounds = bounds.tolist()
-        seg.pending = [
-            ScanRequest((start, end), a, e, left, total, g)
-            for a, e, g, left in zip(
-                firsts.tolist(), ends.tolist(), grids.tolist(), lefts, strict=True
-            )
-        ]
+        runs = zip(firsts.tolist(), ends.tolist(), grids.tolist(), strict=True)
+        seg.pending = [Pending(*run) for run in runs]
     return seg
 
 
@@ -371,7 +386,9 @@ def binseg_steps(
             break
         to_refine += _contenders(heap, known, order, to_refine)
         taken = [_to_scan(seg) for seg in to_refine]
-        requests = [seg.pending[i] for seg, idx in zip(to_refine, taken, strict=True) for i in idx]
+        requests = [
+            seg.request(stats, i) for seg, idx in zip(to_refine, taken, strict=True) for i in idx
+        ]
         count_round(log, requests)
         _apply_scans(to_refine, taken, (yield requests))
         for seg in to_refine:  # keep the exact split's pieces with the statistics
