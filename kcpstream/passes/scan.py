@@ -26,7 +26,7 @@ from kcpstream.passes.cache import (
     home_of,
 )
 from kcpstream.passes.ranges import as_2d, featurize_range, scratch_features
-from kcpstream.passes.sliced import SlicedScan, is_long, scan_sliced, slice_length
+from kcpstream.passes.sliced import SlicedScan, scan_sliced, slice_length, whole_length
 from kcpstream.search.requests import ScanRequest, ScanResult, piece_of, pieces_of
 from kcpstream.search.stats import PieceStats
 from kcpstream.tasks.graph import TaskBatch
@@ -84,8 +84,9 @@ def scan_batch(
     in slices on its own)."""
     out: list[ScanResult | None] = [None] * len(reqs)
     short = []
+    whole = whole_length(fmap)  # (once: a map's bound costs tens of µs, a round asks thousands)
     for i, r in enumerate(reqs):
-        if is_long(r, fmap):
+        if r.piece_end - r.piece_start > whole:  # long: scanned in slices
             out[i] = scan_sliced(xs[i], fmap, r, min_size, tile)
         else:
             short.append(i)
@@ -225,7 +226,7 @@ def scan_long(
     tile: int,
     cache: CacheHandle | None,
 ) -> tuple[list[ScanResult], bool]:
-    """Scan one long piece (:func:`~kcpstream.passes.sliced.is_long`) of a run
+    """Scan one long piece (longer than :func:`~kcpstream.passes.sliced.whole_length`) of a run
     of chunks chunk by chunk, a dask task: each chunk is taken from the job's
     sample cache in this process or read alone (and offered to the cache), and
     fed to a :class:`~kcpstream.passes.sliced.SlicedScan` in slices, so that
@@ -336,8 +337,9 @@ def scan_many(
         results: dict[int, ScanResult] = {}
         out.append(results)
         long, short, held, samples = [], [], [], []
+        whole = whole_length(fmap)
         for i, r in enumerate(requests):
-            if is_long(r, fmap):  # read chunk by chunk even when cached, a task each
+            if r.piece_end - r.piece_start > whole:  # read chunk by chunk even when cached
                 long.append(r)
                 continue
             x = None if cache is None else cache.get(r.piece_start, r.piece_end)

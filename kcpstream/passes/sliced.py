@@ -55,11 +55,6 @@ def whole_length(fmap: FeatureMap) -> int:
     return int(max(1, min(LONG_PIECE, (2.0**FLOAT_SUM_BITS - 1) // bound)))
 
 
-def is_long(req: ScanRequest, fmap: FeatureMap) -> bool:
-    """Whether a request's piece is scanned in slices."""
-    return req.piece_end - req.piece_start > whole_length(fmap)
-
-
 def slice_length(fmap: FeatureMap) -> int:
     """Samples per slice: the features of one fill a thread's scratch buffer."""
     return max(1, min(whole_length(fmap), ranges.MAX_SCRATCH_BYTES // (4 * fmap.n_features_out_)))
