@@ -60,6 +60,20 @@ def _block_stats(q: np.ndarray, block: int, bridges: bool = False) -> BlockStats
     return BlockStats(n, block, 0, S, np.zeros(len(blocks)), np.ones(len(blocks)), R)
 
 
+def _add_splits(stats: BlockStats, q: np.ndarray, points, bridges: bool = False) -> None:
+    """Record exact splits of ``stats`` at ``points``, each inside its block, with
+    the halves' sums (and bridge bounds when asked; 0 otherwise)."""
+    n, block = q.shape[0], stats.block_size
+    for c in points:
+        a = c // block * block
+        e = min(a + block, n)
+        left, right = (
+            PieceStats(len(h), h.sum(axis=0), 0.0, 0.0, bridge_excursion(h) if bridges else 0.0)
+            for h in (q[a:c], q[c:e])
+        )
+        stats.add_split(c, a, e, left, right)
+
+
 @given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.sampled_from([16, 64]))
 def test_sums_across_features_round_in_feature_order(seed, k, m):
     # sums of squares beyond 2**53 round: Q and M2 are summed over the features
@@ -202,12 +216,7 @@ def test_prefix_rows_are_prefix_at(seed, n, p, block, data):
     q = rng.integers(-100, 100, size=(n, p)).astype(np.int64)
     stats = _block_stats(q, block)
     refined = [c for c in range(1, n) if c % block and data.draw(st.booleans())]
-    for c in refined:
-        a = c // block * block
-        e = min(a + block, n)
-        left = PieceStats(count=c - a, S=q[a:c].sum(axis=0), Q=0.0, M2=0.0, R=0.0)
-        right = PieceStats(count=e - c, S=q[c:e].sum(axis=0), Q=0.0, M2=0.0, R=0.0)
-        stats.add_split(c, a, e, left, right)
+    _add_splits(stats, q, refined)
     positions = [*range(0, n, block), n, *refined]
     positions = data.draw(st.permutations(positions))
     rows = stats.prefix_rows(np.array(positions, dtype=np.int64))
@@ -246,14 +255,7 @@ def test_bound_segment_is_its_numpy_reference(seed, n, p, block, min_size, most,
     # end pieces are then pieces of the statistics
     inside = [range(a + 1, min(a + block, n)) for a in range(0, n, block)]
     refined = [data.draw(st.sampled_from(r)) for r in inside if r and data.draw(st.booleans())]
-    for c in refined:
-        a = c // block * block
-        e = min(a + block, n)
-        halves = [q[a:c], q[c:e]]
-        left, right = (
-            PieceStats(len(h), h.sum(axis=0), 0.0, 0.0, bridge_excursion(h)) for h in halves
-        )
-        stats.add_split(c, a, e, left, right)
+    _add_splits(stats, q, refined, bridges=True)
     known = sorted({*range(0, n, block), n, *refined})
     start = data.draw(st.sampled_from(known))
     end = data.draw(st.sampled_from([c for c in known if c > start] or [n]))

@@ -8,8 +8,6 @@ returns each piece's best split (:class:`ScanResult`).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import dask
 import numpy as np
 
@@ -30,7 +28,7 @@ from kcpstream.passes.sliced import SlicedScan, scan_sliced, slice_length, whole
 from kcpstream.search.requests import ScanRequest, ScanResult, piece_of, pieces_of
 from kcpstream.search.stats import PieceStats
 from kcpstream.tasks.graph import TaskBatch
-from kcpstream.tasks.threads import worker_threads
+from kcpstream.tasks.threads import each_in_threads, worker_threads
 
 
 def _split_pieces(
@@ -284,17 +282,14 @@ def _scan_here(batches, here, min_size: int, tile: int):
         for lo, hi in _even_parts([len(x) for x in samples], worker_threads()):
             work.append((b, held[lo:hi], samples[lo:hi], fmap, [requests[i] for i in held[lo:hi]]))
     total = sum(len(x) for _, _, xs, _, _ in work for x in xs)
-    workers = min(len(work), worker_threads(), max(1, total // MIN_THREAD_SAMPLES))
-    if workers <= 1:
-        for b, held, xs, fmap, reqs in work:
-            yield b, held, scan_batch(xs, fmap, reqs, min_size, tile)
-        return
-    with ThreadPoolExecutor(workers, thread_name_prefix="kcpstream-scan") as pool:
-        scans = [
-            pool.submit(scan_batch, xs, fmap, reqs, min_size, tile) for _, _, xs, fmap, reqs in work
-        ]
-        for (b, held, _, _, _), scan in zip(work, scans, strict=True):
-            yield b, held, scan.result()
+    scans = each_in_threads(
+        lambda part: scan_batch(*part[2:], min_size, tile),
+        work,
+        least=2,
+        most=max(1, total // MIN_THREAD_SAMPLES),
+    )
+    for (b, held, _, _, _), found in zip(work, scans, strict=True):
+        yield b, held, found
 
 
 def _even_parts(lengths: list[int], parts: int) -> list[tuple[int, int]]:

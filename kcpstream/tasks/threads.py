@@ -23,12 +23,15 @@ MIN_THREAD_ITEMS = 4
 
 
 def each_in_threads(
-    func: Callable[[Any], Any], items: Sequence, least: int = MIN_THREAD_ITEMS
+    func: Callable[[Any], Any],
+    items: Sequence,
+    least: int = MIN_THREAD_ITEMS,
+    most: int | None = None,
 ) -> list:
-    """``[func(item) for item in items]``, in :func:`worker_threads` threads when
-    there are at least ``least`` items (fewer are not worth a pool).  The
-    first exception, in the items' order, is raised."""
-    workers = min(worker_threads(), len(items))
+    """``[func(item) for item in items]``, in :func:`worker_threads` threads (at
+    most ``most``) when there are at least ``least`` items (fewer are not worth
+    a pool).  The first exception, in the items' order, is raised."""
+    workers = min(worker_threads(), len(items), most or len(items))
     if workers <= 1 or len(items) < least:
         return [func(item) for item in items]
     with ThreadPoolExecutor(workers, thread_name_prefix="kcpstream") as pool:
