@@ -311,3 +311,22 @@ def bound_segment_reference(stats, start: int, end: int, min_size: int):
         requests.append((a, e, left, B if len(run) > 1 else 0))
         run_bounds.append(max(float(slack[i]) for i in run))
     return float(gain), int(split), upper, requests, run_bounds
+
+
+def bennett_tail_reference(q, gain, trim, most):
+    """:func:`kcpstream.selection.edges.bounded_tail` summed over every length
+    ``[trim, most)`` one by one, from the samples ``q`` (n, p) of the whole
+    segment: the Bennett bound for ``m`` draws of vectors of norm at most
+    ``b`` about their mean (``b`` the largest norm plus the mean's), variance
+    ``v`` per draw, at both ends."""
+    q = np.asarray(q, np.float64)
+    n = q.shape[0]
+    mean = q.mean(axis=0)
+    v = float((q**2).sum(axis=1).mean() - mean @ mean)
+    b = float(np.sqrt((q**2).sum(axis=1).max()) + np.sqrt(mean @ mean))
+    total = 0.0
+    for m in range(trim, most):
+        t = math.sqrt(gain * m * (n - m) / n)
+        u = b * t / (m * v)
+        total += 2.0 * 2.0 * math.exp(-(m * v / b**2) * ((1 + u) * math.log1p(u) - u))
+    return total

@@ -12,8 +12,17 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream._kernels.edges import log_moments
-from kcpstream.selection.edges import EDGE_SAMPLES, RATES, edge_length, piece_tail, short_tail
-from tests.reference import log_moments_reference
+from kcpstream.search.stats import BlockStats
+from kcpstream.selection.edges import (
+    EDGE_SAMPLES,
+    RATES,
+    bounded_tail,
+    edge_length,
+    length_bands,
+    piece_tail,
+    short_tail,
+)
+from tests.reference import bennett_tail_reference, log_moments_reference
 
 
 def _prefix(q: np.ndarray) -> np.ndarray:
@@ -134,15 +143,97 @@ def test_a_flags_change_of_rate_is_still_found():
     assert abs(c - 4000) < 100
 
 
-def test_series_on_the_block_grid_keep_the_large_sample_law(monkeypatch):
-    # the bound needs every sample's sums: a series held in blocks is tested as before
+def test_series_on_the_block_grid_get_the_blocks_bound(monkeypatch):
+    # the samples' law needs every sample's sums: a series held in blocks gets
+    # the bound of what its blocks keep instead
     from kcpstream.selection import choose
 
-    asked = []
-    real = choose.short_tail
+    asked, bounded = [], []
+    real, real_bounded = choose.short_tail, choose.bounded_tail
     monkeypatch.setattr(choose, "short_tail", lambda *a: asked.append(a) or real(*a))
+    monkeypatch.setattr(choose, "bounded_tail", lambda *a: bounded.append(a) or real_bounded(*a))
     x = _flag(13, 10_000)
     assert kcpstream.segment(x, n_bkps=2, block_size=64).params["block_size"] == 64
-    assert not asked
+    assert not asked and bounded
+    bounded.clear()
     assert kcpstream.segment(x, n_bkps=2).params["block_size"] == 1
-    assert asked
+    assert asked and not bounded
+
+
+def _block_stats(q: np.ndarray, block_size: int) -> BlockStats:
+    """Block statistics of integer feature rows ``q`` (n, p)."""
+    n = q.shape[0]
+    edges = np.arange(0, n + block_size, block_size).clip(max=n)
+    blocks = [q[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    S = np.array([b.sum(axis=0) for b in blocks], np.int64)
+    norms = [(b.astype(np.float64) ** 2).sum(axis=1) for b in blocks]
+    Q = np.array([v.sum() for v in norms])
+    M2 = np.array([v.max() for v in norms])
+    return BlockStats(n, block_size, 0, S, Q, M2, np.zeros(len(blocks)))
+
+
+def test_length_bands_cover_every_length_once():
+    for trim, most in [(10, 11), (10, 64), (3, 5000), (200, 10**7)]:
+        firsts, counts = length_bands(trim, most)
+        assert firsts[0] == trim and (counts > 0).all() and firsts[-1] + counts[-1] == most
+        assert (firsts[1:] == firsts[:-1] + counts[:-1]).all()
+        assert (counts[firsts < trim + 1024] == 1).all()
+    assert len(length_bands(200, 10**7)[0]) < 4000  # O(log N) bands
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(40, 3000),
+    trim=st.integers(1, 12),
+    gain=st.floats(1e-2, 1e3),
+)
+def test_the_blocks_bound_is_at_least_its_sum_over_every_length(seed, n, trim, gain):
+    # bands bound the exact sum over lengths from above, and stay close to it
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-30, 31, size=(n, 3))
+    stats = _block_stats(q, 16)
+    most = n // 2 + 1
+    got = bounded_tail(stats, 0, n, gain, trim, most)
+    expected = bennett_tail_reference(q, gain, trim, most)
+    assert got >= expected * (1 - 1e-9)
+    assert got <= expected * 1.5 + 1e-300
+
+
+def test_the_blocks_bound_holds_for_draws_without_replacement():
+    # the chance that m of the segment's samples (drawn without replacement:
+    # any m as likely to be the piece) have a sum about the mean of norm t or
+    # more is below the bound's term for m, for a rare flag's features and for
+    # Gaussian ones
+    rng = np.random.default_rng(8)
+    n, m, draws = 4000, 20, 20_000
+    flag = (rng.random(n) < 0.01)[:, None] * np.array([[700, -300]])
+    gauss = np.rint(rng.standard_normal((n, 4)) * 100).astype(np.int64)
+    for q in (flag.astype(np.int64), gauss):
+        centred = q - q.mean(axis=0)
+        sums = np.array(
+            [centred[rng.choice(n, m, replace=False)].sum(axis=0) for _ in range(draws)]
+        )
+        norms = np.sort(np.sqrt((sums**2).sum(axis=1)))
+        stats = _block_stats(q, 64)
+        for level in (0.1, 0.01, 0.002):
+            t = norms[int((1 - level) * draws)]
+            gain = t**2 * n / (m * (n - m))
+            # one length (m) at one end: a quarter of the bound's two ends and factor 2
+            assert bounded_tail(stats, 0, n, gain, m, m + 1) / 2 >= level
+
+
+def test_a_rare_flag_on_the_block_grid_gets_no_change_points():
+    # one event in 10^4 samples: each was a 10-sample segment of its own (p = 0)
+    # when the long-run law, whose noise estimate sets the events aside, tested them
+    rng = np.random.default_rng(101)
+    x = (rng.random(100_000) < 1e-4).astype(float)
+    assert x.sum() == 10
+    res = kcpstream.segment(x)
+    assert res.params["block_size"] > 1
+    assert res.n_changepoints == 0
+    # a change of its rate is still one change
+    y = x.copy()
+    y[50_000:] = rng.random(50_000) < 2e-3
+    (c,) = kcpstream.segment(y).changepoints
+    assert 50_000 <= c < 51_000

@@ -167,6 +167,16 @@ def test_default_bandwidth_is_half_the_median_distance(sample, name):
     assert again.bandwidth == "auto" and again.bandwidth_ == default.bandwidth_
 
 
+def test_a_rare_value_the_thinned_sample_misses_still_sets_the_scale():
+    # 2 of 4096 samples differ: the median heuristic's evenly thinned 1024 hold
+    # neither, and the distances between the sample's distinct values are the scale
+    x = np.zeros((4096, 1))
+    x[[1, 4093]] = [[2.0], [3.0]]
+    assert QuadratureFF(8).fit(x).bandwidth_ == pytest.approx(0.5 * 2.0)
+    with pytest.raises(ValueError, match="samples of the fit sample are equal"):
+        QuadratureFF(8).fit(np.zeros((4096, 1)))
+
+
 @pytest.mark.parametrize("bad", ["mean", "Median", "0.5"])
 def test_unknown_bandwidth_rule_is_a_clear_error(sample, bad):
     with pytest.raises(ValueError, match=r"'auto' \(half the median distance.*'median'"):

@@ -602,3 +602,32 @@ def test_a_one_percent_append_featurizes_the_new_samples_only_at_any_chunking(tm
     # the new samples, and those of the old last chunk short of a whole tile
     assert d.samples_featurized_pass <= grown - n + DEFAULT_TILE + again.params["block_size"]
     _same(again, kcpstream.segment(store))
+
+
+def test_a_rare_flag_fitted_on_the_wider_sample_keeps_its_fit_after_an_append(tmp_path):
+    """A flag whose fit sample holds no event is fitted on the wider sample
+    (it was an error: "all samples of the fit sample are equal"); the record
+    says so, and an append that leaves those windows alone keeps the fit."""
+    from kcpstream.engine.autofeatures import stretch_windows
+    from kcpstream.engine.fitting import wide_fit_windows
+    from kcpstream.inputs.signal import fit_windows
+
+    n = 300_000
+    x = np.full(n, 2.0, dtype="f4")  # (not the fill value: every chunk is written)
+    narrow = fit_windows(n) + stretch_windows(n, 2048)[0]
+    wide = [w for w in wide_fit_windows(n) if not any(a < w[1] and w[0] < b for a, b in narrow)]
+    x[[a + 100 for a, _ in wide[::3]]] = 3.0  # events in the wider sample only
+    x[[n - 5_000, n - 70_000]] = 3.0
+    store = str(tmp_path / "flag.zarr")
+    z = write_store(store, x, 2**14)
+    ck = tmp_path / "ck"
+    full = kcpstream.segment(store, checkpoint=ck)
+    assert full.n_changepoints == 0 and full.diagnostics.fit_chunks_read > 0
+    z.resize((n + 3_000,))
+    z[n:] = 2.0
+    grown = kcpstream.segment(store, checkpoint=ck)
+    assert grown.diagnostics.checkpoint == "updated" and grown.diagnostics.fit_chunks_read == 0
+    assert grown.n_changepoints == 0
+    # a series with no other value in the wider sample is still refused, clearly
+    with pytest.raises(kcpstream.InputError, match="samples of the fit sample are equal"):
+        kcpstream.segment(np.zeros(100_000))

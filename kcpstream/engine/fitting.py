@@ -90,14 +90,34 @@ class FitRecord:
         return cls(**{**data, "reads": tuple((int(a), int(b)) for a, b in data["reads"])})
 
 
-def fit_reads(n: int, auto: bool, sample_size: int, window: int) -> list[tuple[int, int]]:
+#: Samples (and windows) of the wider fit sample read when the fit sample holds
+#: one value only: a rare event (a flag raised once in 10^4 samples) is then
+#: seldom in the 2048 samples of the fit sample but nearly always in 2^16, and
+#: the kernel's scale is the distance between the values it does hold.  Read
+#: only in that case (every other fit reads what it read before).
+WIDE_FIT_POINTS = 2**16
+WIDE_FIT_WINDOWS = 64
+
+
+def wide_fit_windows(n: int) -> list[tuple[int, int]]:
+    """The windows of the wider fit sample of a series of ``n`` samples (or
+    feature windows): the whole first epoch up to :data:`WIDE_FIT_POINTS`."""
+    return fit_windows(n, WIDE_FIT_POINTS, WIDE_FIT_WINDOWS)
+
+
+def fit_reads(
+    n: int, auto: bool, sample_size: int, window: int, wide: bool = False
+) -> list[tuple[int, int]]:
     """The windows of samples a fit reads on a series of ``n`` samples: the
-    stretches of the period check with ``features="auto"``, and the fit
-    sample's windows (of the series in windows of ``window`` samples) unless
-    ``"auto"`` cut it from those stretches (sample by sample)."""
+    stretches of the period check with ``features="auto"``, the fit sample's
+    windows (of the series in windows of ``window`` samples) unless ``"auto"``
+    cut it from those stretches (sample by sample), and with ``wide`` the
+    wider sample's (:func:`wide_fit_windows`)."""
     reads = stretch_windows(n, sample_size)[0] if auto else []
     if not (auto and window == 1):
         reads += [(a * window, b * window) for a, b in fit_windows(n // window, sample_size)]
+    if wide:
+        reads += [(a * window, b * window) for a, b in wide_fit_windows(n // window)]
     return reads
 
 
@@ -128,7 +148,9 @@ def still_fits(
     auto = features.strip().lower() == "auto"
     if auto and auto_window(record.cycle, n) != record.window:
         return False  # the same cycle, a window this length no longer allows
-    if tuple(fit_reads(n, auto, sample_size, record.window)) != record.reads:
+    if record.reads not in [
+        tuple(fit_reads(n, auto, sample_size, record.window, wide)) for wide in (False, True)
+    ]:
         return False
     return not any(a < d and c < b for a, b in record.reads for c, d in changed)
 
@@ -140,20 +162,31 @@ def seed_of(seed) -> int | None:
 
 def fitted_map(
     fmap: FeatureMap, signal: Signal, sample, cache: SampleCache, sample_size: int
-) -> FeatureMap:
+) -> tuple[FeatureMap, bool]:
     """The feature map fitted on the series' fit sample (a copy: the caller's map
-    stays unfitted), or the caller's fitted map once it matches the channels."""
+    stays unfitted), or the caller's fitted map once it matches the channels;
+    and whether the fit read the wider sample (:func:`wide_fit_windows`), which
+    it does when the fit sample holds a single value."""
     if fmap.is_fitted:
         if fmap.n_features_in_ != signal.d:
             raise InputError(
                 f"the fitted feature map expects d={fmap.n_features_in_} channels but "
                 f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
             )
-        return fmap
+        return fmap, False
     fmap = copy.deepcopy(fmap)
     if sample is None:
         sample = fit_sample(signal, signal.fit_windows(sample_size), cache)
+    wide = _single_value(sample) and len(sample) < min(signal.n, WIDE_FIT_POINTS)
+    if wide:  # a rare event: look further before calling the series constant
+        sample = fit_sample(signal, wide_fit_windows(signal.n), cache)
     if not np.isfinite(sample).all():
         raise NonFiniteInput(f"the fit sample of {signal.description} holds NaN or inf")
     fmap.fit(sample)
-    return fmap
+    return fmap, wide
+
+
+def _single_value(sample: np.ndarray) -> bool:
+    """Whether every row of the sample is the same (and finite)."""
+    rows = np.asarray(sample)
+    return bool(rows.size) and bool((rows == rows[:1]).all())

@@ -93,10 +93,10 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
         cache = SampleCache(B, max_bytes=cache_share(st))
     if not kept:
         needs_fit, before = not fmap.is_fitted, len(cache.fit_chunks)
-        fmap = fitted_map(fmap, signal, sample, cache, st.sample_size)
+        fmap, wide = fitted_map(fmap, signal, sample, cache, st.sample_size)
         fit_chunks += len(cache.fit_chunks) - before
         if isinstance(given, str) and needs_fit:
-            reads = fit_reads(original.n, is_auto(given), st.sample_size, window)
+            reads = fit_reads(original.n, is_auto(given), st.sample_size, window, wide)
             record = FitRecord(
                 given,
                 st.sample_size,

@@ -19,12 +19,16 @@ __all__ = ["AUTO_FRACTION", "median_distance", "resolve_bandwidth"]
 MAX_MEDIAN_POINTS = 1024
 
 
+def _rows(sample: np.ndarray) -> np.ndarray:
+    """The sample as float64 rows (m, d)."""
+    x = np.asarray(sample, dtype=np.float64)
+    return x[:, None] if x.ndim == 1 else x
+
+
 def _thinned_rows(sample: np.ndarray) -> np.ndarray:
     """The sample as float64 rows (m, d), thinned to an evenly strided subset of
     at most :data:`MAX_MEDIAN_POINTS` (every part of it stays represented)."""
-    x = np.asarray(sample, dtype=np.float64)
-    if x.ndim == 1:
-        x = x[:, None]
+    x = _rows(sample)
     if x.shape[0] > MAX_MEDIAN_POINTS:
         x = x[np.linspace(0, x.shape[0] - 1, MAX_MEDIAN_POINTS).round().astype(np.int64)]
     return x
@@ -113,6 +117,10 @@ def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -
             # discrete values (counts, flags, codes): most pairs are equal, and the
             # typical distance between *different* values is the scale that matters
             value = _median_nonzero_distance(sample, metric)
+        if not value > 0:
+            # the thinned sample holds one value: rare others (an event flag's
+            # ones) are the only scale the sample has
+            value = _median_nonzero_distance(np.unique(_rows(sample), axis=0), metric)
         if not value > 0:
             raise InputError(
                 f"all {sample.shape[0]} samples of the fit sample are equal, so the kernel has "

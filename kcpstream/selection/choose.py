@@ -20,7 +20,7 @@ from kcpstream.errors import InputError, NotEnoughSplitsError
 from kcpstream.search.binseg import SegmentSplit, check_enough_splits
 from kcpstream.search.dynp import dp_grid, optimal_partitions
 from kcpstream.search.stats import BlockStats
-from kcpstream.selection.edges import edge_length, piece_tail, short_tail
+from kcpstream.selection.edges import bounded_tail, edge_length, piece_tail, short_tail
 from kcpstream.selection.permutation import permutation_pvalue
 from kcpstream.selection.rules import (
     Selection,
@@ -481,8 +481,9 @@ def _pvalue(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
 
 def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> float:
     """:func:`_pvalue` against the noise estimate: the long-run test's tail over
-    the splits, or, for a split with a short side where the statistics hold
-    every sample, at least the short sides' tail by the samples' own law
+    the splits, or, for a split with a short side, at least the short sides'
+    tail: by the samples' own law where the statistics hold every sample, by
+    what the blocks bound of it where they hold blocks
     (:mod:`kcpstream.selection.edges`)."""
     stats = memo.stats
     length = end - start
@@ -491,20 +492,31 @@ def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
     noise = cycle_noise(local_noise(spread, memo.noise), length, memo.min_size, split - start)
     steps = _steps(memo, length)
     p = split_pvalue(gain, length, memo.min_size, noise, steps)
-    if stats.block_size == 1 and p == 0.0 and not noise.trace > 0:
+    samples = stats.block_size == 1
+    if p == 0.0 and not noise.trace > 0:
         # noise-free between batches but at the differences set aside as
         # changes: steps, or rare events (a flag at 0.1 %) whose every split
         # would be certain; the samples' own bound over every split tells them
         # apart (exchangeable samples: the test of a series without noise)
         half = length // 2 + 1  # every split, by its shorter side
-        return min(1.0, piece_tail(stats.prefix, start, end, split, gain_q, memo.min_size, half))
-    short = edge_length(length, memo.min_size) if stats.block_size == 1 else 0
-    if not 0.0 < p < 1.0 or min(split - start, end - split) >= short:
+        if samples:
+            tail = piece_tail(stats.prefix, start, end, split, gain_q, memo.min_size, half)
+        else:
+            tail = bounded_tail(stats, start, end, gain_q, memo.min_size, half)
+        return min(1.0, tail)
+    short = edge_length(length, memo.min_size)
+    # (a long-run p of 0 stands where the samples' law is at hand: their bound
+    # was below it at the series' ends; the blocks' bound is looser, and tests it)
+    lowest = 0.0 if samples else -1.0
+    if min(split - start, end - split) >= short or not lowest < p < 1.0:
         return p
     # the largest gain over the positions with both sides long (the long-run
-    # test's tail over them) or over the short ones (the samples' own bound)
+    # test's tail over them) or over the short ones (the samples' bound)
     inner = split_pvalue(gain, length, short, noise, steps)
-    tail = short_tail(stats.prefix, start, end, split, gain_q, memo.min_size)
+    if samples:
+        tail = short_tail(stats.prefix, start, end, split, gain_q, memo.min_size)
+    else:
+        tail = bounded_tail(stats, start, end, gain_q, memo.min_size, short)
     return max(p, min(1.0, inner + tail))
 
 

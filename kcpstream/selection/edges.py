@@ -44,18 +44,42 @@ or rare events, where the long-run law would call every split certain.
 
 This needs every sample's sums: it applies where the statistics hold them
 (series searched sample by sample in memory, or windows one by one).
+
+Where the statistics hold blocks (a long series), a short piece found inside
+blocks has the same problem and the samples are not at hand; what the blocks
+keep bounds it instead (:func:`bounded_tail`): the segment's sum of ``||q||^2``
+(its samples' variance about their mean, ``v`` per sample, exactly) and the
+largest ``||q||^2`` of its blocks (every sample about the mean is within
+``b`` of it).  For ``m`` draws of such vectors, Pinelis' (1994, Theorem 3.4)
+Bennett inequality in a Hilbert space bounds the norm of their sum:
+``P(||D|| >= t) <= 2 exp(-(m v / b^2) h(b t / (m v)))``, ``h(u) = (1 + u)
+log(1 + u) - u``, whatever the direction (no union over directions) and the
+dimension.  It is proved from ``E cosh(l ||D||)``, a convex function of the
+sum, so Hoeffding's (1963) comparison carries it to draws without
+replacement.  A single event in a rare flag (one sample in 10^4 away from
+the rest) is a gain no long-run law expects but a piece of this bound's
+expected size.  The bound sums over the pieces' lengths, in bands (each
+bounded by its count times the bound at its smallest reach and largest
+variance), so it costs ``O(log N)`` for any segment.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from kcpstream._kernels.edges import log_moments
 
-__all__ = ["EDGE_SAMPLES", "edge_length", "piece_tail", "short_tail"]
+__all__ = ["EDGE_SAMPLES", "bounded_tail", "edge_length", "piece_tail", "short_tail"]
 
 #: Short sides below this many samples are tested by the samples' own law.
 EDGE_SAMPLES = 64
+
+#: :func:`bounded_tail` sums the lengths up to this many above the shortest one
+#: by one, and beyond in bands of relative width :data:`BAND_WIDTH`.
+EXACT_LENGTHS = 1024
+BAND_WIDTH = 1.0 / 256
 
 #: The rates ``l`` (per root mean square of the projected samples) the
 #: Chernoff bound is minimised over: a grid, so the bound is at worst the
@@ -104,3 +128,44 @@ def piece_tail(
     reach = np.sqrt(gain * m * (length - m) / length) / scale  # t_m, per scale
     exponent = (RATES[None, :] * reach - m * log_mgf[None, :]).max(axis=1)
     return float(2.0 * np.exp(-np.maximum(exponent, 0.0)).sum())
+
+
+def length_bands(trim: int, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """The lengths ``[trim, most)`` in bands: their first lengths and counts
+    (one length each up to ``trim +`` :data:`EXACT_LENGTHS`, then bands
+    :data:`BAND_WIDTH` wide)."""
+    exact = min(most, trim + EXACT_LENGTHS)
+    firsts = np.arange(trim, exact, dtype=np.int64)
+    if exact < most:
+        steps = math.ceil(math.log(most / exact) / math.log1p(BAND_WIDTH)) + 1
+        wide = np.floor(exact * (1.0 + BAND_WIDTH) ** np.arange(steps)).astype(np.int64)
+        firsts = np.unique(np.concatenate([firsts, wide[wide < most]]))
+    counts = np.diff(np.append(firsts, most))
+    return firsts, counts
+
+
+def bounded_tail(stats, start: int, end: int, gain: float, trim: int, most: int) -> float:
+    """The Bennett bound of a gain of at least ``gain`` (quantized units) by a
+    piece of ``[trim, most)`` samples at either end of ``[start, end)``, from
+    block statistics (``stats``, a :class:`~kcpstream.search.stats.BlockStats`
+    that knows both ends): every split by its shorter side with ``most =
+    (end - start) // 2 + 1``."""
+    length = end - start
+    if not most > trim or not gain > 0:
+        return 1.0
+    total, square = stats.range_sum(start, end)
+    total = total.astype(np.float64)
+    mean2 = float(total @ total) / length**2
+    var = square / length - mean2  # per sample, about the mean (exact sums)
+    B = stats.block_size
+    top = float(stats.max_norm2[start // B : (end - 1) // B + 1].max())
+    reach = math.sqrt(top) + math.sqrt(mean2)  # bounds ||q_i - mean||
+    if not (var > 0 and reach > 0):
+        return 1.0
+    firsts, counts = length_bands(trim, most)
+    m = firsts.astype(np.float64)
+    t = np.sqrt(gain * m * (length - m) / length)  # grows with m up to length / 2
+    spread = (m + counts - 1) * var  # the band's largest variance of the sum
+    u = reach * t / spread
+    exponent = (spread / reach**2) * ((1.0 + u) * np.log1p(u) - u)
+    return float(2.0 * (2.0 * counts * np.exp(-exponent)).sum())
