@@ -84,6 +84,27 @@ def test_constant_signal_median_bandwidth_is_zero():
         kcpstream.segment(np.full(1_000, 3.0), n_bkps=1)
 
 
+@pytest.mark.parametrize("shape", [(10,), (1_000,), (300, 2)])
+def test_a_constant_series_read_whole_has_no_change_points(shape):
+    # the fit read every sample and found one value: no scale to fit, and no
+    # change to find; a rule that may choose none says so
+    x = np.full(shape, 3.0)
+    for kwargs in ({}, {"pen": 1.0}, {"method": "dynp"}, {"features": RFF(8, bandwidth=1.0)}):
+        res = kcpstream.segment(x, **kwargs)
+        assert res.n_changepoints == 0 and res.n_samples == shape[0]
+    # a given number of change-points cannot be had
+    with pytest.raises(InputError, match="constant signal has nothing to segment"):
+        kcpstream.segment(x, n_bkps=1)
+
+
+def test_a_long_series_whose_fit_sample_holds_one_value_is_refused():
+    # past the wider fit sample the series may vary (its scale unknown): an error
+    x = np.full(100_000, 3.0)
+    x[-10:] = 4.0
+    with pytest.raises(InputError, match="all 65536 samples of the fit sample are equal"):
+        kcpstream.segment(x)
+
+
 @pytest.mark.parametrize("fmap", [Linear(), RFF(8, bandwidth=1.0)], ids=repr)
 def test_constant_signal_with_any_map(fmap):
     with pytest.raises(InputError, match="constant"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -160,20 +161,39 @@ def seed_of(seed) -> int | None:
     return None if seed is None else int(seed)
 
 
+class Fitted(NamedTuple):
+    """A fitted map, whether its fit read the wider sample, and whether that
+    sample was the whole series holding a single value."""
+
+    fmap: FeatureMap
+    wide: bool = False
+    single_value: bool = False
+
+
 def fitted_map(
-    fmap: FeatureMap, signal: Signal, sample, cache: SampleCache, sample_size: int
-) -> tuple[FeatureMap, bool]:
+    fmap: FeatureMap,
+    signal: Signal,
+    sample,
+    cache: SampleCache,
+    sample_size: int,
+    answer_constant: bool = False,
+) -> Fitted:
     """The feature map fitted on the series' fit sample (a copy: the caller's map
-    stays unfitted), or the caller's fitted map once it matches the channels;
-    and whether the fit read the wider sample (:func:`wide_fit_windows`), which
-    it does when the fit sample holds a single value."""
+    stays unfitted), or the caller's fitted map once it matches the channels.
+
+    A fit sample of a single value is widened (:func:`wide_fit_windows`)
+    before the series is called constant.  One that is then the whole series
+    has no scale to fit, and no change to find: with ``answer_constant`` (a
+    rule that may choose no change-point) the map is fitted with a unit scale,
+    every sample's features are the same, and the search finds none;
+    otherwise the fit's error stands."""
     if fmap.is_fitted:
         if fmap.n_features_in_ != signal.d:
             raise InputError(
                 f"the fitted feature map expects d={fmap.n_features_in_} channels but "
                 f"{signal.description} has d={signal.d}; pass an unfitted map to refit"
             )
-        return fmap, False
+        return Fitted(fmap)
     fmap = copy.deepcopy(fmap)
     if sample is None:
         sample = fit_sample(signal, signal.fit_windows(sample_size), cache)
@@ -182,8 +202,11 @@ def fitted_map(
         sample = fit_sample(signal, wide_fit_windows(signal.n), cache)
     if not np.isfinite(sample).all():
         raise NonFiniteInput(f"the fit sample of {signal.description} holds NaN or inf")
+    single = answer_constant and len(sample) == signal.n and _single_value(sample)
+    if single and isinstance(getattr(fmap, "bandwidth", None), str):
+        fmap.bandwidth = 1.0  # any scale: one value has the same features at each
     fmap.fit(sample)
-    return fmap, wide
+    return Fitted(fmap, wide, single)
 
 
 def _single_value(sample: np.ndarray) -> bool:

@@ -197,6 +197,7 @@ class Reads:
     samples_per_pass: int | None = None  # samples a pass featurizes (stats.n if None)
     series: int = 1  # the series read by the same data pass (its tasks' size)
     fit_chunks: int = 0  # chunks the fit (and the period check) read
+    single_value: bool = False  # the fit read the whole series, and it holds one value
 
 
 @dataclass(frozen=True)

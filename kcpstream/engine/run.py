@@ -67,6 +67,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     given = features
     cache = sample = cycle = None
     fit_chunks = 0  # chunks read for the fit
+    single_value = False  # the fit read the whole series: one value
     record = stored_fit(signal, features, st)
     kept = record is not None
     if kept:  # the fit of an earlier version, on the same samples
@@ -93,10 +94,12 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
         cache = SampleCache(B, max_bytes=cache_share(st))
     if not kept:
         needs_fit, before = not fmap.is_fitted, len(cache.fit_chunks)
-        fmap, wide = fitted_map(fmap, signal, sample, cache, st.sample_size)
+        answer = st.choice.kind in ("auto", "pen")  # rules that may choose none
+        fit = fitted_map(fmap, signal, sample, cache, st.sample_size, answer)
+        fmap, single_value = fit.fmap, fit.single_value
         fit_chunks += len(cache.fit_chunks) - before
         if isinstance(given, str) and needs_fit:
-            reads = fit_reads(original.n, is_auto(given), st.sample_size, window, wide)
+            reads = fit_reads(original.n, is_auto(given), st.sample_size, window, fit.wide)
             record = FitRecord(
                 given,
                 st.sample_size,
@@ -114,6 +117,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     job = Job(signal, fmap, B, d_max, cache, min_size, Windows(window), original)
     job.auto = auto
     job.stored.fit, job.reads.fit_chunks = record, fit_chunks
+    job.reads.single_value = not kept and single_value
     job.params = _params(job, st)
     job.in_memory = searched_in_memory(signal.n, fmap.n_features_out_, st)
     if st.checkpoint is not None:
@@ -583,7 +587,9 @@ def _check_statistics(job: Job, tile: int) -> None:
     s_total, q_total = stats.range_sum(0, stats.n)
     sf = s_total.astype(np.float64)
     spread = q_total - float(sf @ sf) / stats.n
-    if spread <= 1e-12 * max(q_total, 1.0):
+    if spread <= 1e-12 * max(q_total, 1.0) and not job.reads.single_value:
+        # (a series of one value, read whole by the fit, has no change to find:
+        # the search says so)
         raise InputError(
             f"{signal.description} is constant in feature space (every sample has the same "
             "features): there is no change to find. If the signal varies, the bandwidth may be "
