@@ -161,6 +161,51 @@ def _pass_reads_again(path: str) -> int:
     return cache.samples_read_again
 
 
+@pytest.fixture(scope="module")
+def sensors(tmp_path_factory):
+    """24 series of 2**17 samples (searched in blocks, refined by reading
+    samples again) in one zarr store, a change each, chunked by series."""
+    xr = pytest.importorskip("xarray")
+    rng = np.random.default_rng(24)
+    x = rng.standard_normal((24, 2**17)).astype("f4")
+    for s in range(24):
+        x[s, 2**15 + 1000 * s :] += 1.5
+    path = str(tmp_path_factory.mktemp("sensors") / "b.zarr")
+    data = xr.Dataset({"v": (("sensor", "time"), x)}).chunk({"sensor": 1, "time": 2**15})
+    data.to_zarr(path, consolidated=False)
+    return path
+
+
+def _batch(path: str):
+    import xarray as xr
+
+    v = xr.open_zarr(path, consolidated=False)["v"]
+    return kcpstream.segment(v, dim="time", batch_dims="sensor", n_bkps=2)
+
+
+def test_a_batch_on_a_cluster_keeps_every_series_samples_on_its_workers(sensors):
+    # a worker kept the caches of 8 jobs at most: a batch of 24 series read
+    # 294 912 to 458 752 samples of each series' 131 072 again in refinement
+    with dask.config.set(scheduler="threads"):
+        expected = _batch(sensors)
+    with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster),
+    ):
+        got = _batch(sensors)
+    for res, ref in zip(got.results, expected.results, strict=True):
+        _same(res, ref)
+        assert res.diagnostics.samples_scanned > 0
+        # each series' pass is two tasks of two chunks, each task's chunks kept by
+        # the worker that read them; a piece across both is scanned on one of
+        # them, which reads the other's run (once: it keeps it)
+        assert res.diagnostics.reads.pass_tasks == 2
+        assert res.diagnostics.samples_read_again <= 2 * 2**15
+
+
 def test_distributed_local_cluster_with_processes(store, small_chunks, one_chunk, threaded):
     # Tasks are sent to the worker holding their chunks, but allowed elsewhere (a
     # worker may leave); distributed's work stealing may then move one to balance
@@ -216,3 +261,26 @@ def test_distributed_local_cluster_with_processes(store, small_chunks, one_chunk
     _same(grouped, grouped_threaded)
     assert grouped.diagnostics.n_chunks == 600 and grouped.diagnostics.pass_tasks == 60
     assert grouped_pass_read_again == 0
+
+
+def test_a_worker_keeps_a_whole_batchs_caches_and_at_most_eight_calls_budgets():
+    from kcpstream.passes.cache import _WORKER_CACHES, MAX_WORKER_BUDGETS, CacheHandle
+
+    before = dict(_WORKER_CACHES)
+    _WORKER_CACHES.clear()
+    try:
+        call = 2**20
+        batch = [CacheHandle(f"batch-{k}", 64, call // 100, call) for k in range(100)]
+        for h in batch:
+            h.resolve()
+        assert len(_WORKER_CACHES) == 100  # one call's budget in all: every series kept
+        # calls that never ended (their client gone): the oldest budgets go first
+        for k in range(2 * MAX_WORKER_BUDGETS):
+            CacheHandle(f"alone-{k}", 64, call, call).resolve()
+        kept = sum(c.max_bytes for c in _WORKER_CACHES.values())
+        assert kept <= MAX_WORKER_BUDGETS * call
+        assert f"alone-{2 * MAX_WORKER_BUDGETS - 1}" in _WORKER_CACHES
+        assert not any(t.startswith("batch-") for t in _WORKER_CACHES)
+    finally:
+        _WORKER_CACHES.clear()
+        _WORKER_CACHES.update(before)

@@ -76,7 +76,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
         if is_auto(features):
             # the stretches are read whole-chunk through the cache the pointwise
             # search would use, which keeps them for the data pass and the fit
-            cache = SampleCache(block_size_of(signal.n, st), max_bytes=cache_share(st))
+            cache = _job_cache(block_size_of(signal.n, st), st)
             features, sample, cycle = auto_features(signal, st.sample_size, st.seed, cache)
             fit_chunks = len(cache.fit_chunks)
             if sample is None:
@@ -91,7 +91,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     d_max = _check_segments(signal, min_size, st)
     B = block_size_of(signal.n, st, window)
     if cache is None:
-        cache = SampleCache(B, max_bytes=cache_share(st))
+        cache = _job_cache(B, st)
     if not kept:
         needs_fit, before = not fmap.is_fitted, len(cache.fit_chunks)
         answer = st.choice.kind in ("auto", "pen")  # rules that may choose none
@@ -412,6 +412,11 @@ def _spec(fmap: FeatureMap) -> str:
     """A feature map as the call that makes it (its parameters, not its fit)."""
     args = ", ".join(f"{k}={getattr(fmap, k, None)!r}" for k in type(fmap)._param_names)
     return f"{type(fmap).__name__}({args})"
+
+
+def _job_cache(block_size: int, st: Settings) -> SampleCache:
+    """A job's sample cache: its share of the call's budget."""
+    return SampleCache(block_size, max_bytes=cache_share(st), call_bytes=st.cache_bytes)
 
 
 def cache_share(st: Settings) -> int:

@@ -53,7 +53,12 @@ class SampleCache:
     """
 
     def __init__(
-        self, block_size: int, max_bytes: int = 256 * 2**20, *, token: str | None = None
+        self,
+        block_size: int,
+        max_bytes: int = 256 * 2**20,
+        *,
+        token: str | None = None,
+        call_bytes: int = 0,
     ) -> None:
         self.block_size = block_size
         self.max_bytes = max_bytes
@@ -72,7 +77,7 @@ class SampleCache:
         self.fit_chunks: set[int] = set()  # starts of the chunks the fit sample read
         self.samples_read_again = 0  # samples read from the source a second time
         # a job's own cache gets a new token; a worker's copy for a job, the job's
-        self.handle = CacheHandle(token or uuid.uuid4().hex, block_size, max_bytes)
+        self.handle = CacheHandle(token or uuid.uuid4().hex, block_size, max_bytes, call_bytes)
         if token is None:
             _OWN_CACHES[self.handle.token] = self
 
@@ -288,9 +293,14 @@ _WORKER_CACHES: OrderedDict[str, SampleCache] = OrderedDict()
 _WORKER_CACHES_LOCK = threading.Lock()
 
 
-#: Jobs whose caches a worker keeps at once (each bounded by its own budget);
-#: a job's cache is dropped by :func:`release_worker_caches` when it ends.
-MAX_WORKER_CACHES = 8
+#: A worker keeps jobs' caches (each bounded by its own budget) up to this many
+#: calls' budgets in all (``cache_bytes``, which a call's series share), the
+#: oldest dropped first; a job's cache is dropped by
+#: :func:`release_worker_caches` when it ends, so this bounds only what calls
+#: that never ended (a client gone) left.  A bound on the number of caches
+#: instead (it was 8) dropped a batch's own: with 40 series a round of
+#: refinement read every chunk again.
+MAX_WORKER_BUDGETS = 8
 
 
 @dataclass(frozen=True)
@@ -300,6 +310,7 @@ class CacheHandle:
     token: str
     block_size: int
     max_bytes: int
+    call_bytes: int = 0  # the budget of the call's series together (0: max_bytes)
 
     def __dask_tokenize__(self):
         return ("kcpstream.CacheHandle", self.token)
@@ -313,10 +324,14 @@ class CacheHandle:
         with _WORKER_CACHES_LOCK:
             cache = _WORKER_CACHES.get(self.token)
             if cache is None:
-                cache = SampleCache(self.block_size, self.max_bytes, token=self.token)
+                cache = SampleCache(
+                    self.block_size, self.max_bytes, token=self.token, call_bytes=self.call_bytes
+                )
                 _WORKER_CACHES[self.token] = cache
-                while len(_WORKER_CACHES) > MAX_WORKER_CACHES:
-                    _WORKER_CACHES.popitem(last=False)
+                limit = MAX_WORKER_BUDGETS * max(self.call_bytes, self.max_bytes)
+                total = sum(c.max_bytes for c in _WORKER_CACHES.values())
+                while total > limit and len(_WORKER_CACHES) > 1:  # (never this one: newest)
+                    total -= _WORKER_CACHES.popitem(last=False)[1].max_bytes
             else:
                 _WORKER_CACHES.move_to_end(self.token)
             return cache
