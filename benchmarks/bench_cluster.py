@@ -12,8 +12,13 @@ over ``--repeat`` rounds.  Each call
 reports its seconds, the data pass's seconds (``diagnostics``), the
 refinement rounds and the samples read again.
 
+With ``--series S``, the store holds a batch of ``S`` series of ``--n``
+samples each (a change of mean in each; chunks of 2^16 samples of one
+series), segmented in one call with the defaults, ``segment(v, dim="time",
+batch_dims="sensor")``; the samples read again are summed over the series.
+
 Usage: python benchmarks/bench_cluster.py [--n 100000000] [--calls 3] [--repeat 2]
-       [--store PATH] [--out f.json]
+       [--series S] [--store PATH] [--out f.json]
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ CHILD = r"""
 import json, sys, time
 import dask, numpy as np, kcpstream
 
-mode, path, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mode, path, calls, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "batch"
 
 def warm():
     import dask, numpy as np, kcpstream
@@ -43,10 +48,17 @@ def timed():
     out = []
     for _ in range(calls):
         t0 = time.perf_counter()
-        res = kcpstream.segment(path, n_bkps=20, features="rff:64")
-        d = res.diagnostics
-        out.append({"seconds": time.perf_counter() - t0, "data_pass": d.seconds_data_pass,
-                    "rounds": d.rounds, "samples_read_again": d.samples_read_again})
+        if batch:
+            import xarray as xr
+            v = xr.open_zarr(path, consolidated=False)["v"]
+            results = kcpstream.segment(v, dim="time", batch_dims="sensor").results
+        else:
+            results = [kcpstream.segment(path, n_bkps=20, features="rff:64")]
+        seconds = time.perf_counter() - t0
+        ds = [r.diagnostics for r in results]
+        out.append({"seconds": seconds, "data_pass": ds[0].seconds_data_pass,
+                    "rounds": max(d.rounds for d in ds),
+                    "samples_read_again": sum(d.samples_read_again for d in ds)})
     return out
 
 if mode == "threads":
@@ -68,12 +80,12 @@ print(json.dumps(rows))
 MODES = ("threads", "cluster", "cluster-untrimmed")
 
 
-def measure(path: str, calls: int, repeat: int) -> dict:
+def measure(path: str, calls: int, repeat: int, batch: bool = False) -> dict:
     runs: dict[str, list[list[dict]]] = {mode: [] for mode in MODES}
     for _ in range(repeat):  # interleaved, so that drift hits every scheduler alike
         for mode in MODES:
             proc = subprocess.run(
-                [sys.executable, "-c", CHILD, mode, path, str(calls)],
+                [sys.executable, "-c", CHILD, mode, path, str(calls), "batch" if batch else "one"],
                 capture_output=True, text=True, timeout=3600,
             )  # fmt: skip
             if proc.returncode:
@@ -103,20 +115,37 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000_000)
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--series", type=int, default=0, help="a batch of this many series")
     ap.add_argument("--store", default=None, help="an existing store (else one is written)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    batch = args.series > 0
     if args.store:
-        report(measure(args.store, args.calls, args.repeat), args.out, None)
+        report(measure(args.store, args.calls, args.repeat, batch), args.out, None)
         return
     from kcpstream import datasets
 
     with tempfile.TemporaryDirectory(prefix="kcpstream-cluster-") as tmp:
         path = os.path.join(tmp, "s.zarr")
-        signal = datasets.changing_distribution(args.n, 20, seed=0)
-        datasets.write_zarr(signal.x, path, chunks=2**20)
-        del signal
-        report(measure(path, args.calls, args.repeat), args.out, None)
+        if batch:
+            _write_batch(path, args.series, args.n)
+        else:
+            signal = datasets.changing_distribution(args.n, 20, seed=0)
+            datasets.write_zarr(signal.x, path, chunks=2**20)
+            del signal
+        report(measure(path, args.calls, args.repeat, batch), args.out, None)
+
+
+def _write_batch(path: str, series: int, n: int) -> None:
+    """``series`` series of ``n`` float32 samples, a mean shift of 0.8 in each."""
+    import xarray as xr
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((series, n)).astype("f4")
+    for s in range(series):
+        x[s, int(n * (0.2 + 0.6 * s / max(series, 1))) :] += 0.8
+    data = xr.Dataset({"v": (("sensor", "time"), x)}).chunk({"sensor": 1, "time": 2**16})
+    data.to_zarr(path, consolidated=False)
 
 
 if __name__ == "__main__":
