@@ -12,11 +12,13 @@ Nothing here creates a client.
 from __future__ import annotations
 
 import contextlib
+import pickle
 import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+import cloudpickle
 import dask
 import dask.base
 import dask.local
@@ -138,7 +140,9 @@ class TaskBatch:
     def _compute_merged(self, client) -> list:
         """The calls preferring one worker as that worker's thread count of tasks
         (each runs its share in turn): a round of many short calls then pays the
-        scheduler's cost per task a few times, not once per call."""
+        scheduler's cost per task a few times, not once per call, and, unless
+        they take keys of a graph, sends its calls and gets their results as
+        one pickle per task."""
         workers = client.scheduler_info().get("workers", {})
         threads = {w: int(info.get("nthreads", 1)) for w, info in workers.items()}
         by_home: dict[str | None, list[int]] = {}
@@ -146,18 +150,25 @@ class TaskBatch:
             by_home.setdefault(home, []).append(i)
         layers: dict[str | None, dict] = {}
         parts: list[tuple[tuple, list[int]]] = []
+        tasks = [Task(None, func, *args) for func, args, _ in self._calls]
+        # calls that take no key (of a graph, or held by the cluster) travel as one pickle
+        packed = not self._extra and not any(t.dependencies for t in tasks)
         for home, members in by_home.items():
             n_tasks = len(members) if home is None else max(1, threads.get(home, 1))
             for k in range(min(n_tasks, len(members))):
                 share = members[k::n_tasks]
                 key = (self._prefix, len(parts))
-                calls = [Task(None, self._calls[i][0], *self._calls[i][1]) for i in share]
-                layers.setdefault(home, {})[key] = Task(key, _results, *calls)
+                if packed:
+                    calls = cloudpickle.dumps([self._calls[i][:2] for i in share])
+                    task = Task(key, _packed_results, calls)
+                else:
+                    task = Task(key, _results, *(tasks[i] for i in share))
+                layers.setdefault(home, {})[key] = task
                 parts.append((key, share))
         found = client.get(self._layered(layers), [key for key, _ in parts], sync=True)
         out: list = [None] * len(self._calls)
         for (_, share), results in zip(parts, found, strict=True):
-            for i, r in zip(share, results, strict=True):
+            for i, r in zip(share, pickle.loads(results) if packed else results, strict=True):
                 out[i] = r
         return out
 
@@ -177,3 +188,10 @@ class TaskBatch:
 def _results(*values):
     """The results of a merged task's calls (computed as its arguments)."""
     return list(values)
+
+
+def _packed_results(packed: bytes) -> bytes:
+    """The results of a merged task's calls, as one pickle: its calls come as
+    one too.  A round's calls and results hold thousands of small arrays
+    (each piece's sums), which distributed would send as a frame each."""
+    return pickle.dumps([func(*args) for func, args in pickle.loads(packed)], protocol=5)
