@@ -117,7 +117,7 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     job = Job(signal, fmap, B, d_max, cache, min_size, Windows(window), original)
     job.auto = auto
     job.stored.fit, job.reads.fit_chunks = record, fit_chunks
-    job.reads.single_value = not kept and single_value
+    job.reads.single_value = single_value
     job.params = _params(job, st)
     job.in_memory = searched_in_memory(signal.n, fmap.n_features_out_, st)
     if st.checkpoint is not None:

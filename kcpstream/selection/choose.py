@@ -505,10 +505,11 @@ def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
             tail = bounded_tail(stats, start, end, gain_q, memo.min_size, half)
         return min(1.0, tail)
     short = edge_length(length, memo.min_size)
-    # (a long-run p of 0 stands where the samples' law is at hand: their bound
-    # was below it at the series' ends; the blocks' bound is looser, and tests it)
-    lowest = 0.0 if samples else -1.0
-    if min(split - start, end - split) >= short or not lowest < p < 1.0:
+    if min(split - start, end - split) >= short or not p < 1.0:
+        return p
+    if samples and not p > 0.0:
+        # a long-run p of 0 stands where the samples' law is at hand (its bound
+        # was below it at the series' ends); the blocks' bound is looser, and tests it
         return p
     # the largest gain over the positions with both sides long (the long-run
     # test's tail over them) or over the short ones (the samples' bound)
