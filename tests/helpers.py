@@ -5,6 +5,7 @@ settings, a job prepared with nothing read)."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 from collections import Counter
@@ -12,6 +13,24 @@ from collections import Counter
 import dask.array as da
 import numpy as np
 from zarr.storage import LocalStore, WrapperStore
+
+
+@contextlib.contextmanager
+def routed_cluster():
+    """A ``LocalCluster`` of 2 worker processes of 1 thread, its client active,
+    without distributed's work stealing: a task then runs on the worker
+    kcpstream sends it to, so the reads counted are exactly its routing's."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
 
 
 class CountingStore(WrapperStore):

@@ -23,6 +23,8 @@ from kcpstream import InputError, MissingSamplesWarning
 from kcpstream.inputs.gaps import GapMap, chunk_gaps
 from kcpstream.persist import checkpoint
 
+from .helpers import routed_cluster
+
 # -- gap patterns ------------------------------------------------------------
 
 
@@ -511,22 +513,13 @@ def test_valid_positions_map_back_with_kept_runs_or_by_reading(missing, chunk, k
 def test_a_store_with_gaps_gives_the_same_answer_on_a_distributed_cluster(tmp_path):
     # the gaps found by the cluster's tasks, the pass over the valid samples on
     # its workers (processes: nothing shared with this one), the same answer
-    import dask
-    from distributed import Client, LocalCluster
-
     x = _archive_with_gaps(seed=11)
     path = tmp_path / "a.zarr"
     _write_store(path, x)
     kw = {"variable": "v", "n_bkps": 2, "features": "rff:32", "seed": 0, "missing": "skip"}
     local = kcpstream.segment(str(path), **kw)
     ref = kcpstream.segment(_alone(x, 1000), n_bkps=2, features="rff:32", seed=0)
-    with (
-        dask.config.set({"distributed.scheduler.work-stealing": False}),
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster),
-    ):
+    with routed_cluster():
         on_cluster = kcpstream.segment(str(path), **kw)
         by_xarray = kcpstream.segment(xr.open_zarr(path)["v"], **{**kw, "variable": None})
     for res in (local, on_cluster, by_xarray):

@@ -36,21 +36,27 @@ def test_local_results_in_the_order_added(scheduler):
     assert single.compute() == [3]
 
 
-def test_merged_calls_run_on_their_worker_in_order():
+@pytest.fixture
+def client():
+    """A cluster of 2 workers of 2 threads in this process, its client active."""
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None
         ) as cluster,
         Client(cluster) as client,
     ):
-        workers = sorted(client.scheduler_info()["workers"])
-        base = client.scatter(7, workers=[workers[0]])  # a key the cluster holds
-        homes = [workers[i % 3] if i % 3 < 2 else None for i in range(40)]
-        batch = TaskBatch("m", merge_per_thread=True)  # (calls taking a key: not packed)
-        for i, home in enumerate(homes):
-            batch.add(_where, i, TaskRef(base.key), home=home)
-        with get_task_stream(client) as stream:
-            out = batch.compute()
+        yield client
+
+
+def test_merged_calls_run_on_their_worker_in_order(client):
+    workers = sorted(client.scheduler_info()["workers"])
+    base = client.scatter(7, workers=[workers[0]])  # a key the cluster holds
+    homes = [workers[i % 3] if i % 3 < 2 else None for i in range(40)]
+    batch = TaskBatch("m", merge_per_thread=True)  # (calls taking a key: not packed)
+    for i, home in enumerate(homes):
+        batch.add(_where, i, TaskRef(base.key), home=home)
+    with get_task_stream(client) as stream:
+        out = batch.compute()
     assert [v for v, _, _ in out] == [i + 7 for i in range(40)]
     for (_, worker, _), home in zip(out, homes, strict=True):
         if home is not None:
@@ -76,30 +82,26 @@ def _sums(x, i: int):
     return {"sums": np.cumsum(x) + i, "worker": get_worker().address}
 
 
-def test_merged_calls_without_keys_travel_as_one_pickle_and_give_the_same_values(monkeypatch):
+def test_merged_calls_without_keys_travel_as_one_pickle_and_give_the_same_values(
+    client, monkeypatch
+):
     import numpy as np
 
     _PACKS.clear()  # (workers in this process: a function of this module counts them)
     monkeypatch.setattr(graph, "_packed_results", _counting_packed_results)
     xs = [np.arange(64, dtype=np.int64) * k for k in range(30)]
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        workers = sorted(client.scheduler_info()["workers"])
-        batch = TaskBatch("p", merge_per_thread=True)
-        for k, x in enumerate(xs):
-            batch.add(_sums, x, k, home=workers[k % 2])
-        with get_task_stream(client) as stream:
-            out = batch.compute()
+    workers = sorted(client.scheduler_info()["workers"])
+    batch = TaskBatch("p", merge_per_thread=True)
+    for k, x in enumerate(xs):
+        batch.add(_sums, x, k, home=workers[k % 2])
+    with get_task_stream(client) as stream:
+        out = batch.compute()
     for k, (x, got) in enumerate(zip(xs, out, strict=True)):
         np.testing.assert_array_equal(got["sums"], np.cumsum(x) + k)
         assert got["worker"] == workers[k % 2]
-    # one task per worker's thread, each its calls' one pickle
+    # one task per worker's thread (2 each), each its calls' one pickle
     ran = [t for t in stream.data if "kcpstream-p-" in str(t["key"])]
-    assert len(ran) == 2 and len(_PACKS) == 2
+    assert len(ran) == 2 * 2 and len(_PACKS) == 2 * 2
 
 
 def test_the_scheduler_is_found_without_importing_distributed():

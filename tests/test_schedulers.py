@@ -7,11 +7,12 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
-from distributed import Client, LocalCluster
 
 import kcpstream
 from kcpstream import datasets
 from kcpstream.inputs.signal import as_signal
+
+from .helpers import routed_cluster
 
 
 def _stored(tmp_path_factory, name: str, chunks: int) -> str:
@@ -188,13 +189,7 @@ def test_a_batch_on_a_cluster_keeps_every_series_samples_on_its_workers(sensors)
     # 294 912 to 458 752 samples of each series' 131 072 again in refinement
     with dask.config.set(scheduler="threads"):
         expected = _batch(sensors)
-    with (
-        dask.config.set({"distributed.scheduler.work-stealing": False}),
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster),
-    ):
+    with routed_cluster():
         got = _batch(sensors)
     for res, ref in zip(got.results, expected.results, strict=True):
         _same(res, ref)
@@ -211,13 +206,7 @@ def test_distributed_local_cluster_with_processes(store, small_chunks, one_chunk
     # worker may leave); distributed's work stealing may then move one to balance
     # load, and its chunk is read again.  Without stealing the reads below are
     # exactly what kcpstream's routing gives.
-    with (
-        dask.config.set({"distributed.scheduler.work-stealing": False}),
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with routed_cluster() as client:
         res = kcpstream.segment(store, n_bkps=8)
         no_cache = kcpstream.segment(store, n_bkps=8, cache_bytes=0)
         grouped = kcpstream.segment(small_chunks, n_bkps=8)
