@@ -15,8 +15,16 @@ calibrated for independent samples puts change-points in any AR(1)).  Then
 
 Two approximations make that a p-value:
 
-* **Satterthwaite**: ``G ~ c chi2_nu`` with ``c = tr(Sigma^2) / tr(Sigma)``
-  and ``nu = tr(Sigma)^2 / tr(Sigma^2)`` (the same mean and variance);
+* **Three cumulants** (Pearson 1959; the central case of Liu, Tang & Zhang
+  2009): ``G ~ a chi2_nu + delta`` with ``a = tr(Sigma^3) / tr(Sigma^2)``,
+  ``nu = tr(Sigma^2)^3 / tr(Sigma^3)^2`` and
+  ``delta = tr(Sigma) - tr(Sigma^2)^2 / tr(Sigma^3)`` (the same mean,
+  variance and skewness).  Satterthwaite's ``c chi2_nu`` matches two: its
+  tail falls as ``exp(-x / 2c)`` while a weighted sum of squares falls as
+  ``exp(-x / 2 lambda_max)``, so with unequal weights (a kernel's
+  features: a few large eigenvalues and many small ones) it understates
+  the tail where the test is decided, by 2 to 8 times at a level of 0.01
+  (``benchmarks/results/calibration.md``);
 * **James, James & Siegmund (1987)**: for the maximum over
   ``t / N in [t0, 1 - t0]`` of a standardised squared bridge in ``nu``
   dimensions,
@@ -89,12 +97,16 @@ class LongRunNoise:
         The trace of the whole series' short-range covariance at
         :func:`local_batch`'s length, which a segment's own is compared with
         (:func:`local_noise`).
-    cycle_trace, cycle_frob : float
+    tail_scale : float
+        ``a = tr(Sigma^3) / tr(Sigma^2)``, the scale of the law matched to
+        the gain's first three cumulants (:func:`split_pvalue`); 0 when
+        unknown (Satterthwaite's two-moment law, ``a = c``).
+    cycle_trace, cycle_frob, cycle_cube : float
         Where consecutive batches were anti-correlated (a cycle longer than
-        the batches, which longer ones average out): ``tr(R)`` and
-        ``||R||_F`` of ``R``, the covariance of the sums over the batches
-        set aside less its long-run part (its positive part), at their
-        largest; 0 otherwise.  The long-run covariance describes sums
+        the batches, which longer ones average out): ``tr(R)``,
+        ``||R||_F`` and ``tr(R^3)^(1/3)`` of ``R``, the covariance of the
+        sums over the batches set aside less its long-run part (its
+        positive part), at their largest; 0 otherwise.  The long-run covariance describes sums
         over whole cycles; a split inside a cycle carries a part of one,
         whose spread ``R`` bounds (:func:`cycle_noise`).
     """
@@ -107,6 +119,8 @@ class LongRunNoise:
     local: float = 0.0
     cycle_trace: float = 0.0
     cycle_frob: float = 0.0
+    tail_scale: float = 0.0
+    cycle_cube: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -436,7 +450,7 @@ def long_run_noise(
         per_batch *= 2
     if best is None:
         return None
-    tr, sigma, ell, used = best
+    _, sigma, ell, used = best
     if extrapolate and previous is not None:
         # still growing at the longest batches the series holds: the dependence
         # outlasts them, and the estimate falls short; the batch sums' own lag-one
@@ -446,26 +460,41 @@ def long_run_noise(
         # kept batches' correlation: about 0 past a true plateau
         batches = ell // block_size if plateau else per_batch // 2
         sigma = sigma * _ar1_factor(sums, batches, steps)
-        tr = float(np.trace(sigma))
-    tr2 = float((sigma * sigma).sum())
-    cycle_terms = {}
     # what the sums over the batches set aside hold beyond the long-run part
     # ell Sigma (its positive part: the directions where they vary more): the
     # spread of a part of a cycle
     candidates = seen[:set_aside]
     if short is not None and short[0] < ell:  # shorter than the batches kept
         candidates.append(short)
+    return _noise(sigma, int(ell), used, candidates)
+
+
+def _noise(sigma: np.ndarray, ell: int, used: int, candidates: list) -> LongRunNoise:
+    """The :class:`LongRunNoise` of the long-run covariance ``sigma`` (from
+    ``used`` differences of batches of ``ell`` samples), with the part of a
+    cycle that the covariances ``candidates`` (``(ell_j, S_j)``) hold beyond it."""
+    tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
+    cycle_terms = {}
     parts = [np.clip(np.linalg.eigvalsh(e * (s_j - sigma)), 0.0, None) for e, s_j in candidates]
     if parts and max(float(r.sum()) for r in parts) > 0:
         cycle = max(parts, key=np.sum)
         cycle_terms = {
             "cycle_trace": float(cycle.sum()),
             "cycle_frob": float(np.sqrt((cycle * cycle).sum())),
+            "cycle_cube": float(np.cbrt((cycle**3).sum())),
         }
     if not tr > 0 or not tr2 > 0:  # noise-free: any change is certain, no change is none
-        return LongRunNoise(0.0, 0.0, 0.0, int(ell), used, **cycle_terms)
+        return LongRunNoise(0.0, 0.0, 0.0, ell, used, **cycle_terms)
+    # (an extrapolated estimate may have small negative eigenvalues: no weight)
+    tr3 = float((np.clip(np.linalg.eigvalsh(sigma), 0.0, None) ** 3).sum())
     return LongRunNoise(
-        trace=tr, scale=tr2 / tr, dof=tr * tr / tr2, batch=int(ell), n_batches=used, **cycle_terms
+        trace=tr,
+        scale=tr2 / tr,
+        dof=tr * tr / tr2,
+        batch=ell,
+        n_batches=used,
+        tail_scale=max(tr3 / tr2, tr2 / tr),
+        **cycle_terms,
     )
 
 
@@ -491,23 +520,27 @@ def cycle_noise(noise: LongRunNoise, length: int, trim: int, split: int) -> Long
     over the positions, at the value of the split found (no larger than that
     maximum, so the p-value stays valid).  Its degrees of freedom are the
     fewest of ``V`` over the positions (at ``trim`` or in the middle: the
-    heavier tail), and ``||.||_F`` of the sum is bounded by the sum of the
-    norms (a conservative Satterthwaite law).
+    heavier tail), and ``||.||_F`` and ``tr(.^3)^(1/3)`` of the sum are
+    bounded by the sums of the norms (the triangle inequality).
     """
     if not noise.cycle_trace > 0 or length < 2 * trim:
         return noise
     trim = max(trim, 1)
     split = min(max(split, trim), length - trim)
 
-    def mixture(t: int) -> tuple[float, float]:
+    def mixture(t: int) -> tuple[float, float, float]:
         weight = length / (t * (length - t))
         trace = noise.trace + weight * noise.cycle_trace
         frob = math.sqrt(noise.scale * noise.trace) + weight * noise.cycle_frob
-        return trace, trace * trace / (frob * frob)
+        # the Schatten 3-norm's triangle inequality, as the Frobenius norm's above
+        cube = math.cbrt(tail_scale(noise) * noise.scale * noise.trace)
+        cube += weight * noise.cycle_cube
+        return trace, trace * trace / (frob * frob), cube**3 / (frob * frob)
 
-    trace, dof = mixture(split)
+    trace, dof, tail = mixture(split)
     dof = min(dof, mixture(trim)[1], noise.dof if noise.trace > 0 else dof)
-    return replace(noise, trace=trace, scale=trace / dof, dof=dof)
+    scale = trace / dof
+    return replace(noise, trace=trace, scale=scale, dof=dof, tail_scale=max(tail, scale))
 
 
 #: Batches the local noise level of a segment is measured on, at most, in the whole series.
@@ -529,17 +562,21 @@ def robust_cov(diffs: np.ndarray, batch: int) -> np.ndarray:
     return sigma / (2.0 * batch * max(int(keep.sum()), 1))
 
 
-def segment_spread(diffs: np.ndarray, batch: int) -> tuple[float, float] | None:
-    """``(tr(Sigma), tr(Sigma^2))`` of a segment's short-range covariance
-    :func:`robust_cov`, from ``diffs`` (p, k), the consecutive differences of
-    its batch sums; None with fewer than :data:`MIN_LOCAL_BATCHES` of them or
-    none varying.  It does not depend on the series' noise, so a search that
-    tests a segment again against a new estimate of it reuses this."""
+def segment_spread(diffs: np.ndarray, batch: int) -> tuple[float, float, float] | None:
+    """``(tr(Sigma), tr(Sigma^2), tr(Sigma^3) / tr(Sigma^2))`` of a segment's
+    short-range covariance :func:`robust_cov`, from ``diffs`` (p, k), the
+    consecutive differences of its batch sums; None with fewer than
+    :data:`MIN_LOCAL_BATCHES` of them or none varying.  It does not depend on
+    the series' noise, so a search that tests a segment again against a new
+    estimate of it reuses this."""
     if diffs.shape[1] < MIN_LOCAL_BATCHES:
         return None
     sigma = robust_cov(diffs, batch)
     tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
-    return (tr, tr2) if tr > 0 else None
+    if not tr > 0:
+        return None
+    tr3 = float((np.clip(np.linalg.eigvalsh(sigma), 0.0, None) ** 3).sum())
+    return tr, tr2, tr3 / tr2
 
 
 def local_noise(spread: tuple[float, float] | None, noise: LongRunNoise) -> LongRunNoise:
@@ -558,16 +595,23 @@ def local_noise(spread: tuple[float, float] | None, noise: LongRunNoise) -> Long
     """
     if spread is None or not noise.local > 0:
         return noise
-    tr, tr2 = spread
+    tr, tr2, tail = spread
     # below 1 when the series' batches are anti-correlated (windows of half a
     # cycle); a long-run estimate of 0 (no spread between batches) says nothing of
     # a segment that has its own
     inflation = noise.trace / noise.local if noise.trace > 0 else 1.0
     trace = max(noise.trace, tr * inflation)
     scale = max(noise.scale, tr2 / tr * inflation)
-    if trace == noise.trace and scale == noise.scale:
+    tail = max(tail_scale(noise), tail * inflation, scale)
+    if trace == noise.trace and scale == noise.scale and tail == tail_scale(noise):
         return noise
-    return replace(noise, trace=trace, scale=scale, dof=max(trace / scale, 1e-9))
+    return replace(noise, trace=trace, scale=scale, dof=max(trace / scale, 1e-9), tail_scale=tail)
+
+
+def tail_scale(noise: LongRunNoise) -> float:
+    """The scale ``a`` of the three-cumulant law of ``noise`` (:func:`split_pvalue`):
+    its ``tail_scale``, never below Satterthwaite's ``c`` (an unknown one is ``c``)."""
+    return max(noise.tail_scale, noise.scale)
 
 
 def overshoot(x: np.ndarray) -> np.ndarray:
@@ -648,8 +692,13 @@ def split_pvalue(
         return 1.0
     if not noise.trace > 0:
         return 0.0
-    b2 = gain / noise.scale
-    nu = noise.dof
+    # the gain at a position as a chi2_nu + delta (three cumulants; with a = c
+    # it is Satterthwaite's c chi2_nu, delta = 0): the maximum's tail is that
+    # of chi2_nu's at (gain - delta) / a
+    a = tail_scale(noise)
+    c2 = noise.scale * noise.trace  # tr(Sigma^2)
+    nu = c2 / (a * a)
+    b2 = (gain - (noise.trace - c2 / a)) / a
     if b2 <= nu:  # below the mean of the maximum's law
         return 1.0
     t0 = min(max(trim, 1) / max(length, 2), 0.5)
