@@ -16,6 +16,7 @@ from kcpstream.search.stats import BlockStats
 from kcpstream.selection.edges import (
     EDGE_SAMPLES,
     RATES,
+    bounded_edge_length,
     bounded_tail,
     edge_length,
     length_bands,
@@ -237,3 +238,37 @@ def test_a_rare_flag_on_the_block_grid_gets_no_change_points():
     y[50_000:] = rng.random(50_000) < 2e-3
     (c,) = kcpstream.segment(y).changepoints
     assert 50_000 <= c < 51_000
+
+
+def test_pieces_of_a_rare_flag_are_tested_as_far_as_they_are_not_gaussian():
+    # a flag at 0.5 % of 10^6 samples held in blocks: 6 events in a 100-sample
+    # piece (0.5 expected) are a chance event somewhere in the series (Poisson,
+    # not Gaussian), and the long-run law called that piece certain (p = 6e-12)
+    x = (np.random.default_rng(0).random(1_000_000) < 0.005).astype(float)
+    assert x[978_369:978_469].sum() == 6
+    res = kcpstream.segment(x)
+    assert res.params["block_size"] > 1
+    assert res.n_changepoints == 0
+    # a change of its rate is still found
+    y = x.copy()
+    y[600_000:] = np.random.default_rng(1).random(400_000) < 0.01
+    (c,) = kcpstream.segment(y).changepoints
+    assert abs(c - 600_000) < 10_000
+
+
+def test_the_blocks_edge_reaches_as_far_as_the_samples_are_not_gaussian():
+    # b^2 / v of a continuous law through the default map is 3.5 to 4: the edge
+    # stays at EDGE_SAMPLES; a flag at rate r reaches a few times 16 / r samples
+    # (b bounds the distance to the mean by the norms of both)
+    rng = np.random.default_rng(5)
+    n = 1 << 17
+    lengths = {}
+    for name, x in (
+        ("normal", rng.standard_normal(n)),
+        ("flag 0.5 %", (rng.random(n) < 0.005).astype(float)),
+    ):
+        fmap = kcpstream.QuadratureFF().fit(x[:4096, None])
+        q = np.round(fmap.transform(x[:, None]) * 2**20).astype(np.int64)
+        lengths[name] = bounded_edge_length(_block_stats(q, 64), 0, n, 10)
+    assert lengths["normal"] == EDGE_SAMPLES
+    assert 16 / 0.005 < lengths["flag 0.5 %"] < 4 * 16 / 0.005

@@ -20,7 +20,13 @@ from kcpstream.errors import InputError, NotEnoughSplitsError
 from kcpstream.search.binseg import SegmentSplit, check_enough_splits
 from kcpstream.search.dynp import dp_grid, optimal_partitions
 from kcpstream.search.stats import BlockStats
-from kcpstream.selection.edges import bounded_tail, edge_length, piece_tail, short_tail
+from kcpstream.selection.edges import (
+    bounded_edge_length,
+    bounded_tail,
+    edge_length,
+    piece_tail,
+    short_tail,
+)
 from kcpstream.selection.permutation import permutation_pvalue
 from kcpstream.selection.rules import (
     Selection,
@@ -504,7 +510,10 @@ def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
         else:
             tail = bounded_tail(stats, start, end, gain_q, memo.min_size, half)
         return min(1.0, tail)
-    short = edge_length(length, memo.min_size)
+    if samples:
+        short = edge_length(length, memo.min_size)
+    else:
+        short = bounded_edge_length(stats, start, end, memo.min_size)
     if min(split - start, end - split) >= short or not p < 1.0:
         return p
     if samples and not p > 0.0:

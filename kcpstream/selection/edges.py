@@ -60,7 +60,10 @@ replacement.  A single event in a rare flag (one sample in 10^4 away from
 the rest) is a gain no long-run law expects but a piece of this bound's
 expected size.  The bound sums over the pieces' lengths, in bands (each
 bounded by its count times the bound at its smallest reach and largest
-variance), so it costs ``O(log N)`` for any segment.
+variance), so it costs ``O(log N)`` for any segment.  Its short sides reach
+as far as a sum of that many samples is not yet Gaussian at the test's tail
+(:func:`bounded_edge_length`): :data:`EDGE_SAMPLES` for samples of a
+continuous law, thousands for a flag at 0.5 %.
 """
 
 from __future__ import annotations
@@ -71,10 +74,22 @@ import numpy as np
 
 from kcpstream._kernels.edges import log_moments
 
-__all__ = ["EDGE_SAMPLES", "bounded_tail", "edge_length", "piece_tail", "short_tail"]
+__all__ = [
+    "EDGE_SAMPLES",
+    "bounded_edge_length",
+    "bounded_tail",
+    "edge_length",
+    "piece_tail",
+    "short_tail",
+]
 
 #: Short sides below this many samples are tested by the samples' own law.
 EDGE_SAMPLES = 64
+
+#: Standard deviations at which a sum must be Gaussian for the long-run law to
+#: test it (:func:`bounded_edge_length`): a split's p-value of 0.01 over the
+#: positions of a segment is about this far out at each.
+GAUSSIAN_Z = 4.0
 
 #: :func:`bounded_tail` sums the lengths up to this many above the shortest one
 #: by one, and beyond in bands of relative width :data:`BAND_WIDTH`.
@@ -144,6 +159,45 @@ def length_bands(trim: int, most: int) -> tuple[np.ndarray, np.ndarray]:
     return firsts, counts
 
 
+def _spread_and_reach(stats, start: int, end: int) -> tuple[float, float]:
+    """``(v, b)`` of ``[start, end)`` from block statistics: its samples'
+    variance about their mean (per sample, from exact sums) and a bound on
+    their distance to it (the largest norm of its blocks' samples plus the
+    mean's)."""
+    length = end - start
+    total, square = stats.range_sum(start, end)
+    total = total.astype(np.float64)
+    mean2 = float(total @ total) / length**2
+    var = square / length - mean2
+    B = stats.block_size
+    top = float(stats.max_norm2[start // B : (end - 1) // B + 1].max())
+    return var, math.sqrt(top) + math.sqrt(mean2)
+
+
+def bounded_edge_length(stats, start: int, end: int, trim: int) -> int:
+    """:func:`edge_length` where the statistics hold blocks: the short sides
+    ``[trim, M)`` tested by :func:`bounded_tail` reach as far as a sum of
+    that many samples is not yet Gaussian at the test's tail.
+
+    The Bennett bound is the Gaussian tail ``exp(-t^2 / 2 m v)`` while
+    ``u = b t / (m v)`` is small; at ``t = z sqrt(m v)``, ``z =``
+    :data:`GAUSSIAN_Z` standard deviations (where a split is decided), that
+    is ``m >= z^2 b^2 / v``.  Samples of a continuous law through the
+    default features have ``b^2 / v`` of 3.5 to 4 (``M`` is then
+    :data:`EDGE_SAMPLES`); a 0/1 flag at rate ``r``, 2 to 3 times ``1 / r``
+    (``b`` bounds the distance to the mean by the sum of both norms): a
+    piece of a rare flag holds a few events, whose law is Poisson, not
+    Gaussian, over many more samples.  At most a sixteenth of the segment,
+    as :func:`edge_length`."""
+    length = end - start
+    var, reach = _spread_and_reach(stats, start, end)
+    most = EDGE_SAMPLES
+    if var > 0 and reach > 0:
+        most = max(most, math.ceil(GAUSSIAN_Z**2 * reach * reach / var))
+    most = min(most, length // 16)
+    return most if most > trim else 0
+
+
 def bounded_tail(stats, start: int, end: int, gain: float, trim: int, most: int) -> float:
     """The Bennett bound of a gain of at least ``gain`` (quantized units) by a
     piece of ``[trim, most)`` samples at either end of ``[start, end)``, from
@@ -153,13 +207,7 @@ def bounded_tail(stats, start: int, end: int, gain: float, trim: int, most: int)
     length = end - start
     if not most > trim or not gain > 0:
         return 1.0
-    total, square = stats.range_sum(start, end)
-    total = total.astype(np.float64)
-    mean2 = float(total @ total) / length**2
-    var = square / length - mean2  # per sample, about the mean (exact sums)
-    B = stats.block_size
-    top = float(stats.max_norm2[start // B : (end - 1) // B + 1].max())
-    reach = math.sqrt(top) + math.sqrt(mean2)  # bounds ||q_i - mean||
+    var, reach = _spread_and_reach(stats, start, end)  # reach bounds ||q_i - mean||
     if not (var > 0 and reach > 0):
         return 1.0
     firsts, counts = length_bands(trim, most)
