@@ -122,7 +122,7 @@ def test_the_three_cumulant_tail_holds_for_unequal_eigenvalues(weights):
     # the gain of features whose covariance has unequal eigenvalues is a weighted
     # sum of squares; at the simulated 99 % and 95 % quantiles of its maximum the
     # three-cumulant law is within a factor 2 (0.6-1.0 times the level here), and
-    # Satterthwaite's two-moment law 2 to 9 times short at 1 %
+    # Satterthwaite's two-moment law 5 to 9 times short at 1 %
     m, trim = 400, 2
     maxima = _weighted_maxima(weights, m, trim, reps=6000, seed=2)
     c1, c2, c3 = (float((weights**k).sum()) for k in (1, 2, 3))

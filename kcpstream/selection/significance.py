@@ -23,7 +23,7 @@ Two approximations make that a p-value:
   tail falls as ``exp(-x / 2c)`` while a weighted sum of squares falls as
   ``exp(-x / 2 lambda_max)``, so with unequal weights (a kernel's
   features: a few large eigenvalues and many small ones) it understates
-  the tail where the test is decided, by 2 to 8 times at a level of 0.01
+  the tail where the test is decided, by 2.5 to 12 times at a level of 0.01
   (``benchmarks/results/calibration.md``);
 * **James, James & Siegmund (1987)**: for the maximum over
   ``t / N in [t0, 1 - t0]`` of a standardised squared bridge in ``nu``
