@@ -326,6 +326,22 @@ def test_a_segment_is_scaled_by_the_series_long_run_to_short_range_ratio():
     assert local_noise((8.0, 16.0, 2.0), zero).trace == pytest.approx(8.0)
 
 
+def test_a_burst_of_noise_is_tested_against_its_own_level():
+    # a flag at 5 % for 5000 samples of one at 0.5 % (10^6 samples, in blocks):
+    # pieces of the burst too short for their own spread were tested against
+    # the quiet series' level and cut the burst into 16 pieces (p down to 6e-45);
+    # scaled by their own variance they are one burst
+    rng = np.random.default_rng([9, 5000, 2])
+    x = (rng.random(1_000_000) < 0.005).astype(float)
+    start = int(rng.integers(200_000, 800_000))
+    x[start : start + 5000] = rng.random(5000) < 0.05
+    assert start == 552_140
+    res = kcpstream.segment(x)
+    assert res.params["block_size"] > 1
+    first, last = res.changepoints.tolist()
+    assert abs(first - start) < 500 and abs(last - start - 5000) < 500
+
+
 def test_too_few_batches_give_no_estimate():
     assert long_run_noise(np.arange(10, dtype=float)[None, :], 1) is None
 

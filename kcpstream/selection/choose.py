@@ -46,6 +46,7 @@ from kcpstream.selection.significance import (
     robust_cov,
     segment_spread,
     split_pvalue,
+    tail_scale,
 )
 from kcpstream.selection.trend import GridMoments, line_gain
 
@@ -495,7 +496,10 @@ def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
     length = end - start
     gain = gain_q * stats.unit
     spread = _spread(memo, start, end)
-    noise = cycle_noise(local_noise(spread, memo.noise), length, memo.min_size, split - start)
+    noise = local_noise(spread, memo.noise)
+    if spread is None:
+        noise = _own_level(memo, noise, start, split, end)
+    noise = cycle_noise(noise, length, memo.min_size, split - start)
     steps = _steps(memo, length)
     p = split_pvalue(gain, length, memo.min_size, noise, steps)
     samples = stats.block_size == 1
@@ -528,6 +532,34 @@ def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
     else:
         tail = bounded_tail(stats, start, end, gain_q, memo.min_size, short)
     return max(p, min(1.0, inner + tail))
+
+
+def _own_level(memo: Memo, noise: LongRunNoise, start: int, split: int, end: int):
+    """``noise`` for a segment too short for its own spread (fewer than
+    ``MIN_LOCAL_BATCHES`` batches): scaled by the segment's variance per
+    sample about its two sides' means over the whole series' about its
+    mean, where that is above 1.
+
+    A burst of noise in a quiet series (a flag at 5 % for a few thousand
+    samples of one at 0.5 %) was tested against the quiet series' level,
+    and its pieces of a few hundred samples became change-points.  The
+    variances are exact (sums of ``||q||^2``); about the two sides' means,
+    the split's own change does not count as the segment's noise."""
+    stats = memo.stats
+    key = ("variance", 0, stats.n)
+    if key not in memo.segments:
+        memo.segments[key] = stats.cost(0, stats.n) / stats.n
+    whole = memo.segments[key]
+    own = (stats.cost(start, split) + stats.cost(split, end)) / (end - start)
+    if not (whole > 0 and own > whole):
+        return noise
+    ratio = own / whole
+    return dataclasses.replace(
+        noise,
+        trace=noise.trace * ratio,
+        scale=noise.scale * ratio,
+        tail_scale=tail_scale(noise) * ratio,
+    )
 
 
 def _spread(memo: Memo, start: int, end: int):
