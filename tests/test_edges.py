@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -272,3 +273,22 @@ def test_the_blocks_edge_reaches_as_far_as_the_samples_are_not_gaussian():
         lengths[name] = bounded_edge_length(_block_stats(q, 64), 0, n, 10)
     assert lengths["normal"] == EDGE_SAMPLES
     assert 16 / 0.005 < lengths["flag 0.5 %"] < 4 * 16 / 0.005
+
+
+def test_a_short_segments_own_level_needs_no_refined_split():
+    # the mixture checks test splits at positions no search refined: a short
+    # segment's own level is then its variance about its mean, not an error
+    from kcpstream.selection import choose
+    from kcpstream.selection.significance import LongRunNoise
+
+    rng = np.random.default_rng(8)
+    q = rng.integers(-1000, 1000, size=(4096, 3))
+    q[1024:1536] *= 4  # a noisier stretch
+    stats = _block_stats(q, 64)
+    memo = choose.Memo(stats, 2, False, "test")
+    noise = LongRunNoise(trace=1.0, scale=0.5, dof=2.0, batch=64, n_batches=60)
+    assert not stats.knows(1100)
+    raised = choose._own_level(memo, noise, 1024, 1100, 1536)
+    ratio = (stats.cost(1024, 1536) / 512) / (stats.cost(0, 4096) / 4096)
+    assert ratio > 1 and raised.trace == pytest.approx(ratio)
+    assert choose._own_level(memo, noise, 0, 1024, 4096) == noise  # no noisier than the series

@@ -550,7 +550,10 @@ def _own_level(memo: Memo, noise: LongRunNoise, start: int, split: int, end: int
     if key not in memo.segments:
         memo.segments[key] = stats.cost(0, stats.n) / stats.n
     whole = memo.segments[key]
-    own = (stats.cost(start, split) + stats.cost(split, end)) / (end - start)
+    if stats.knows(split):
+        own = (stats.cost(start, split) + stats.cost(split, end)) / (end - start)
+    else:  # a position no search refined (a mixture check's): about the mean
+        own = stats.cost(start, end) / (end - start)
     if not (whole > 0 and own > whole):
         return noise
     ratio = own / whole
