@@ -514,15 +514,18 @@ def _tested(memo: Memo, gain_q: float, start: int, split: int, end: int) -> floa
         else:
             tail = bounded_tail(stats, start, end, gain_q, memo.min_size, half)
         return min(1.0, tail)
+    side = min(split - start, end - split)
+    # no short side reaches past a sixteenth of the segment (edge_length,
+    # bounded_edge_length); a long-run p of 0 stands where the samples' law is
+    # at hand (its bound was below it at the series' ends; the blocks' bound is
+    # looser, and tests it)
+    if not p < 1.0 or side >= length // 16 or (samples and not p > 0.0):
+        return p
     if samples:
         short = edge_length(length, memo.min_size)
     else:
         short = bounded_edge_length(stats, start, end, memo.min_size)
-    if min(split - start, end - split) >= short or not p < 1.0:
-        return p
-    if samples and not p > 0.0:
-        # a long-run p of 0 stands where the samples' law is at hand (its bound
-        # was below it at the series' ends); the blocks' bound is looser, and tests it
+    if side >= short:
         return p
     # the largest gain over the positions with both sides long (the long-run
     # test's tail over them) or over the short ones (the samples' bound)
