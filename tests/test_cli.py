@@ -232,3 +232,20 @@ def test_the_data_pass_line_says_what_a_checkpoint_held(tmp_path, caplog):
     assert pass_line().startswith(
         "data pass: 1 series updated from the checkpoint (the chunks that changed read) ("
     )
+
+
+def test_a_boolean_variable_is_segmented_as_zeros_and_ones(tmp_path):
+    import numpy as np
+    import xarray as xr
+
+    import kcpstream
+
+    rng = np.random.default_rng(0)
+    flag = np.r_[rng.random(20_000) < 0.05, rng.random(20_000) < 0.25]
+    xr.Dataset({"flag": ("time", flag)}).to_zarr(tmp_path / "f.zarr")
+    args = ["segment", str(tmp_path / "f.zarr"), "--variable", "flag", "--json"]
+    res = subprocess.run([_kcpstream(), *args], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    want = kcpstream.segment(flag.astype(np.uint8))
+    assert json.loads(res.stdout)["changepoints"] == want.changepoints.tolist()
+    assert want.changepoints.tolist() == pytest.approx([20_000], abs=400)

@@ -484,3 +484,49 @@ def test_an_error_whose_first_line_announces_the_next_keeps_both():
     missing = FileNotFoundError("bucket/x.zarr")
     assert one_line(missing, typed=True) == "FileNotFoundError: bucket/x.zarr"
     assert one_line(KeyError("x")) == "x" and one_line(ValueError("")) == "ValueError"
+
+
+def _flags(n: int = 20_000, seed: int = 0) -> np.ndarray:
+    """A flag that is set 5 % of the time, then 25 %."""
+    rng = np.random.default_rng(seed)
+    return np.r_[rng.random(n) < 0.05, rng.random(n) < 0.25]
+
+
+def _routes(x: np.ndarray, tmp_path, name: str):
+    """``x`` as each entry point takes it."""
+    t = np.arange(x.size)
+    ds = xr.DataArray(x, dims="time", coords={"time": t}, name="flag").to_dataset()
+    ds.to_zarr(tmp_path / f"{name}.zarr", mode="w")
+    z = zarr.create_array(
+        str(tmp_path / f"{name}-raw.zarr"), shape=x.shape, chunks=(8192,), dtype=x.dtype
+    )
+    z[:] = x
+    return {
+        "numpy": lambda: kcpstream.segment(x),
+        "dask": lambda: kcpstream.segment(da.from_array(x, chunks=8192)),
+        "zarr array": lambda: kcpstream.segment(z),
+        "path": lambda: kcpstream.segment(str(tmp_path / f"{name}.zarr"), variable="flag"),
+        "xarray": lambda: kcpstream.segment(ds["flag"]),
+        "open_zarr": lambda: kcpstream.segment(xr.open_zarr(tmp_path / f"{name}.zarr")["flag"]),
+    }
+
+
+@pytest.mark.parametrize("route", ["numpy", "dask", "zarr array", "path", "xarray", "open_zarr"])
+def test_booleans_are_segmented_as_zeros_and_ones_on_every_route(tmp_path, route):
+    x = _flags()
+    got = _routes(x, tmp_path, "bool")[route]()
+    want = _routes(x.astype(np.uint8), tmp_path, "uint8")[route]()
+    assert got.changepoints.tolist() == want.changepoints.tolist()
+    assert got.changepoints.tolist() == pytest.approx([20_000], abs=400)
+    assert got.gains.tolist() == want.gains.tolist()
+    assert got.pvalues.tolist() == want.pvalues.tolist()
+
+
+def test_booleans_in_a_batch_are_each_series_zeros_and_ones():
+    flags = np.stack([_flags(seed=1), ~_flags(seed=2), _flags(seed=3)[::-1]])
+    arr = xr.DataArray(flags, dims=("sensor", "time"), coords={"sensor": [0, 1, 2]})
+    got = kcpstream.segment(arr, dim="time", batch_dims="sensor")
+    want = kcpstream.segment(arr.astype(np.uint8), dim="time", batch_dims="sensor")
+    found = [r.changepoints.tolist() for _, r in got]
+    assert found == [r.changepoints.tolist() for _, r in want]
+    assert all(cps == pytest.approx([20_000], abs=400) for cps in found)

@@ -69,7 +69,6 @@ def test_wrong_number_of_dimensions(shape):
     "arr, match",
     [
         (np.array(["a", "b"] * 10), "dtype <U1"),
-        (np.zeros(20, dtype=bool), r"astype\(float\)"),
         (np.zeros(20, dtype=complex), "complex128"),
         (np.array([object()] * 20), "object"),
     ],

@@ -8,12 +8,13 @@ from kcpstream.errors import InputError
 
 
 def check_dtype(dtype: np.dtype, description: str) -> None:
-    """Raise :class:`InputError` unless ``dtype`` holds real numbers."""
-    if dtype.kind not in "iuf":
-        hint = " (cast booleans with .astype(float))" if dtype.kind == "b" else ""
+    """Raise :class:`InputError` unless ``dtype`` holds real numbers: integers,
+    floating-point numbers, or booleans (a flag, ``da > threshold``), which
+    every stage reads as the integers 0 and 1 that numpy casts them to."""
+    if dtype.kind not in "iufb":
         raise InputError(
             f"{description} has dtype {dtype}, which is not a real number type; "
-            f"kcpstream segments integer or floating-point samples{hint}"
+            "kcpstream segments integer, floating-point or boolean samples"
         )
 
 
