@@ -189,9 +189,11 @@ def test_a_series_shorter_than_its_dependence_is_extrapolated():
 @pytest.mark.parametrize("phi", [0.9, 0.95])
 def test_short_strongly_dependent_noise_gets_few_change_points(phi):
     # n = 100: five to ten correlation lengths (38 % and 55 % of series had
-    # change-points before the extrapolation)
-    found = [kcpstream.segment(_ar1(100, phi, seed)).n_changepoints for seed in range(40)]
-    assert sum(k > 0 for k in found) <= 4, found
+    # change-points before the extrapolation, 4.5 % and 7.5 % of these 200 with
+    # the extrapolation's rho itself where the estimate does not level off, 0.5 %
+    # and 3 % with its upper standard error)
+    found = [kcpstream.segment(_ar1(100, phi, seed)).n_changepoints for seed in range(200)]
+    assert sum(k > 0 for k in found) <= 10, found
 
 
 def test_short_mildly_dependent_noise_keeps_the_false_alarm_rate():
