@@ -77,7 +77,7 @@ def test_a_missing_package_is_named_as_the_fix():
 
 
 def test_messages_name_an_unnamed_dataarray_and_a_datasets_variables():
-    bad = xr.DataArray(np.zeros(1_000, dtype=bool), dims="time")
+    bad = xr.DataArray(np.zeros(1_000, dtype=complex), dims="time")
     with pytest.raises(InputError, match="an unnamed DataArray") as info:
         kcpstream.segment(bad)
     assert "None" not in str(info.value)
