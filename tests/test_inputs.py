@@ -530,3 +530,19 @@ def test_booleans_in_a_batch_are_each_series_zeros_and_ones():
     found = [r.changepoints.tolist() for _, r in got]
     assert found == [r.changepoints.tolist() for _, r in want]
     assert all(cps == pytest.approx([20_000], abs=400) for cps in found)
+
+
+@pytest.mark.parametrize("route", ["path", "zarr array"])
+def test_a_boolean_store_with_an_absent_chunk_is_refused(tmp_path, route):
+    # an absent chunk of a flag reads as its fill value, False: a run of 0s
+    # that no sensor wrote, which must not pass for samples
+    x = _flags()
+    path = str(tmp_path / "flag.zarr")
+    z = zarr.create_array(path, shape=x.shape, chunks=(8192,), dtype=bool)
+    z[:] = x
+    chunk = tmp_path / "flag.zarr" / "c" / "2"
+    assert chunk.exists()
+    chunk.unlink()
+    src = path if route == "path" else zarr.open_array(path)
+    with pytest.raises(kcpstream.InputError, match=r"no chunk for samples \[16384, 24576\)"):
+        kcpstream.segment(src)
