@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import dask
 import dask.array as da
 import numpy as np
@@ -199,6 +201,59 @@ def test_a_batch_on_a_cluster_keeps_every_series_samples_on_its_workers(sensors)
         # them, which reads the other's run (once: it keeps it)
         assert res.diagnostics.reads.pass_tasks == 2
         assert res.diagnostics.samples_read_again <= 2 * 2**15
+
+
+def _die_once_in(prefix: str, flag: str):
+    """A worker plugin that ends its worker's process (as a node's OOM killer
+    or a crash would) when it starts a task of ``kcpstream-{prefix}``, once in
+    the cluster: ``flag`` is created by the one that dies.  Defined here, it
+    travels to the workers by value."""
+    import os
+
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class DieOnce(WorkerPlugin):
+        def transition(self, key, start, finish, **kwargs):
+            name = key[0] if isinstance(key, tuple) else key
+            if finish != "executing" or not str(name).startswith(f"kcpstream-{prefix}-"):
+                return
+            try:
+                os.close(os.open(flag, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return
+            os._exit(1)
+
+    return DieOnce()
+
+
+@pytest.mark.parametrize("stage", ["pass", "scan"])
+def test_a_batch_survives_a_worker_lost_in_the_middle_of_it(sensors, tmp_path, stage):
+    # the worker holding half of the series' chunks dies while it runs a task
+    # of the data pass or of refinement: its tasks are run again
+    # elsewhere (a task prefers the worker holding its chunks, but may run on
+    # any), what it kept is read again, and the answer is the threads' own
+    import xarray as xr
+
+    def batch():
+        v = xr.open_zarr(sensors, consolidated=False)["v"]
+        return kcpstream.segment(v, dim="time", batch_dims="sensor")
+
+    with dask.config.set(scheduler="threads"):
+        expected = batch()
+    flag = tmp_path / "died"
+    with routed_cluster() as client:
+        before = set(client.scheduler_info()["workers"])
+        client.register_plugin(_die_once_in(stage, str(flag)))
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        try:  # a task left waiting for the lost worker fails the test, not hangs it
+            got = pool.submit(batch).result(timeout=300)
+        finally:
+            pool.shutdown(wait=False)
+        after = set(client.scheduler_info()["workers"])
+    assert flag.exists() and before - after  # a worker died during the call
+    for res, ref in zip(got.results, expected.results, strict=True):
+        _same(res, ref)
+        assert res.pvalues.tolist() == ref.pvalues.tolist()
 
 
 def test_distributed_local_cluster_with_processes(store, small_chunks, one_chunk, threaded):
