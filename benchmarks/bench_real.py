@@ -255,7 +255,7 @@ def one_change_kinds(found: list[int], true: int, n: int) -> dict[str, int]:
     return kinds
 
 
-def run_one_change(reps: int, max_n: int) -> dict:
+def run_one_change(reps: int, max_n: int, seed_prefix: int = 20_261_127) -> dict:
     sizes = [n for n in (10_000, 100_000, 1_000_000, 10_000_000) if n <= max_n]
     out = {}
     for family, (before, after) in ONE_CHANGE.items():
@@ -263,7 +263,7 @@ def run_one_change(reps: int, max_n: int) -> dict:
             r = reps if n <= 1_000_000 else max(5, reps // 4)
             rows = []
             for seed in range(r):
-                rng = np.random.default_rng([20_261_127, n, seed])
+                rng = np.random.default_rng([seed_prefix, n, seed])
                 true = int(rng.integers(n // 5, 4 * n // 5))
                 x = np.concatenate([before(true, rng), after(n - true, rng)])
                 found = kcpstream.segment(x).changepoints.tolist()
@@ -419,6 +419,9 @@ def main() -> None:
     ap.add_argument("--parts", default="tssb,null,scenarios")
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--max-n", type=int, default=1_000_000)
+    ap.add_argument(
+        "--seed-prefix", type=int, default=20_261_127, help="first seed of the one-change draws"
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument("--markdown", default=None)
     args = ap.parse_args()
@@ -432,7 +435,7 @@ def main() -> None:
     if "null" in parts:
         result["null"] = run_null(args.reps, args.max_n)
     if "onechange" in parts:
-        result["onechange"] = run_one_change(args.reps, args.max_n)
+        result["onechange"] = run_one_change(args.reps, args.max_n, args.seed_prefix)
     if "scenarios" in parts:
         result["scenarios"] = run_scenarios(args.reps)
     if "gaps" in parts:

@@ -35,6 +35,20 @@ def test_demo_json():
     assert result["passes"] < 1.3  # about one pass over the store
 
 
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["--n", "10"], "do not fit in 10 samples: ask for a larger --n"),
+        (["--n", "0"], "Invalid value for '--n'"),
+        (["--n", "5000", "--chunk", "0"], "Invalid value for '--chunk'"),
+    ],
+)
+def test_demo_options_that_cannot_work_are_one_line_errors(args, match):
+    out = subprocess.run([_kcpstream(), "demo", *args], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and match in out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_demo_text_and_picture(tmp_path):
     picture = tmp_path / "demo.png"
     out = subprocess.run(

@@ -404,6 +404,83 @@ def test_a_pandas_index_gives_the_times():
     assert kcpstream.segment(frame).changepoint_times.dtype.kind == "M"
 
 
+def test_a_pandas_index_that_is_no_time_axis_is_refused_with_the_pandas_fix():
+    x = np.random.default_rng(3).normal(size=500) + np.repeat([0.0, 3.0], 250)
+    backwards = pd.Series(x, index=pd.date_range("2020", periods=500, freq="s")[::-1])
+    with pytest.raises(InputError, match=r"index of the pandas Series is not strictly.*sort_index"):
+        kcpstream.segment(backwards)
+    with pytest.raises(InputError, match=r"neither times nor numbers.*reset_index\(drop=True\)"):
+        kcpstream.segment(pd.Series(x, index=[f"s{i}" for i in range(500)]))
+    positions = kcpstream.segment(pd.Series(x).reset_index(drop=True), n_bkps=1)
+    assert positions.changepoints.tolist() == kcpstream.segment(x, n_bkps=1).changepoints.tolist()
+
+
+def _sensors_with(bad: str) -> xr.DataArray:
+    """Three sensors on a time axis, sensor 'b' holding ``bad``: an infinity, a
+    constant, or nothing but NaN."""
+    v = np.random.default_rng(8).normal(size=(3000, 3))
+    if bad == "inf":
+        v[100, 1] = np.inf
+    elif bad == "constant":
+        v[:, 1] = 3.0
+    else:
+        v[:, 1] = np.nan
+    t = pd.date_range("2024", periods=3000, freq="min")
+    return xr.DataArray(
+        v, dims=("time", "sensor"), coords={"time": t, "sensor": list("abc")}, name="vib"
+    )
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ("inf", "holds an infinity at index 100"),
+        ("constant", "samples of the fit sample are equal"),
+        ("nan", "has no valid sample"),
+    ],
+)
+def test_an_error_in_one_series_of_a_batch_names_that_series(bad, match):
+    # a batch of hundreds of sensors fails on one: the message says which
+    with pytest.raises(InputError, match=f"DataArray 'vib' at sensor='b'.*{match}"):
+        kcpstream.segment(_sensors_with(bad), batch_dims="sensor", n_bkps=1)
+
+
+def test_batch_dims_that_repeat_or_name_the_time_axis_are_refused():
+    da = _sensors_with("inf")
+    with pytest.raises(InputError, match="names 'sensor' twice"):
+        kcpstream.segment(da, batch_dims=["sensor", "sensor"])
+    for kw in ({}, {"dim": "time"}):
+        with pytest.raises(InputError, match="'time' is the time dimension, so it cannot be"):
+            kcpstream.segment(da, batch_dims="time", **kw)
+
+
+def test_a_path_with_a_variable_and_batch_dims_is_the_store_opened_with_xarray(tmp_path, sensors):
+    ds, _ = sensors
+    path = str(tmp_path / "b.zarr")
+    ds.to_zarr(path, consolidated=False)
+    by_path = kcpstream.segment(path, variable="pressure", batch_dims="sensor", n_bkps=3)
+    opened = xr.open_zarr(path, consolidated=False)["pressure"]
+    direct = kcpstream.segment(opened, batch_dims="sensor", n_bkps=3)
+    assert by_path.labels == direct.labels == [{"sensor": s} for s in ("s1", "s2", "s3")]
+    for a, b in zip(by_path.results, direct.results, strict=True):
+        assert a.changepoints.tolist() == b.changepoints.tolist()
+        assert a.gains.tolist() == b.gains.tolist()
+
+
+def test_a_store_without_the_time_dimension_names_its_variables_and_dim(tmp_path):
+    path = str(tmp_path / "t.zarr")
+    t = pd.date_range("2020", periods=1000, freq="s")
+    x = np.random.default_rng(4).normal(size=1000) + np.repeat([0.0, 3.0], 500)
+    xr.Dataset({"sig": ("t", x)}, coords={"t": t}).to_zarr(path)
+    with pytest.raises(
+        InputError,
+        match=r"no variable of the store .* has the dimension 'time' \(its variables: "
+        r"sig \(t\)\); give the time dimension with dim=<name> \(--dim",
+    ):
+        kcpstream.segment(path)
+    assert kcpstream.segment(path, dim="t", n_bkps=1).n_changepoints == 1
+
+
 def test_the_series_of_a_batch_share_one_cache_budget():
     # cache_bytes bounds the samples kept for refinement by the whole call: each
     # of a batch's series keeps its share (256 series once kept 256 budgets)

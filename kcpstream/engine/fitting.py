@@ -205,7 +205,10 @@ def fitted_map(
     single = answer_constant and len(sample) == signal.n and _single_value(sample)
     if single and isinstance(getattr(fmap, "bandwidth", None), str):
         fmap.bandwidth = 1.0  # any scale: one value has the same features at each
-    fmap.fit(sample)
+    try:
+        fmap.fit(sample)
+    except InputError as exc:  # (the map's message does not know which series it is)
+        raise InputError(f"{signal.description}: {exc}") from None
     return Fitted(fmap, wide, single)
 
 

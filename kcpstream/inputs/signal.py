@@ -430,6 +430,7 @@ def as_signal(
     skipna: bool = True,
     storage_options: dict | None = None,
     listed: dict | None = None,
+    series: str | None = None,
 ) -> Signal:
     """Normalise any supported input to a :class:`Signal`.
 
@@ -462,6 +463,9 @@ def as_signal(
         ``key``, ``secret``, ``anon``, ``client_kwargs``, ...).
     listed : dict, optional
         Store listings already made (by zarr array), shared by the series of a batch.
+    series : str, optional
+        Which series of a batch this is (``"sensor='b'"``): every message about
+        it names it.
     """
     if missing not in pv.MISSING_CHOICES:
         raise InputError(f"missing={missing!r} is not one of {', '.join(pv.MISSING_CHOICES)}")
@@ -482,6 +486,12 @@ def as_signal(
     if _is_pandas(data):  # its index is the time axis: go through xarray
         data = _pandas_as_xarray(data)
     read = _read_input(data, variable, variables, dim, chunks, storage_options, missing)
+    if series is not None:
+        read.description = f"{read.description} at {series}"
+        if isinstance(read.store_array, CheckedArray):
+            read.store_array = CheckedArray(
+                read.store_array.array, read.description, read.store_array.upcast
+            )
     x = _time_first(read, dim)
     if x.dtype == np.float16:  # the kernels compute in float32 or float64
         x = x.astype(np.float32)
@@ -524,22 +534,45 @@ def batch_signals(
     from kcpstream.inputs.labeled import split_batches
 
     if not _is_labeled(data):
-        raise InputError("batch_dims applies to xarray input (a DataArray or a Dataset)")
+        raise InputError(
+            "batch_dims applies to xarray input (a DataArray or a Dataset, e.g. a store "
+            "opened with xarray.open_zarr)"
+        )
     dims = [batch_dims] if isinstance(batch_dims, str) else list(batch_dims)
+    twice = next((b for k, b in enumerate(dims) if b in dims[:k]), None)
+    if twice is not None:
+        raise InputError(f"batch_dims names {twice!r} twice; name each dimension once")
+    time_dim = kwargs.get("dim") or "time"  # (without dim=, "time" is it where there is one)
+    if time_dim in dims and (kwargs.get("dim") or time_dim in data.dims):
+        raise InputError(
+            f"{time_dim!r} is the time dimension, so it cannot be a batch dimension: "
+            "batch_dims names the dimensions that tell series apart (e.g. 'sensor'), and "
+            "dim= the one along which each series runs"
+        )
     parts = split_batches(data, dims)
     listed: dict = {}  # each store is listed once for the whole batch
     signals = []
     for labels, sub in parts:
+        name = ", ".join(f"{k}={_label(v)}" for k, v in labels.items())
         try:
-            signals.append(as_signal(sub, listed=listed, **kwargs))
+            signals.append(as_signal(sub, listed=listed, series=name, **kwargs))
         except InputError as exc:
-            if pv.stored_array(sub) is None:
+            if pv.stored_array(sub) is None or name in str(exc):
                 # a dask-backed series is checked with its whole store: the error
                 # (a chunk of any series) is not this series' own
                 raise
-            name = ", ".join(f"{k}={v}" for k, v in labels.items())
             raise InputError(f"series {name}: {exc}") from None
     return dims, [labels for labels, _ in parts], signals, [sub for _, sub in parts]
+
+
+def _label(value: Any) -> str:
+    """A batch coordinate's value as a message shows it: text quoted, a time
+    as its date."""
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, np.datetime64 | np.timedelta64):
+        return str(value)
+    return str(value)
 
 
 @dataclass
@@ -831,6 +864,20 @@ def _pandas_as_xarray(obj: Any) -> Any:
     coordinate (a DataFrame's columns are channels)."""
     import xarray as xr
 
+    index = obj.index
+    kind = type(obj).__name__
+    if index.dtype.kind not in "iufmM":
+        raise InputError(
+            f"the index of the pandas {kind} is neither times nor numbers ({index.dtype}); "
+            "the index is the time axis: set one (obj.set_index) or drop it to segment by "
+            "position (obj.reset_index(drop=True))"
+        )
+    if not (index.is_monotonic_increasing and index.is_unique):
+        raise InputError(
+            f"the index of the pandas {kind} is not strictly increasing; sort it "
+            "(obj.sort_index()) and drop duplicate times "
+            "(obj[~obj.index.duplicated()])"
+        )
     values = obj.to_numpy()
     if values.ndim == 1:
         return xr.DataArray(values, dims=("time",), coords={"time": obj.index}, name=obj.name)

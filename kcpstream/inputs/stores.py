@@ -139,7 +139,7 @@ def open_zarr(
             raise InputError(
                 f"the zarr group {path_str!r} holds {len(names)} arrays "
                 f"({', '.join(names) or 'none'}); "
-                "choose one with variable=<name>"
+                "choose one with variable=<name> (--variable on the command line)"
             )
     try:
         arr = node[variable]
@@ -211,6 +211,14 @@ def open_store(
     elif variable is None:
         coords = {n for n, a in arrays.items() if dims(a) == (n,)}
         names = [n for n, a in arrays.items() if n not in coords and time_dim in dims(a)]
+        data_vars = {n: dims(a) for n, a in arrays.items() if n not in coords and dims(a)}
+        if not names and data_vars:  # written with dimension names, none of them time_dim
+            listed = ", ".join(f"{n} ({', '.join(d)})" for n, d in sorted(data_vars.items()))
+            raise InputError(
+                f"no variable of the store {path!r} has the dimension {time_dim!r} "
+                f"(its variables: {listed}); give the time dimension with dim=<name> "
+                "(--dim on the command line)"
+            )
         if not names:
             return path, variable
     else:
@@ -251,7 +259,7 @@ def store_input(data, reading: dict, batch: bool, storage_options):
     variable along time together (as ``xr.open_zarr(path)`` is segmented).
     ``(data, storage_options)``, ``reading`` updated in place."""
     if not isinstance(data, str | os.PathLike) or not (
-        reading["variables"] or reading["variable"] is None
+        batch or reading["variables"] or reading["variable"] is None
     ):
         return data, storage_options
     path = os.fspath(data)

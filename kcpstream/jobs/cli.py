@@ -506,16 +506,28 @@ def watch(
 
 @main.command()
 @click.option(
-    "--n", "n", default=10_000_000, show_default=True, help="Samples in the synthetic signal."
+    "--n",
+    "n",
+    type=click.IntRange(min=1),
+    default=10_000_000,
+    show_default=True,
+    help="Samples in the synthetic signal.",
 )
 @click.option(
     "--n-bkps",
+    type=click.IntRange(min=0),
     default=10,
     show_default=True,
     help="Changes of distribution in the signal (the segmentation is not told).",
 )
 @click.option("--features", default="auto", show_default=True, help="Feature map spec.")
-@click.option("--chunk", default=2**20, show_default=True, help="zarr chunk length.")
+@click.option(
+    "--chunk",
+    type=click.IntRange(min=1),
+    default=2**20,
+    show_default=True,
+    help="zarr chunk length.",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed of the signal and the features.")
 @click.option(
     "--plot",
@@ -540,7 +552,10 @@ def demo(
     # compiled apart, so that the time printed is the segmentation's, not numba's
     # first compile of the kernels (once per environment; benchmarks/results/first.md)
     kernels = warm_up()
-    sig = datasets.changing_distribution(n, n_bkps, seed=seed)
+    try:
+        sig = datasets.changing_distribution(n, n_bkps, seed=seed)
+    except ValueError as exc:  # the changes asked for do not fit in n samples
+        raise click.UsageError(f"{exc}: ask for a larger --n or a smaller --n-bkps") from None
     with tempfile.TemporaryDirectory(prefix="kcpstream-demo-") as tmp:
         store = os.path.join(tmp, "signal.zarr")
         t0 = time.perf_counter()
