@@ -228,7 +228,8 @@ def test_a_batch_series_is_versioned_by_its_own_sensor_s_chunks(tmp_path):
     assert len(kcpstream.segment(data().sel(sensor="a"), **single).changepoints) == 2
     with pytest.raises(kcpstream.InputError, match="no chunk for samples"):
         kcpstream.segment(data().sel(sensor="b"), **single)
-    with pytest.raises(kcpstream.InputError, match="^series sensor=b: .* no chunk for samples"):
+    named = "^DataArray 'v' at sensor='b': .* no chunk for samples"
+    with pytest.raises(kcpstream.InputError, match=named):
         kcpstream.segment(data(), **kw)
 
 
