@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import cdist, pdist
 
-from kcpstream import RFF, FeatureMap, Linear, Nystrom
+import kcpstream
+from kcpstream import RFF, FeatureMap, InputError, Linear, Nystrom
 from kcpstream._kernels.distances import order_statistic_pair
 from kcpstream.features import (
     FEATURE_MAPS,
@@ -341,6 +342,30 @@ def test_make_feature_map_specs():
         assert type(make_feature_map(name.upper())) is cls
     fmap = RFF(8)
     assert make_feature_map(fmap) is fmap
+
+
+def test_a_spec_names_the_maps_parameters():
+    # what the command line and job files can give: the advice of the fit's
+    # "no scale" error (a bandwidth) is one of them
+    assert make_feature_map("quadrature:bandwidth=0.5") == QuadratureFF(bandwidth=0.5)
+    assert make_feature_map("rff:32,bandwidth=2.5", seed=4) == RFF(32, bandwidth=2.5, seed=4)
+    assert make_feature_map("rff:kernel=laplacian,scaled=true") == RFF(
+        kernel="laplacian", scaled=True
+    )
+    assert make_feature_map("rff:16,seed=9", seed=4) == RFF(16, seed=9)  # the spec's own
+    assert make_feature_map("quadrature:bandwidth=median").bandwidth == "median"
+    for spec, match in [
+        ("rff:width=2", r"'width' is not a parameter of RFF \(its parameters: n_features, "),
+        ("rff:64,n_features=32", "'n_features' is given twice"),
+        ("rff:3.5", "the number of features must be an integer"),
+    ]:
+        with pytest.raises(InputError, match=match):
+            make_feature_map(spec)
+    x = np.r_[np.zeros(500), np.ones(500)]
+    by_spec = kcpstream.segment(x, features="quadrature:bandwidth=0.5", n_bkps=1)
+    by_map = kcpstream.segment(x, features=QuadratureFF(bandwidth=0.5), n_bkps=1)
+    assert by_spec.changepoints.tolist() == by_map.changepoints.tolist() == [500]
+    assert by_spec.gains.tolist() == by_map.gains.tolist()
 
 
 def test_transform_before_fit_is_an_error():

@@ -87,7 +87,8 @@ def default_feature_map(d: int, *, seed: int | None = None) -> FeatureMap:
 def make_feature_map(
     spec: str | FeatureMap, *, seed: int | None = None, d: int | None = None
 ) -> FeatureMap:
-    """A feature map from an instance or a spec string ``"name[:p]"`` or ``"auto"``.
+    """A feature map from an instance, a spec string ``"name[:p][,key=value...]"``
+    (``"rff:64"``, ``"quadrature:bandwidth=0.5"``) or ``"auto"``.
 
     An instance is returned as it is.  For a spec string, ``seed`` (when not
     None) is passed to maps that take one; ``"auto"`` needs the signal's
@@ -104,17 +105,46 @@ def make_feature_map(
             "features must be a FeatureMap or a spec string like 'rff:64', "
             f"got {type(spec).__name__}"
         )
-    name, colon, size = spec.partition(":")
+    name, colon, rest = spec.partition(":")
     cls = get_feature_map_class(name.strip())
-    kwargs: dict = {}
-    if colon:
-        try:
-            kwargs["n_features"] = int(size)
-        except ValueError:
-            raise InputError(
-                f"bad feature spec {spec!r}: the part after ':' must be an integer "
-                "(the number of features, e.g. 'rff:64'), or leave ':' out"
-            ) from None
-    if seed is not None and "seed" in cls._param_names:
+    kwargs = _spec_parameters(spec, cls, rest) if colon else {}
+    if seed is not None and "seed" in cls._param_names and "seed" not in kwargs:
         kwargs["seed"] = seed
     return cls(**kwargs)
+
+
+def _spec_parameters(spec: str, cls: type, rest: str) -> dict:
+    """The parameters after the ``:`` of a spec: the number of features, and
+    ``name=value`` pairs of the map's parameters, comma-separated
+    (``"rff:64"``, ``"quadrature:bandwidth=0.5"``, ``"rff:32,bandwidth=2"``)."""
+    kwargs: dict = {}
+    for item in (part.strip() for part in rest.split(",")):
+        key, equals, value = item.partition("=")
+        key = key.strip() if equals else "n_features"
+        value = value.strip() if equals else item
+        if key not in cls._param_names:
+            raise InputError(
+                f"bad feature spec {spec!r}: {key!r} is not a parameter of {cls.__name__} "
+                f"(its parameters: {', '.join(cls._param_names)})"
+            )
+        if key in kwargs:
+            raise InputError(f"bad feature spec {spec!r}: {key!r} is given twice")
+        kwargs[key] = _spec_value(value)
+        if key == "n_features" and not isinstance(kwargs[key], int):
+            raise InputError(
+                f"bad feature spec {spec!r}: the number of features must be an integer "
+                "(e.g. 'rff:64')"
+            )
+    return kwargs
+
+
+def _spec_value(text: str) -> int | float | str:
+    """A spec's value as the number or truth value it spells, else as the text."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

@@ -125,8 +125,10 @@ def resolve_bandwidth(bandwidth: float | str, sample: np.ndarray, metric: str) -
             raise InputError(
                 f"all {sample.shape[0]} samples of the fit sample are equal, so the kernel has "
                 "no scale: a constant signal has nothing to segment. If it varies elsewhere, "
-                "give the scale: features=QuadratureFF(bandwidth=<float>) (RFF for several "
-                "channels), a typical distance between samples of different regimes"
+                "give the scale, a typical distance between samples of different regimes: "
+                "features=QuadratureFF(bandwidth=<float>), or the spec "
+                "'quadrature:bandwidth=<float>' ('rff:bandwidth=<float>' for several "
+                "channels; --features on the command line)"
             )
         return BANDWIDTH_RULES[bandwidth] * value
     value = float(bandwidth)
