@@ -41,6 +41,7 @@ def test_demo_json():
         (["--n", "10"], "do not fit in 10 samples: ask for a larger --n"),
         (["--n", "0"], "Invalid value for '--n'"),
         (["--n", "5000", "--chunk", "0"], "Invalid value for '--chunk'"),
+        (["--n", "5000", "--seed", "-1"], "Invalid value for '--seed'"),
     ],
 )
 def test_demo_options_that_cannot_work_are_one_line_errors(args, match):

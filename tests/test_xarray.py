@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+import zarr
 
 import kcpstream
 from kcpstream import InputError, datasets
@@ -409,10 +410,18 @@ def test_a_pandas_index_that_is_no_time_axis_is_refused_with_the_pandas_fix():
     backwards = pd.Series(x, index=pd.date_range("2020", periods=500, freq="s")[::-1])
     with pytest.raises(InputError, match=r"index of the pandas Series is not strictly.*sort_index"):
         kcpstream.segment(backwards)
-    with pytest.raises(InputError, match=r"neither times nor numbers.*reset_index\(drop=True\)"):
+    with pytest.raises(InputError, match=r"holds text labels.*reset_index\(drop=True\)"):
         kcpstream.segment(pd.Series(x, index=[f"s{i}" for i in range(500)]))
     positions = kcpstream.segment(pd.Series(x).reset_index(drop=True), n_bkps=1)
     assert positions.changepoints.tolist() == kcpstream.segment(x, n_bkps=1).changepoints.tolist()
+    t = pd.date_range("2020", periods=500, freq="s").to_numpy().copy()
+    t[10] = np.datetime64("NaT")
+    with pytest.raises(InputError, match="has a missing value at position 10; drop those rows"):
+        kcpstream.segment(pd.Series(x, index=t))
+    # indexes of times that are not datetime64 go to xarray as before
+    dates = [pd.Timestamp("2020-01-01").date() + pd.Timedelta(days=i) for i in range(500)]
+    for index in (pd.period_range("2020-01-01", periods=500, freq="D"), dates):
+        assert kcpstream.segment(pd.Series(x, index=index), n_bkps=1).changepoints.tolist() == [250]
 
 
 def _sensors_with(bad: str) -> xr.DataArray:
@@ -445,6 +454,19 @@ def test_an_error_in_one_series_of_a_batch_names_that_series(bad, match):
         kcpstream.segment(_sensors_with(bad), batch_dims="sensor", n_bkps=1)
 
 
+def test_a_chunk_lost_from_a_store_read_through_dask_is_not_said_of_another_series(tmp_path):
+    # a series read through dask is checked with its whole store: the absent
+    # chunk (sensor c's) is the store's, not the first series' it was found with
+    x = np.random.default_rng(0).normal(size=(40_000, 3))
+    data = xr.Dataset({"v": (("time", "sensor"), x)}, coords={"sensor": list("abc")})
+    path = tmp_path / "s.zarr"
+    data.chunk({"time": 10_000, "sensor": 1}).to_zarr(path, consolidated=False)
+    (path / "v" / "c" / "2" / "2").unlink()
+    lazy = xr.open_zarr(path, consolidated=False)["v"]
+    with pytest.raises(InputError, match=r"^DataArray 'v': the store has no chunk c/2/2"):
+        kcpstream.segment(lazy, batch_dims="sensor")
+
+
 def test_batch_dims_that_repeat_or_name_the_time_axis_are_refused():
     da = _sensors_with("inf")
     with pytest.raises(InputError, match="names 'sensor' twice"):
@@ -475,10 +497,20 @@ def test_a_store_without_the_time_dimension_names_its_variables_and_dim(tmp_path
     with pytest.raises(
         InputError,
         match=r"no variable of the store .* has the dimension 'time' \(its variables: "
-        r"sig \(t\)\); give the time dimension with dim=<name> \(--dim",
+        r"sig \(t\)\); choose the time dimension with dim=<name> \(--dim",
     ):
         kcpstream.segment(path)
     assert kcpstream.segment(path, dim="t", n_bkps=1).n_changepoints == 1
+    # a store of one array is segmented by path, whatever its dimension's name
+    for k, one in enumerate((xr.DataArray(x).to_dataset(name="v"), xr.Dataset({"v": ("t", x)}))):
+        alone = str(tmp_path / f"one{k}.zarr")
+        one.to_zarr(alone)
+        assert kcpstream.segment(alone, n_bkps=1).changepoints.tolist() == [500]
+    # batch_dims needs dimension names, which a plain zarr array has none of
+    plain = zarr.open_group(str(tmp_path / "plain.zarr"), mode="w")
+    plain.create_array("v", shape=(1000, 2), dtype="f8")[:] = np.c_[x, x]
+    with pytest.raises(InputError, match="batch_dims needs dimension names, and the array 'v'"):
+        kcpstream.segment(str(tmp_path / "plain.zarr"), variable="v", batch_dims="sensor")
 
 
 def test_the_series_of_a_batch_share_one_cache_budget():

@@ -2,8 +2,9 @@
 
 A map is chosen by instance (``RFF(n_features=128, seed=1)``) or by a short
 spec string ``"name"`` or ``"name:p"`` (``"rff:64"``, ``"orf:64"``,
-``"matern:64"``, ``"quadrature:32"``, ``"nystrom:32"``, ``"linear"``) through
-:func:`make_feature_map`.
+``"matern:64"``, ``"quadrature:32"``, ``"nystrom:32"``, ``"linear"``), with
+any of the map's parameters as ``key=value`` (``"quadrature:bandwidth=0.5"``,
+``"rff:32,bandwidth=2.5"``), through :func:`make_feature_map`.
 """
 
 from __future__ import annotations
@@ -87,12 +88,14 @@ def default_feature_map(d: int, *, seed: int | None = None) -> FeatureMap:
 def make_feature_map(
     spec: str | FeatureMap, *, seed: int | None = None, d: int | None = None
 ) -> FeatureMap:
-    """A feature map from an instance, a spec string ``"name[:p][,key=value...]"``
-    (``"rff:64"``, ``"quadrature:bandwidth=0.5"``) or ``"auto"``.
+    """A feature map from an instance, a spec string, or ``"auto"``.
 
-    An instance is returned as it is.  For a spec string, ``seed`` (when not
-    None) is passed to maps that take one; ``"auto"`` needs the signal's
-    dimension ``d`` (see :func:`default_feature_map`).
+    An instance is returned as it is.  A spec string is ``"name[:p]"`` with
+    any of the map's parameters after the ``:`` as comma-separated
+    ``key=value`` (``"rff:64"``, ``"quadrature:bandwidth=0.5"``,
+    ``"rff:32,kernel=laplacian"``); ``seed`` (when not None) is passed to
+    maps that take one, unless the spec gives its own.  ``"auto"`` needs the
+    signal's dimension ``d`` (see :func:`default_feature_map`).
     """
     if isinstance(spec, FeatureMap):
         return spec
@@ -119,6 +122,11 @@ def _spec_parameters(spec: str, cls: type, rest: str) -> dict:
     (``"rff:64"``, ``"quadrature:bandwidth=0.5"``, ``"rff:32,bandwidth=2"``)."""
     kwargs: dict = {}
     for item in (part.strip() for part in rest.split(",")):
+        if not item:
+            raise InputError(
+                f"bad feature spec {spec!r}: an empty part; give 'name:p' and key=value "
+                "parts separated by single commas (e.g. 'rff:32,bandwidth=2.5')"
+            )
         key, equals, value = item.partition("=")
         key = key.strip() if equals else "n_features"
         value = value.strip() if equals else item
@@ -138,10 +146,12 @@ def _spec_parameters(spec: str, cls: type, rest: str) -> dict:
     return kwargs
 
 
-def _spec_value(text: str) -> int | float | str:
-    """A spec's value as the number or truth value it spells, else as the text."""
+def _spec_value(text: str) -> int | float | bool | str | None:
+    """A spec's value as the number, truth value or None it spells, else as the text."""
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
+    if text.lower() == "none":
+        return None
     for kind in (int, float):
         try:
             return kind(text)

@@ -486,6 +486,9 @@ def as_signal(
     if _is_pandas(data):  # its index is the time axis: go through xarray
         data = _pandas_as_xarray(data)
     read = _read_input(data, variable, variables, dim, chunks, storage_options, missing)
+    # a series read through dask is checked with its whole store: what is wrong
+    # there (a chunk of any series) is not said of this one
+    store_description = read.description
     if series is not None:
         read.description = f"{read.description} at {series}"
         if isinstance(read.store_array, CheckedArray):
@@ -512,7 +515,13 @@ def as_signal(
         )
     read.source.update(shape=list(x.shape), dtype=str(x.dtype))
     origin = pv.open_origin(
-        read.stores, read.arrays, read.token, read.description, missing, listed, read.direct
+        read.stores,
+        read.arrays,
+        read.token,
+        read.description if read.direct else store_description,
+        missing,
+        listed,
+        read.direct,
     )
     return Signal(
         data=x,
@@ -542,7 +551,8 @@ def batch_signals(
     twice = next((b for k, b in enumerate(dims) if b in dims[:k]), None)
     if twice is not None:
         raise InputError(f"batch_dims names {twice!r} twice; name each dimension once")
-    time_dim = kwargs.get("dim") or "time"  # (without dim=, "time" is it where there is one)
+    # without dim=, the time dimension is "time" where the data has one
+    time_dim = kwargs.get("dim") or "time"
     if time_dim in dims and (kwargs.get("dim") or time_dim in data.dims):
         raise InputError(
             f"{time_dim!r} is the time dimension, so it cannot be a batch dimension: "
@@ -566,13 +576,8 @@ def batch_signals(
 
 
 def _label(value: Any) -> str:
-    """A batch coordinate's value as a message shows it: text quoted, a time
-    as its date."""
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, np.datetime64 | np.timedelta64):
-        return str(value)
-    return str(value)
+    """A batch coordinate's value as a message shows it: text quoted."""
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 @dataclass
@@ -864,20 +869,7 @@ def _pandas_as_xarray(obj: Any) -> Any:
     coordinate (a DataFrame's columns are channels)."""
     import xarray as xr
 
-    index = obj.index
-    kind = type(obj).__name__
-    if index.dtype.kind not in "iufmM":
-        raise InputError(
-            f"the index of the pandas {kind} is neither times nor numbers ({index.dtype}); "
-            "the index is the time axis: set one (obj.set_index) or drop it to segment by "
-            "position (obj.reset_index(drop=True))"
-        )
-    if not (index.is_monotonic_increasing and index.is_unique):
-        raise InputError(
-            f"the index of the pandas {kind} is not strictly increasing; sort it "
-            "(obj.sort_index()) and drop duplicate times "
-            "(obj[~obj.index.duplicated()])"
-        )
+    _check_pandas_index(obj)
     values = obj.to_numpy()
     if values.ndim == 1:
         return xr.DataArray(values, dims=("time",), coords={"time": obj.index}, name=obj.name)
@@ -886,6 +878,39 @@ def _pandas_as_xarray(obj: Any) -> Any:
         dims=("time", "channel"),
         coords={"time": obj.index, "channel": [str(c) for c in obj.columns]},
     )
+
+
+def _check_pandas_index(obj: Any) -> None:
+    """An :class:`InputError` with the pandas fix for an index of times or numbers
+    with a gap or out of order, or for an index of text labels, which is no time
+    axis; any other index is left to xarray's checks of a coordinate."""
+    import pandas as pd
+
+    index, kind = obj.index, type(obj).__name__
+    if isinstance(index, pd.MultiIndex):
+        return
+    if pd.api.types.infer_dtype(index, skipna=True) in ("string", "bytes"):
+        raise InputError(
+            f"the index of the pandas {kind} holds text labels, not times or numbers: the "
+            "index is the time axis; set one (obj.set_index), or drop it to segment by "
+            "position (obj.reset_index(drop=True))"
+        )
+    if index.dtype.kind not in "iufmM":
+        return
+    values = np.asarray(index)
+    if index.hasnans:
+        bad = int(np.flatnonzero(pd.isna(values))[0])
+        raise InputError(
+            f"the index of the pandas {kind} has a missing value at position {bad}; "
+            "drop those rows (obj[obj.index.notna()])"
+        )
+    if len(values) > 1 and not (values[1:] > values[:-1]).all():
+        bad = int(np.argmin(values[1:] > values[:-1])) + 1
+        raise InputError(
+            f"the index of the pandas {kind} is not strictly increasing (first at position "
+            f"{bad}); sort it (obj.sort_index()) and drop duplicate times "
+            "(obj[~obj.index.duplicated()])"
+        )
 
 
 def _is_labeled(obj: Any) -> bool:

@@ -212,12 +212,19 @@ def open_store(
         coords = {n for n, a in arrays.items() if dims(a) == (n,)}
         names = [n for n, a in arrays.items() if n not in coords and time_dim in dims(a)]
         data_vars = {n: dims(a) for n, a in arrays.items() if n not in coords and dims(a)}
-        if not names and data_vars:  # written with dimension names, none of them time_dim
+        if not names and data_vars and len(arrays) > 1:
+            # written with dimension names, none of them time_dim, beside other
+            # arrays (coordinates) that a choice of variable would only offer
+            # (one array alone is segmented by path, whatever its dimension)
             listed = ", ".join(f"{n} ({', '.join(d)})" for n, d in sorted(data_vars.items()))
+            fix = (
+                "choose the time dimension with dim=<name> (--dim on the command line)"
+                if dim is None
+                else "choose one of theirs"
+            )
             raise InputError(
                 f"no variable of the store {path!r} has the dimension {time_dim!r} "
-                f"(its variables: {listed}); give the time dimension with dim=<name> "
-                "(--dim on the command line)"
+                f"(its variables: {listed}); {fix}"
             )
         if not names:
             return path, variable
@@ -229,6 +236,11 @@ def open_store(
                 f"the store {path!r} has no variable {name!r}; its arrays are "
                 f"{', '.join(sorted(arrays)) or 'none'}"
             )
+    if batch and not all(dims(arrays[name]) for name in names):
+        raise InputError(
+            f"batch_dims needs dimension names, and the array {names[0]!r} of {path!r} has "
+            "none (a store not written by xarray): segment its series one by one"
+        )
     if len(names) == 1 and not batch and not dims(arrays[names[0]]):
         return path, names[0]  # no dimension names: xarray cannot open it, zarr can
     if (

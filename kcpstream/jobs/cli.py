@@ -528,7 +528,13 @@ def watch(
     show_default=True,
     help="zarr chunk length.",
 )
-@click.option("--seed", default=0, show_default=True, help="Seed of the signal and the features.")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the signal and the features.",
+)
 @click.option(
     "--plot",
     "plot_path",
@@ -549,13 +555,15 @@ def demo(
 
     if plot_path is not None:
         _check_plot_target(plot_path)
+    try:
+        sig = datasets.changing_distribution(n, n_bkps, seed=seed)
+    except ValueError as exc:
+        if "do not fit" not in str(exc):
+            raise
+        raise click.UsageError(f"{exc}: ask for a larger --n or a smaller --n-bkps") from None
     # compiled apart, so that the time printed is the segmentation's, not numba's
     # first compile of the kernels (once per environment; benchmarks/results/first.md)
     kernels = warm_up()
-    try:
-        sig = datasets.changing_distribution(n, n_bkps, seed=seed)
-    except ValueError as exc:  # the changes asked for do not fit in n samples
-        raise click.UsageError(f"{exc}: ask for a larger --n or a smaller --n-bkps") from None
     with tempfile.TemporaryDirectory(prefix="kcpstream-demo-") as tmp:
         store = os.path.join(tmp, "signal.zarr")
         t0 = time.perf_counter()
