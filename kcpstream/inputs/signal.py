@@ -882,8 +882,8 @@ def _pandas_as_xarray(obj: Any) -> Any:
 
 def _check_pandas_index(obj: Any) -> None:
     """An :class:`InputError` with the pandas fix for an index of times or numbers
-    with a gap or out of order, or for an index of text labels, which is no time
-    axis; any other index is left to xarray's checks of a coordinate."""
+    with a missing value or out of order, or for an index of text labels, which
+    is no time axis; any other index is left to xarray's checks of a coordinate."""
     import pandas as pd
 
     index, kind = obj.index, type(obj).__name__
