@@ -236,9 +236,10 @@ def open_store(
                 f"the store {path!r} has no variable {name!r}; its arrays are "
                 f"{', '.join(sorted(arrays)) or 'none'}"
             )
-    if batch and not all(dims(arrays[name]) for name in names):
+    bare = next((name for name in names if not dims(arrays[name])), None)
+    if batch and bare is not None:
         raise InputError(
-            f"batch_dims needs dimension names, and the array {names[0]!r} of {path!r} has "
+            f"batch_dims needs dimension names, and the array {bare!r} of {path!r} has "
             "none (a store not written by xarray): segment its series one by one"
         )
     if len(names) == 1 and not batch and not dims(arrays[names[0]]):
