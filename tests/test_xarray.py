@@ -479,7 +479,7 @@ def test_batch_dims_that_repeat_or_name_the_time_axis_are_refused():
 def test_a_path_with_a_variable_and_batch_dims_is_the_store_opened_with_xarray(tmp_path, sensors):
     ds, _ = sensors
     path = str(tmp_path / "b.zarr")
-    ds.to_zarr(path, consolidated=False)
+    ds.chunk({"time": 1_000, "sensor": 1}).to_zarr(path, consolidated=False)
     by_path = kcpstream.segment(path, variable="pressure", batch_dims="sensor", n_bkps=3)
     opened = xr.open_zarr(path, consolidated=False)["pressure"]
     direct = kcpstream.segment(opened, batch_dims="sensor", n_bkps=3)
@@ -487,6 +487,15 @@ def test_a_path_with_a_variable_and_batch_dims_is_the_store_opened_with_xarray(t
     for a, b in zip(by_path.results, direct.results, strict=True):
         assert a.changepoints.tolist() == b.changepoints.tolist()
         assert a.gains.tolist() == b.gains.tolist()
+    # a chunk lost from one sensor's column is that sensor's error by this route
+    # too, and a gap of its own with missing="skip"
+    (tmp_path / "b.zarr" / "pressure" / "c" / "2" / "2").unlink()
+    with pytest.raises(InputError, match="at sensor='s3': the store has no chunk"):
+        kcpstream.segment(path, variable="pressure", batch_dims="sensor", n_bkps=3)
+    skipped = kcpstream.segment(
+        path, variable="pressure", batch_dims="sensor", n_bkps=3, missing="skip"
+    )
+    assert [r.diagnostics.n_missing > 0 for r in skipped.results] == [False, False, True]
 
 
 def test_a_store_without_the_time_dimension_names_its_variables_and_dim(tmp_path):
