@@ -216,16 +216,7 @@ def open_store(
             # written with dimension names, none of them time_dim, beside other
             # arrays (coordinates) that a choice of variable would only offer
             # (one array alone is segmented by path, whatever its dimension)
-            listed = ", ".join(f"{n} ({', '.join(d)})" for n, d in sorted(data_vars.items()))
-            fix = (
-                "choose the time dimension with dim=<name> (--dim on the command line)"
-                if dim is None
-                else "choose one of theirs"
-            )
-            raise InputError(
-                f"no variable of the store {path!r} has the dimension {time_dim!r} "
-                f"(its variables: {listed}); {fix}"
-            )
+            raise _no_time_variable(path, time_dim, dim is None, data_vars)
         if not names:
             return path, variable
     else:
@@ -263,6 +254,21 @@ def opened_from(data, variable, variables, dim) -> dict | None:
         return None
     listed = None if variables is None else list(variables)
     return {"path": os.fspath(data), "variable": variable, "variables": listed, "dim": dim}
+
+
+def _no_time_variable(path: str, time_dim: str, default: bool, data_vars: dict) -> InputError:
+    """The error for a store none of whose variables ``data_vars`` (name ->
+    dimensions) has ``time_dim`` (the ``default`` one, or given as ``dim=``)."""
+    listed = ", ".join(f"{n} ({', '.join(d)})" for n, d in sorted(data_vars.items()))
+    fix = (
+        "choose the time dimension with dim=<name> (--dim on the command line)"
+        if default
+        else "choose one of theirs"
+    )
+    return InputError(
+        f"no variable of the store {path!r} has the dimension {time_dim!r} "
+        f"(its variables: {listed}); {fix}"
+    )
 
 
 def store_input(data, reading: dict, batch: bool, storage_options):
