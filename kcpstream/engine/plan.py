@@ -94,6 +94,19 @@ DENSE_MAX_VALUES = 2**22
 #: change-points, statistics of ``8 n p / B`` bytes).
 DENSE_BATCH_BYTES = 2**30
 
+#: Most bytes of statistics and search records the series of one call hold
+#: at once: a batch past it is run a group of consecutive series at a time
+#: (fit, pass, search, choice and results), each group's freed before the
+#: next one's pass.  Ten thousand series of 10**5 samples hold about 19 GiB
+#: together; a group, this.  The answers are those of one group: block
+#: sizes, caches and the in-memory limit are the whole batch's.
+BATCH_STATE_BYTES = 2**29
+
+#: A series' search records (its segments, the halves of the pieces it
+#: scanned, its exact splits) whatever its length: about 0.9 MB for a path
+#: of 99 splits (``benchmarks/results/throughput.md``).
+SEARCH_RECORD_BYTES = 2**20
+
 
 def auto_block_size(n: int, series: int = 1) -> int:
     """Block size B for ``n`` samples: about :data:`TARGET_BLOCKS` blocks, at least
@@ -363,6 +376,35 @@ def limit_in_memory(jobs: list[Job]) -> None:
                 job.in_memory = False
             else:
                 held += size
+
+
+def state_bytes(job: Job) -> int:
+    """About the bytes a job's statistics and search hold: ``8 (p + 4)`` per
+    row of its prefix sums (one per block, or per sample in memory) and
+    :data:`SEARCH_RECORD_BYTES`."""
+    n = job.signal.n
+    rows = n + 1 if job.in_memory else -(-n // job.block_size) + 1
+    return 8 * (job.fmap.n_features_out_ + 4) * rows + SEARCH_RECORD_BYTES
+
+
+def state_groups(jobs: list[Job], budget: int | None = None) -> list[list[int]]:
+    """Consecutive jobs in as few groups as ``budget`` (:data:`BATCH_STATE_BYTES`)
+    of :func:`state_bytes` allows, ``ceil(total / budget)`` (each job alone
+    when that is as many as the jobs), balanced: each job goes to the group
+    its middle byte falls in.  A group holds at most ``total / groups`` plus
+    one job's bytes."""
+    budget = BATCH_STATE_BYTES if budget is None else budget
+    sizes = [state_bytes(job) for job in jobs]
+    total = sum(sizes)
+    k = max(1, -(-total // max(1, budget)))
+    if k >= len(jobs):  # a budget of a series or less: each is a group
+        return [[i] for i in range(len(jobs))]
+    groups: list[list[int]] = [[] for _ in range(k)]
+    held = 0
+    for i, size in enumerate(sizes):
+        groups[min(k - 1, (2 * held + size) * k // (2 * total))].append(i)
+        held += size
+    return [g for g in groups if g]
 
 
 def settings_of(

@@ -29,6 +29,7 @@ from kcpstream.engine.plan import (
     limit_in_memory,
     min_size_of,
     searched_in_memory,
+    state_groups,
 )
 from kcpstream.engine.results import build_result
 from kcpstream.engine.searches import drive, refinement, search_groups
@@ -56,7 +57,7 @@ from kcpstream.persist import checkpoint
 from kcpstream.progress import note
 from kcpstream.result import Segmentation, count
 from kcpstream.selection.choose import Choice, Memo, choose
-from kcpstream.tasks.graph import pool_of_processes
+from kcpstream.tasks.graph import in_process_scheduler, pool_of_processes
 
 #: Share of missing samples above which a series is said to be mostly missing.
 MOSTLY_MISSING = 0.5
@@ -139,7 +140,26 @@ def segment_signals(signals: list[Signal], features, st: Settings, t0: float) ->
     sample or by the data pass) is segmented as its valid samples alone
     (:mod:`kcpstream.inputs.gaps`), or with ``signal.skipna`` False is an
     :class:`InputError` saying how many samples are missing and where."""
-    jobs = [_prepare(sig, features, st) for sig in _known_gaps(signals, st)]
+    jobs: list = [_prepare(sig, features, st) for sig in _known_gaps(signals, st)]
+    limit_in_memory(jobs)  # over the whole batch: a group's answers are the batch's
+    groups = state_groups(jobs)
+    results: list[Segmentation] = []
+    for ids in groups:
+        if len(groups) > 1:
+            note("series %d-%d of %d", ids[0] + 1, ids[-1] + 1, len(jobs))
+        group = [jobs[i] for i in ids]
+        for i in ids:  # the group's statistics go with it, before the next group's pass
+            jobs[i] = None
+        if len(groups) > 1 and in_process_scheduler():
+            for job in group:  # the group's series share the call's budget of samples
+                job.cache.resize(st.cache_bytes // len(group))
+        results += _segment_jobs(group, features, st, t0)
+    return results
+
+
+def _segment_jobs(jobs: list[Job], features, st: Settings, t0: float) -> list[Segmentation]:
+    """:func:`run` on prepared jobs, the series found holding NaN run again as
+    their valid samples (or refused)."""
     try:
         return run(jobs, st, t0)
     except SeriesWithGaps as found:

@@ -1,0 +1,130 @@
+"""A batch past its budget of statistics runs a group of series at a time: the
+answers of one group, each group's statistics freed before the next one's pass."""
+
+from __future__ import annotations
+
+import gc
+import logging
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import kcpstream
+import kcpstream.engine.plan
+import kcpstream.engine.run
+from kcpstream import datasets
+from kcpstream.engine.plan import state_groups
+from kcpstream.search.stats import BlockStats
+
+SENSORS = 6
+N = 20_000
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Six sensors of 20 000 samples in a zarr store, one chunk per sensor; the
+    fourth has a run of NaN."""
+    x = np.stack(
+        [datasets.changing_distribution(N, 2, seed=40 + s).x for s in range(SENSORS)], axis=1
+    )
+    x[7_000:7_500, 3] = np.nan
+    path = tmp_path_factory.mktemp("groups") / "sensors.zarr"
+    da_ = xr.DataArray(x.astype("f4"), dims=("time", "sensor"), name="v")
+    da_.to_dataset().chunk({"time": N, "sensor": 1}).to_zarr(path, consolidated=False)
+    return path
+
+
+def _answers(batch) -> list:
+    return [
+        (
+            r.changepoints.tolist(),
+            r.gains.tolist(),
+            None if r.pvalues is None else r.pvalues.tolist(),
+            r.path_costs.tolist(),
+            r.selection,
+            r.diagnostics.in_memory,
+            r.diagnostics.block_size,
+            r.diagnostics.n_missing,
+        )
+        for _, r in batch
+    ]
+
+
+def _segment(path, **kw):
+    da_ = xr.open_zarr(path, chunks=None, consolidated=False)["v"]
+    return kcpstream.segment(da_, dim="time", batch_dims="sensor", missing="skip", **kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"n_bkps": 2}])
+def test_a_batch_in_groups_gives_the_answers_of_one_group(store, monkeypatch, caplog, kw):
+    # two series' exact prefix sums in memory: the others on the block grid
+    monkeypatch.setattr(kcpstream.engine.plan, "DENSE_BATCH_BYTES", 2 * 8 * (N + 1) * 64)
+    whole = _segment(store, **kw)
+    assert [r.diagnostics.in_memory for _, r in whole] == [True, True] + [False] * 4
+    # a budget of one series: every series is a group (its in-memory limit the batch's)
+    monkeypatch.setattr(kcpstream.engine.plan, "BATCH_STATE_BYTES", 1)
+    with caplog.at_level(logging.INFO, logger="kcpstream"):
+        grouped = _segment(store, **kw)
+    assert _answers(grouped) == _answers(whole)
+    lines = [r.getMessage() for r in caplog.records]
+    assert [f"series {k}-{k} of {SENSORS}" in lines for k in range(1, SENSORS + 1)] == [
+        True
+    ] * SENSORS
+    assert grouped[3].diagnostics.n_missing == 500  # its gap found and skipped in its group
+
+
+def test_a_groups_statistics_are_freed_before_the_next_groups_pass(store, monkeypatch):
+    held = []
+    statistics = kcpstream.engine.run.statistics
+
+    def counting(jobs, st):
+        gc.collect()
+        held.append(sum(isinstance(o, BlockStats) for o in gc.get_objects()))
+        return statistics(jobs, st)
+
+    monkeypatch.setattr(kcpstream.engine.run, "statistics", counting)
+    monkeypatch.setattr(kcpstream.engine.plan, "DENSE_MAX_VALUES", 0)  # the block grid
+    monkeypatch.setattr(kcpstream.engine.plan, "BATCH_STATE_BYTES", 1)
+    _segment(store, n_bkps=2)
+    # a pass per group (the gap was found before: no pass again), and none
+    # while an earlier group's statistics are held
+    assert held == [0] * SENSORS
+
+
+class _Job:
+    """What :func:`state_bytes` looks at."""
+
+    def __init__(self, n: int, in_memory: bool = False) -> None:
+        self.signal = type("S", (), {"n": n})()
+        self.fmap = type("F", (), {"n_features_out_": 60})()
+        self.block_size, self.in_memory = 100, in_memory
+
+
+def test_state_bytes_are_the_prefix_rows_and_the_search_records():
+    records = kcpstream.engine.plan.SEARCH_RECORD_BYTES
+    assert kcpstream.engine.plan.state_bytes(_Job(10_000)) == 8 * 64 * 101 + records
+    assert kcpstream.engine.plan.state_bytes(_Job(10_001)) == 8 * 64 * 102 + records
+    assert kcpstream.engine.plan.state_bytes(_Job(10_000, True)) == 8 * 64 * 10_001 + records
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_state_groups_are_consecutive_balanced_and_as_few_as_the_budget_allows(seed):
+    rng = np.random.default_rng(seed)
+    jobs = [_Job(int(n)) for n in rng.integers(10, 10**6, size=rng.integers(1, 40))]
+    each = [kcpstream.engine.plan.state_bytes(j) for j in jobs]
+    budget = int(rng.integers(1, 2 * sum(each)))
+    groups = state_groups(jobs, budget=budget)
+    assert sum(groups, []) == list(range(len(jobs)))  # consecutive, each job once
+    assert len(groups) <= -(-sum(each) // budget)
+    share = sum(each) / len(groups)
+    assert all(sum(each[i] for i in g) <= share + max(each) for g in groups)
+
+
+def test_equal_series_make_equal_groups():
+    jobs = [_Job(10_000) for _ in range(10)]
+    one = kcpstream.engine.plan.state_bytes(jobs[0])
+    assert sorted(len(g) for g in state_groups(jobs, budget=3 * one)) == [2, 2, 3, 3]
+    assert state_groups(jobs, budget=10 * one) == [list(range(10))]
+    assert state_groups(jobs, budget=1) == [[i] for i in range(10)]
+    assert state_groups([], budget=1) == []
