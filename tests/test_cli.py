@@ -151,6 +151,11 @@ def test_segment_command_errors_are_one_line(tmp_path):
         (["segment", str(store), "--method", "magic"], 2, "Invalid value for '--method'"),
         (["segment", str(store), "--n-bkps", "100000"], 1, "cannot fit"),
         (["segment", str(store), "--alpha", "2"], 1, "alpha must be a number in (0, 1)"),
+        (
+            ["segment", str(store), "--n-bkps", "5", "--d-max", "3"],
+            1,
+            "--d-max 3 cannot hold --n-bkps 5 change-points; give --d-max >= 6",
+        ),
         (["segment", str(store), "--window", "1"], 1, "window must be an integer >= 2"),
         (
             ["segment", str(store), "--window", "8", "--features", "rff"],

@@ -123,6 +123,7 @@ def test_empty():
         ({"method": "greedy"}, "method must be 'binseg' or 'dynp'"),
         ({"d_max": 0}, "d_max must be an integer >= 1"),
         ({"d_max": 3, "pen": "slope"}, "at least 4 segmentations"),
+        ({"d_max": 3, "n_bkps": 5}, r"d_max=3 segments cannot hold n_bkps=5 .*d_max >= 6"),
         ({"alpha": 0.0}, "alpha must be a number in"),
         ({"alpha": 1.5}, "alpha must be a number in"),
         ({"pen": -1.0}, ">= 0"),

@@ -450,6 +450,11 @@ def settings_of(
         raise InputError(f"method must be {' or '.join(map(repr, METHODS))}, got {method!r}")
     if d_max is not None:
         d_max = _checked_d_max(d_max)
+        if n_bkps is not None and d_max < n_bkps + 1:
+            raise InputError(
+                f"d_max={d_max} segments cannot hold n_bkps={n_bkps} change-points; "
+                f"give d_max >= {n_bkps + 1}, or leave d_max out"
+            )
     settings = Settings(
         Rule(kind, n_bkps, pen, float(alpha), method),
         d_max,

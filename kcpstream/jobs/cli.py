@@ -69,6 +69,14 @@ CLI_SPELLINGS = (
     (re.compile(r"\ba smaller min_size\b"), "a smaller --min-size"),
     (re.compile(r"\ba larger d_max\b"), "a larger --d-max"),
     (re.compile(r"\braise d_max\b"), "raise --d-max"),
+    (
+        re.compile(r"\bd_max=(\d+) segments cannot hold n_bkps=(\d+)"),
+        r"--d-max \1 cannot hold --n-bkps \2",
+    ),
+    (
+        re.compile(r"\bgive d_max >= (\d+), or leave d_max out\b"),
+        r"give --d-max >= \1, or leave --d-max out",
+    ),
     (re.compile(r"\bskipna=False\b"), "--no-skipna"),
 )
 
