@@ -128,3 +128,14 @@ def test_equal_series_make_equal_groups():
     assert state_groups(jobs, budget=10 * one) == [list(range(10))]
     assert state_groups(jobs, budget=1) == [[i] for i in range(10)]
     assert state_groups([], budget=1) == []
+
+
+def test_a_batch_in_groups_keeps_every_series_in_its_checkpoint(store, tmp_path, monkeypatch):
+    monkeypatch.setattr(kcpstream.engine.plan, "BATCH_STATE_BYTES", 1)
+    written = _segment(store, checkpoint=tmp_path / "ck")
+    assert {r.diagnostics.checkpoint for _, r in written} == {"written"}
+    monkeypatch.setattr(kcpstream.engine.plan, "BATCH_STATE_BYTES", 2**40)  # one group
+    loaded = _segment(store, checkpoint=tmp_path / "ck")
+    assert {r.diagnostics.checkpoint for _, r in loaded} == {"loaded"}
+    assert sum(r.diagnostics.samples_featurized for _, r in loaded) == 0
+    assert _answers(loaded) == _answers(written)
