@@ -97,9 +97,10 @@ DENSE_BATCH_BYTES = 2**30
 #: Most bytes of statistics and search records the series of one call hold
 #: at once: a batch past it is run a group of consecutive series at a time
 #: (fit, pass, search, choice and results), each group's freed before the
-#: next one's pass.  Ten thousand series of 10**5 samples hold about 19 GiB
-#: together; a group, this.  The answers are those of one group: block
-#: sizes, caches and the in-memory limit are the whole batch's.
+#: next one's pass: a batch held about 2.4 MB per series of 10**5 samples
+#: until the call ended (``benchmarks/results/throughput.md``).  The answers
+#: are the whole batch's at once: block sizes and the in-memory limit are
+#: decided for the whole batch.
 BATCH_STATE_BYTES = 2**29
 
 #: A series' search records (its segments, the halves of the pieces it
