@@ -203,6 +203,21 @@ def test_a_batch_on_a_cluster_keeps_every_series_samples_on_its_workers(sensors)
         assert res.diagnostics.samples_read_again <= 2 * 2**15
 
 
+def test_a_batch_in_groups_on_a_cluster_gives_the_threads_answers(sensors, monkeypatch):
+    import kcpstream.engine.plan
+
+    with dask.config.set(scheduler="threads"):
+        expected = _batch(sensors)
+    # 3 groups of 8 series
+    monkeypatch.setattr(kcpstream.engine.plan, "state_bytes", lambda job: 2**20)
+    monkeypatch.setattr(kcpstream.engine.plan, "BATCH_STATE_BYTES", 8 * 2**20)
+    assert len(kcpstream.engine.plan.state_groups([None] * 24)) == 3
+    with routed_cluster():
+        got = _batch(sensors)
+    for res, ref in zip(got.results, expected.results, strict=True):
+        _same(res, ref)
+
+
 def _die_once_in(prefix: str, flag: str):
     """A worker plugin that ends its worker's process (as a node's OOM killer
     or a crash would) when it starts a task of ``kcpstream-{prefix}``, once in
