@@ -76,6 +76,44 @@ def test_a_batch_in_groups_gives_the_answers_of_one_group(store, monkeypatch, ca
     assert grouped[3].diagnostics.n_missing == 500
 
 
+@pytest.fixture(scope="module")
+def late_gap_store(tmp_path_factory):
+    """The sensors in chunks of 1000 samples, the fourth with three NaN in a
+    chunk that a fit sample of 1000 samples does not read: only the data pass
+    finds them."""
+    x = np.stack(
+        [datasets.changing_distribution(N, 2, seed=40 + s).x for s in range(SENSORS)], axis=1
+    )
+    x[7_000:7_003, 3] = np.nan
+    path = tmp_path_factory.mktemp("late") / "sensors.zarr"
+    da_ = xr.DataArray(x.astype("f4"), dims=("time", "sensor"), name="v")
+    da_.to_dataset().chunk({"time": 1000, "sensor": 1}).to_zarr(path, consolidated=False)
+    return path
+
+
+def test_a_gap_the_data_pass_finds_keeps_the_batchs_in_memory_limit(
+    late_gap_store, monkeypatch, caplog
+):
+    monkeypatch.setattr(kcpstream.engine.plan, "DENSE_BATCH_BYTES", 2 * 8 * (N + 1) * 64)
+    kw = {"features": "rff", "sample_size": 1000}
+    whole = _segment(late_gap_store, **kw)
+    monkeypatch.setattr(kcpstream.engine.plan, "BATCH_STATE_BYTES", 1)
+    with caplog.at_level(logging.INFO, logger="kcpstream"):
+        grouped = _segment(late_gap_store, **kw)
+    lines = [r.getMessage() for r in caplog.records]
+    # found by the fourth group's pass, after the groups were formed: that
+    # series is run again within its group (its fit a second time)
+    fourth = lines[
+        lines.index(f"series 4-4 of {SENSORS}") : lines.index(f"series 5-5 of {SENSORS}")
+    ]
+    assert sum(line.startswith("fit: ") for line in fourth) == 2
+    assert grouped[3].diagnostics.n_missing == 3
+    # the fourth is on the block grid in both: alone in its group, it must not
+    # take the in-memory place the first two series hold over the whole batch
+    assert [r.diagnostics.in_memory for _, r in grouped] == [True, True] + [False] * 4
+    assert _answers(grouped) == _answers(whole)
+
+
 def test_a_groups_statistics_are_freed_before_the_next_groups_pass(store, monkeypatch):
     held = []
     statistics = kcpstream.engine.run.statistics

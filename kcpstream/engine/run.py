@@ -168,7 +168,13 @@ def _segment_jobs(jobs: list[Job], features, st: Settings, t0: float) -> list[Se
         job.cache.resize(0)
     # the series without NaN keep the statistics this pass gave them
     compacted = without_gaps([job.original for job in redo], st, maps)
-    again = {id(job): prepare(sig, features, st) for job, sig in zip(redo, compacted, strict=True)}
+    again = {}
+    for job, sig in zip(redo, compacted, strict=True):
+        again[id(job)] = prepare(sig, features, st)
+        # its place in the batch's in-memory budget is the one it was given over
+        # the whole batch: a series of fewer samples never takes one a series
+        # after it had (nor one that this group, run apart, would leave free)
+        again[id(job)].in_memory &= job.in_memory
     return run([again.get(id(job), job) for job in jobs], st, t0)
 
 
