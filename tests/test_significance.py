@@ -16,6 +16,7 @@ from kcpstream import datasets
 from kcpstream.selection.permutation import best_gains
 from kcpstream.selection.significance import (
     LongRunNoise,
+    RangeGrams,
     cycle_noise,
     discrete_span,
     local_noise,
@@ -475,3 +476,32 @@ def test_batch_sums_in_tiles_give_the_dense_products_bit_for_bit(p, m, per_batch
         part = np.ascontiguousarray(D[:, t0 : t0 + GRAM_TILE])[:, keep[t0 : t0 + GRAM_TILE]]
         want += part @ part.T
     assert sums.gram(per_batch, keep).tobytes() == want.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    k=st.integers(1, 900),
+    ranges=st.lists(
+        st.tuples(st.floats(0, 1), st.floats(0, 1), st.integers(0, 2**32 - 1)),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_range_grams_are_the_masked_products_with_the_same_bits_in_any_order(k, ranges):
+    rng = np.random.default_rng(k)
+    diffs = rng.standard_normal((5, k))
+    asked = []
+    for u, v, seed in ranges:
+        lo, hi = sorted((int(u * k), int(v * k)))
+        keep = np.random.default_rng(seed).random(hi - lo) < 0.9
+        asked.append((lo, hi, keep))
+    first, again = RangeGrams(diffs), RangeGrams(diffs)
+    got = [first.gram(lo, hi, keep) for lo, hi, keep in asked]
+    for (lo, hi, keep), product in zip(asked, got, strict=True):
+        part = diffs[:, lo:hi][:, keep]
+        np.testing.assert_allclose(product, part @ part.T, rtol=1e-12, atol=1e-12 * k)
+    # each product is its tiles' sum whatever was asked before (or not)
+    for (lo, hi, keep), product in reversed(list(zip(asked, got, strict=True))):
+        assert np.array_equal(again.gram(lo, hi, keep), product)
+        assert np.array_equal(RangeGrams(diffs).gram(lo, hi, keep), product)
+    np.testing.assert_array_equal(first.ss, (diffs**2).sum(axis=0))

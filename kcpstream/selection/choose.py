@@ -39,6 +39,7 @@ from kcpstream.selection.significance import (
     MIN_BATCHES,
     BatchSums,
     LongRunNoise,
+    RangeGrams,
     cycle_noise,
     local_batch,
     local_noise,
@@ -87,7 +88,7 @@ class Memo:
     # (what, start, end) -> a segment's short-range spread ("spread") or a
     # line's gain in quantized units ("line")
     segments: dict = field(default_factory=dict)
-    diffs: np.ndarray | None = None  # consecutive differences of the batch sums
+    grams: RangeGrams | None = None  # consecutive differences of the batch sums, by tiles
     moments: GridMoments | None = None
     pvalues: dict = field(default_factory=dict)  # (start, split, end, gain, noise) -> p-value
     gains: dict = field(default_factory=dict)  # (start, split, end) -> gain, quantized units
@@ -133,7 +134,10 @@ def choose(memo: Memo, order: list[SegmentSplit], rule: Rule, d_max: int) -> Cho
     stats, n = memo.stats, memo.stats.n
     # the estimates of the noise share their work (BatchSums); a batch's series
     # are chosen one after the other, so one series' is held at a time
-    sums, short = batch_sums(stats), short_range(stats)
+    grams = RangeGrams(_batch_diffs(stats))
+    sums, short = batch_sums(stats), short_range(stats, grams)
+    # the test's segments share the whole series' products (freed once chosen)
+    memo.grams = grams if rule.kind == "auto" else None
     memo.noise = noise_of(stats, short, pointwise=memo.pointwise, sums=sums)
     memo.apart.clear()
     path = [seg.split for seg in order]
@@ -248,7 +252,7 @@ def _select_by_test(
             accepted, memo.noise = found, noise
             memo.apart.clear()  # (answers for the noise before)
     finally:  # a batch's series are chosen one after the other: one holds them at a time
-        memo.diffs = memo.moments = None
+        memo.grams = memo.moments = None
     memo.chosen = found
     return Selection(
         "auto",
@@ -572,9 +576,8 @@ def _spread(memo: Memo, start: int, end: int):
     """A segment's short-range spread (:func:`segment_spread`), once."""
     key = ("spread", start, end)
     if key not in memo.segments:
-        memo.segments[key] = segment_spread(
-            _segment_diffs(memo, start, end), _noise_batch(memo.stats)
-        )
+        first, diffs = _segment_diffs(memo, start, end)
+        memo.segments[key] = segment_spread(diffs, _noise_batch(memo.stats), memo.grams, first)
     return memo.segments[key]
 
 
@@ -611,16 +614,17 @@ def _batch_diffs(stats: BlockStats) -> np.ndarray:
     return np.diff(cols, n=2, axis=1) * math.ldexp(1.0, -stats.quantum_exponent)
 
 
-def _segment_diffs(memo: Memo, start: int, end: int) -> np.ndarray:
-    """:func:`_batch_diffs` of the batches that lie inside ``[start, end)``
-    (computed once per series: a segment's are a slice of the series')."""
-    if memo.diffs is None:
-        memo.diffs = _batch_diffs(memo.stats)
+def _segment_diffs(memo: Memo, start: int, end: int) -> tuple[int, np.ndarray]:
+    """``(first, D)``: :func:`_batch_diffs` of the batches that lie inside
+    ``[start, end)``, the columns of the series' from ``first`` (computed
+    once per series: a segment's are a slice of the series')."""
+    if memo.grams is None:
+        memo.grams = RangeGrams(_batch_diffs(memo.stats))
     ell = _noise_batch(memo.stats)
     first, last = -(-start // ell), end // ell  # batch boundaries inside
     if last - first < 3:
-        return np.zeros((memo.stats.n_features, 0))
-    return memo.diffs[:, first : last - 1]
+        return 0, np.zeros((memo.stats.n_features, 0))
+    return first, memo.grams.diffs[:, first : last - 1]
 
 
 def local_pvalues(memo: Memo, changepoints: np.ndarray) -> np.ndarray:
@@ -628,23 +632,29 @@ def local_pvalues(memo: Memo, changepoints: np.ndarray) -> np.ndarray:
     if memo.noise is None and not _permutable(memo):
         return np.full(len(changepoints), np.nan)
     bounds = [0, *map(int, changepoints), memo.stats.n]
-    return np.array(
-        [
-            _local_pvalue(memo, a, c, e)
-            for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True)
-        ],
-        dtype=np.float64,
-    )
+    try:
+        return np.array(
+            [
+                _local_pvalue(memo, a, c, e)
+                for a, c, e in zip(bounds[:-2], bounds[1:-1], bounds[2:], strict=True)
+            ],
+            dtype=np.float64,
+        )
+    finally:  # (a batch's results are made one after the other)
+        memo.grams = None
 
 
-def short_range(stats: BlockStats) -> tuple[int, np.ndarray] | None:
+def short_range(
+    stats: BlockStats, grams: RangeGrams | None = None
+) -> tuple[int, np.ndarray] | None:
     """``(ell, C)``: the whole series' short-range covariance ``C`` at batches of
-    ``ell`` samples (:func:`_noise_batch`), or None with too few batches."""
-    whole = _batch_diffs(stats)
-    if whole.shape[1] < 2:  # fewer than 3 batches
+    ``ell`` samples (:func:`_noise_batch`), or None with too few batches
+    (``grams``: the products of :func:`_batch_diffs`, when held)."""
+    grams = RangeGrams(_batch_diffs(stats)) if grams is None else grams
+    if grams.diffs.shape[1] < 2:  # fewer than 3 batches
         return None
     ell = _noise_batch(stats)
-    return ell, robust_cov(whole, ell)
+    return ell, robust_cov(grams.diffs, ell, grams)
 
 
 def noise_of(

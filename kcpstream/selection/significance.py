@@ -178,11 +178,6 @@ def _gram(gram, keep: np.ndarray, sigma, of) -> np.ndarray:
     return gram(keep)
 
 
-def _dense_gram(diffs: np.ndarray):
-    """``D D^T`` over a mask of the columns of ``diffs``, as one product."""
-    return lambda keep: diffs[:, keep] @ diffs[:, keep].T
-
-
 #: Batch differences per tile of :meth:`BatchSums.gram` (a tile's product is
 #: computed once per mask of its columns).
 GRAM_TILE = 256
@@ -571,23 +566,66 @@ def local_batch(n: int, block_size: int) -> int:
     return steps * block_size
 
 
-def robust_cov(diffs: np.ndarray, batch: int) -> np.ndarray:
+class RangeGrams:
+    """``D D^T`` over masks of column ranges ``[lo, hi)`` of one series' batch
+    differences ``D`` (p, k): the segments a choice tests.
+
+    The segments of a path overlap, and most of a segment's differences are
+    kept: the product is a sum over the tiles of :data:`GRAM_TILE` columns
+    of ``D`` that the range meets (from its first), each part computed once
+    per range within its tile and mask of it.  The same range and mask give
+    the same bits, whichever came before; a product over the whole of ``D``
+    of one matrix product was most of the choice of a batch of short
+    series (``benchmarks/results/throughput.md``)."""
+
+    def __init__(self, diffs: np.ndarray) -> None:
+        self.diffs = diffs
+        self.ss = (diffs**2).sum(axis=0)  # (a column's sum is the same in any slice)
+        self._products: dict[tuple[int, int, bytes], np.ndarray] = {}
+
+    def gram(self, lo: int, hi: int, keep: np.ndarray) -> np.ndarray:
+        """``D[:, lo:hi][:, keep] @ D[:, lo:hi][:, keep].T``, by tiles."""
+        total = np.zeros((self.diffs.shape[0],) * 2)
+        for t in range(lo // GRAM_TILE, -(-hi // GRAM_TILE)):
+            a, b = max(lo, t * GRAM_TILE), min(hi, (t + 1) * GRAM_TILE)
+            mask = keep[a - lo : b - lo]
+            whole = bool(mask.all())
+            key = (a, b, b"" if whole else np.packbits(mask).tobytes())
+            product = self._products.get(key)
+            if product is None:
+                part = np.ascontiguousarray(
+                    self.diffs[:, a:b] if whole else self.diffs[:, a:b][:, mask]
+                )
+                product = self._products[key] = part @ part.T
+            total += product
+        return total
+
+
+def robust_cov(
+    diffs: np.ndarray, batch: int, grams: RangeGrams | None = None, lo: int = 0
+) -> np.ndarray:
     """``sum D D^T / (2 batch k)`` over the ``k`` batch differences ``D`` (p, k)
-    that :func:`_kept` keeps (one round)."""
-    keep, sigma = _kept(_dense_gram(diffs), (diffs**2).sum(axis=0), rounds=1)
+    that :func:`_kept` keeps (one round); ``D`` is ``grams``' columns from
+    ``lo`` when given (its products by tiles)."""
+    if grams is None:
+        grams, lo = RangeGrams(diffs), 0
+    hi = lo + diffs.shape[1]
+    keep, sigma = _kept(lambda m: grams.gram(lo, hi, m), grams.ss[lo:hi], rounds=1)
     return sigma / (2.0 * batch * max(int(keep.sum()), 1))
 
 
-def segment_spread(diffs: np.ndarray, batch: int) -> tuple[float, float, float] | None:
+def segment_spread(
+    diffs: np.ndarray, batch: int, grams: RangeGrams | None = None, lo: int = 0
+) -> tuple[float, float, float] | None:
     """``(tr(Sigma), tr(Sigma^2), tr(Sigma^3) / tr(Sigma^2))`` of a segment's
     short-range covariance :func:`robust_cov`, from ``diffs`` (p, k), the
-    consecutive differences of its batch sums; None with fewer than
-    :data:`MIN_LOCAL_BATCHES` of them or none varying.  It does not depend on
-    the series' noise, so a search that tests a segment again against a new
-    estimate of it reuses this."""
+    consecutive differences of its batch sums (``grams``' from ``lo``, when
+    given); None with fewer than :data:`MIN_LOCAL_BATCHES` of them or none
+    varying.  It does not depend on the series' noise, so a search that
+    tests a segment again against a new estimate of it reuses this."""
     if diffs.shape[1] < MIN_LOCAL_BATCHES:
         return None
-    sigma = robust_cov(diffs, batch)
+    sigma = robust_cov(diffs, batch, grams, lo)
     tr, tr2 = float(np.trace(sigma)), float((sigma * sigma).sum())
     if not tr > 0:
         return None
