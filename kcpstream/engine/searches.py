@@ -103,9 +103,9 @@ def drive(jobs: list[Job], make_steps, tile: int, what: str) -> list:
     t0 = said = time.perf_counter()
     rounds = scanned = 0
 
-    def on_round(pieces: int) -> None:
+    def on_round(pieces: int, shared: bool) -> None:
         nonlocal rounds, scanned, said
-        rounds += 1
+        rounds += shared  # (not the pieces searches scanned on their own)
         scanned += pieces
         now = time.perf_counter()
         if now - said >= ROUND_LINE_SECONDS:  # long rounds: one line each, at most

@@ -11,7 +11,7 @@ from typing import Any
 from kcpstream.features.base import FeatureMap
 from kcpstream.inputs.signal import Signal
 from kcpstream.passes.cache import SampleCache
-from kcpstream.passes.scan import scan_many
+from kcpstream.passes.scan import held_scans, scan_many
 from kcpstream.search.binseg import Steps
 from kcpstream.search.requests import ScanRequest
 from kcpstream.tasks.threads import each_in_threads
@@ -21,17 +21,36 @@ def drive_many(
     runs: list[tuple[Steps, Signal, FeatureMap, SampleCache | None]],
     min_size: int,
     tile: int,
-    on_round: Callable[[int], None] | None = None,
+    on_round: Callable[[int, bool], None] | None = None,
 ) -> list[Any]:
     """Advance several step generators in lockstep: every round scans the pieces all
-    of them asked for in one graph.  Returns their outcomes; ``on_round(m)`` is
-    told after each round that it scanned ``m`` pieces."""
+    of them asked for in one graph.  Returns their outcomes; ``on_round(m,
+    True)`` is told after each round that it scanned ``m`` pieces, and
+    ``on_round(m, False)`` at the end the pieces searches scanned on their own.
+
+    In a batch of :data:`MIN_THREAD_SEARCHES` or more, a search whose pieces
+    are all held in this process (:func:`~kcpstream.passes.scan.held_scans`)
+    goes on by itself, in its thread, until it asks for one that is not: a
+    round of every series touched each one's statistics once a round, and
+    a thousand series' do not stay in the processor's cache between two
+    (``benchmarks/results/throughput.md``).  The scans are the same, so the
+    answers are; a single series keeps its rounds, whose pieces are scanned
+    in threads (:func:`~kcpstream.passes.scan.scan_many`)."""
     outcomes: list[Any] = [None] * len(runs)
     asked: dict[int, list[ScanRequest]] = {}
+    alone = [0] * len(runs)  # pieces each search scanned on its own
+    on_its_own = len(runs) >= MIN_THREAD_SEARCHES
 
     def advance(i: int, value) -> None:
+        steps, _, fmap, cache = runs[i]
         try:
-            asked[i] = runs[i][0].send(value)
+            asked[i] = steps.send(value)
+            while on_its_own:
+                found = held_scans(fmap, asked[i], cache, min_size, tile)
+                if found is None:
+                    break
+                alone[i] += sum(r.pieces for r in asked[i])
+                asked[i] = steps.send(found)
         except StopIteration as stop:
             asked.pop(i, None)
             outcomes[i] = stop.value
@@ -43,7 +62,9 @@ def drive_many(
         scans = zip(ids, scan_many(batches, min_size, tile), strict=True)
         each_in_threads(lambda scan: advance(*scan), list(scans), MIN_THREAD_SEARCHES)
         if on_round is not None:
-            on_round(sum(r.pieces for b in batches for r in b[2]))
+            on_round(sum(r.pieces for b in batches for r in b[2]), True)
+    if on_round is not None and any(alone):
+        on_round(sum(alone), False)
     return outcomes
 
 

@@ -303,6 +303,29 @@ def _even_parts(lengths: list[int], parts: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
+def held_scans(
+    fmap: FeatureMap,
+    requests: list[ScanRequest],
+    cache: SampleCache | None,
+    min_size: int,
+    tile: int,
+) -> list[ScanResult] | None:
+    """The scans of ``requests`` when this process holds every one of their
+    pieces (none longer than a whole scan), in this thread; else None."""
+    if cache is None or not requests:
+        return None
+    whole = whole_length(fmap)
+    if any(r.piece_end - r.piece_start > whole for r in requests):
+        return None
+    xs = []
+    for r in requests:
+        x = cache.get(r.piece_start, r.piece_end)
+        if x is None:
+            return None
+        xs.append(x)
+    return scan_batch(xs, fmap, requests, min_size, tile)
+
+
 def scan_many(
     batches: list[tuple[Signal, FeatureMap, list[ScanRequest], SampleCache | None]],
     min_size: int,
