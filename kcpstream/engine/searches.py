@@ -101,14 +101,15 @@ def drive(jobs: list[Job], make_steps, tile: int, what: str) -> list:
     """:func:`drive_many` over every job, the jobs of one ``min_size`` in lockstep."""
     outcomes: list = [None] * len(jobs)
     t0 = said = time.perf_counter()
-    rounds = scanned = 0
+    rounds = scanned = alone = 0
 
     def on_round(pieces: int, shared: bool) -> None:
-        nonlocal rounds, scanned, said
-        rounds += shared  # (not the pieces searches scanned on their own)
+        nonlocal rounds, scanned, alone, said
+        rounds += shared
         scanned += pieces
+        alone += 0 if shared else pieces
         now = time.perf_counter()
-        if now - said >= ROUND_LINE_SECONDS:  # long rounds: one line each, at most
+        if shared and now - said >= ROUND_LINE_SECONDS:  # long rounds: a line each, at most
             said = now
             note("%s, round %d: %d pieces scanned (%.1f s)", what, rounds, pieces, now - t0)
 
@@ -117,9 +118,14 @@ def drive(jobs: list[Job], make_steps, tile: int, what: str) -> list:
         runs = [(make_steps(jobs[i]), jobs[i].signal, jobs[i].fmap, jobs[i].cache) for i in ids]
         for i, out in zip(ids, drive_many(runs, size, tile, on_round), strict=True):
             outcomes[i] = out
-    note(
-        "%s: %d rounds, %d pieces scanned (%.1f s)", what, rounds, scanned, time.perf_counter() - t0
-    )
+    seconds = time.perf_counter() - t0
+    if alone:
+        note(
+            "%s: %d rounds, %d pieces scanned (%d by series searched on their own) (%.1f s)",
+            what, rounds, scanned, alone, seconds,
+        )  # fmt: skip
+    else:
+        note("%s: %d rounds, %d pieces scanned (%.1f s)", what, rounds, scanned, seconds)
     return outcomes
 
 
