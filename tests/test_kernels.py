@@ -369,3 +369,37 @@ def test_batch_differences_are_numpys(p, m, per_batch, exponent, seed):
     if want.shape[1] > 1:  # what numpy's reduction over the first axis gives
         assert ss.tobytes() == (want**2).sum(axis=0).tobytes()
     assert not whole[:, want.shape[1] :].any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    blocks=st.integers(1, 300),
+    p=st.integers(1, 70),
+    block=st.integers(1, 7),
+    scale=st.sampled_from([1, 2**20, 2**40]),
+)
+def test_the_boundary_scan_is_split_gain_at_every_boundary_to_the_bit(
+    seed, blocks, p, block, scale
+):
+    # every boundary's gain is split_gain's value to the bit (sums large enough
+    # that their conversions round), the first of the largest wins
+    rng = np.random.default_rng(seed)
+    steps = rng.integers(-scale, scale + 1, size=(p, blocks + 1)).astype(np.int64)
+    prefix = np.cumsum(steps, axis=1)
+    n = blocks * block
+    a, e = sorted(int(v) for v in rng.integers(0, n + 1, size=2))
+    if e - a < 2:
+        return
+    j0, j1 = a // block + 1, (e - 1) // block
+    pa = prefix[:, a // block] + rng.integers(-scale, scale + 1, size=p)
+    pe = prefix[:, e // block] + rng.integers(-scale, scale + 1, size=p)
+    gain, pos, _ = segment_boundary_scan(
+        prefix, np.zeros(blocks + 1), block, j0, j1, a, e, pa, pe, 0.0, 0.0, 1, 1.0, 0.0
+    )
+    want, at = -1.0, -1
+    for j in range(j0, j1 + 1):
+        g = split_gain(j * block - a, e - j * block, prefix[:, j] - pa, pe - pa)
+        if g > want:
+            want, at = g, j * block
+    assert (gain, pos) == (want, at)

