@@ -122,7 +122,9 @@ class Diagnostics:
     Attributes
     ----------
     samples_featurized : int
-        Samples featurized in the data pass plus all refinement reads.
+        Samples featurized in the data pass plus all refinement reads (a
+        series whose search held its features, every one of its samples
+        once more: see ``rounds``).
     passes : float
         ``samples_featurized / n_samples`` (1.0 = each sample featurized once).
     seconds : float
@@ -134,9 +136,15 @@ class Diagnostics:
     n_chunks : int
         Chunks of the input along time.
     rounds : int
-        Graphs computed by the search (refinement rounds).
+        Graphs computed by the search (refinement rounds).  0 also for a
+        series searched from its features held whole: a series on the
+        block grid whose samples this process held after the data pass (at
+        most :data:`kcpstream.search.held.HELD_MAX_VALUES` feature values,
+        no checkpoint) is featurized once more and searched in one compiled
+        call, with the same result.
     pieces_scanned, samples_scanned : int
-        Blocks (or refined pieces) read again and scanned sample by sample.
+        Blocks (or refined pieces) scanned sample by sample: read again, or
+        from the features of a series searched whole.
     samples_featurized_pass : int
         Samples featurized by the data pass (0 when a checkpoint was loaded).
     checkpoint : str

@@ -21,6 +21,7 @@ import numpy as np
 from numba.core import event
 
 from kcpstream.api import segment
+from kcpstream.segmenter import Segmenter
 
 __all__ = ["WarmUp", "warm_up"]
 
@@ -90,4 +91,9 @@ def warm_up() -> WarmUp:
     with event.install_listener("numba:compile", counter):
         for x, kwargs in _calls():
             segment(x, **kwargs)
+        # a later choice on statistics already made: searched on the block grid,
+        # the pieces it needs scanned as read (a call's own data pass leaves its
+        # samples held, and a short series is then searched in one call)
+        grid = _calls()[3][0]
+        Segmenter().fit(grid).predict(n_bkps=3)
     return WarmUp(seconds=time.perf_counter() - t0, compiled=counter.count)

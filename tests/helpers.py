@@ -64,6 +64,15 @@ def assert_same_segmentation(a, b) -> None:
     np.testing.assert_array_equal(a.pvalues, b.pvalues)
 
 
+def on_the_grid(monkeypatch) -> None:
+    """Every search on the block grid, its pieces scanned in rounds, none in
+    one call over its held features (:mod:`kcpstream.search.held`)."""
+    import kcpstream.engine.searches
+
+    monkeypatch.setattr(kcpstream.engine.searches, "HELD_MAX_VALUES", 0)
+    monkeypatch.setattr(kcpstream.engine.searches, "HELD_MAX_VALUES_FOURIER", 0)
+
+
 def fitted_map(name: str, d: int = 1):
     """The map of spec ``name`` fitted on 3000 N(0, 1) samples of ``d`` channels
     (in windows of its window length, for a window map)."""

@@ -8,15 +8,23 @@ import pytest
 import kcpstream
 from kcpstream import datasets
 
+from .helpers import on_the_grid
 from .reference import local_gains, quantized, reference_binseg
 
 
-def test_one_million_samples_featurized_at_most_1_3_times():
+@pytest.mark.parametrize("grid", [False, True])
+def test_one_million_samples_featurized_at_most_1_3_times(grid, monkeypatch):
     sig = datasets.changing_distribution(1_000_000, 10, seed=7)
+    if grid:  # rounds of reads, each piece featurized as it is scanned
+        on_the_grid(monkeypatch)
     res = kcpstream.segment(sig.x, n_bkps=10)
     d = res.diagnostics
     assert d.samples_featurized <= 1.3 * sig.n
-    assert d.samples_featurized == sig.n + d.samples_scanned
+    if grid:
+        assert d.samples_featurized == sig.n + d.samples_scanned and d.rounds > 0
+    else:  # searched in one call, each block featurized when first scanned
+        assert d.rounds == 0 and sig.n < d.samples_featurized
+        assert (d.samples_featurized - sig.n) % d.block_size == 0  # whole blocks
     assert d.passes == pytest.approx(d.samples_featurized / sig.n)
     # the changes are found (this signal's changes are all clear ones)
     assert np.abs(res.changepoints - sig.changepoints).max() <= 100

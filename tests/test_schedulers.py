@@ -14,7 +14,7 @@ import kcpstream
 from kcpstream import datasets
 from kcpstream.inputs.signal import as_signal
 
-from .helpers import routed_cluster
+from .helpers import on_the_grid, routed_cluster
 
 
 def _stored(tmp_path_factory, name: str, chunks: int) -> str:
@@ -135,10 +135,16 @@ def test_numpy_input_is_sliced_in_process_and_sent_once_otherwise(store, threade
     assert (direct is x) == (scheduler != "processes")
 
 
-def test_no_sample_cache_gives_the_same_result(store, threaded):
+def test_no_sample_cache_gives_the_same_result(store, threaded, monkeypatch):
     res = kcpstream.segment(store, n_bkps=8, cache_bytes=0)
     _same(res, threaded)
-    assert res.diagnostics.samples_featurized == threaded.diagnostics.samples_featurized
+    # held, the series was searched in one call over its blocks' features;
+    # without a cache, in rounds of reads on the grid: the same answer
+    assert threaded.diagnostics.rounds == 0 < res.diagnostics.rounds
+    on_the_grid(monkeypatch)  # both on the grid: the same pieces scanned too
+    grid = kcpstream.segment(store, n_bkps=8)
+    _same(grid, threaded)
+    assert res.diagnostics.samples_featurized == grid.diagnostics.samples_featurized
 
 
 def _worker_caches_held() -> int:

@@ -14,6 +14,8 @@ import zarr
 import kcpstream
 from kcpstream import InputError, datasets
 
+from .helpers import on_the_grid
+
 
 @pytest.fixture(scope="module")
 def sensors():
@@ -183,6 +185,7 @@ def test_a_batchs_searches_advanced_in_threads_equal_each_series_alone(monkeypat
                 r.diagnostics.search)  # fmt: skip
 
     monkeypatch.setattr(threads, "worker_threads", lambda: 2)
+    on_the_grid(monkeypatch)
     threaded = kcpstream.segment(da, batch_dims="sensor", **kw)
     monkeypatch.setattr(drive, "MIN_THREAD_SEARCHES", 10**9)
     sequential = kcpstream.segment(da, batch_dims="sensor", **kw)
@@ -214,6 +217,7 @@ def test_a_search_whose_pieces_are_held_goes_on_alone_with_the_same_answers(monk
                 r.diagnostics.search)  # fmt: skip
 
     monkeypatch.setattr(drive, "scan_many", counting)
+    on_the_grid(monkeypatch)
     alone = kcpstream.segment(da, batch_dims="sensor", **kw)
     assert rounds == []  # every piece was held: no round of reads
     assert all(r.diagnostics.search.rounds > 1 for _, r in alone)

@@ -92,7 +92,7 @@ def _reads(job: Job) -> DataReads:
         passed = job.reads.featurized
     else:
         passed, read = per_pass, n_chunks
-    featurized = passed + log.samples_scanned
+    featurized = passed + log.samples_featurized
     reads = DataReads(
         samples_featurized=int(featurized),
         passes=featurized / per_pass,

@@ -141,6 +141,7 @@ def segment_signals(signals: list[Signal], features, st: Settings, t0: float) ->
     (:mod:`kcpstream.inputs.gaps`), or with ``signal.skipna`` False is an
     :class:`InputError` saying how many samples are missing and where."""
     jobs: list = [_prepare(sig, features, st) for sig in _known_gaps(signals, st)]
+    note("fit: feature maps of %d series fitted (%.1f s)", len(jobs), time.perf_counter() - t0)
     limit_in_memory(jobs)  # over the whole batch: a group's answers are the batch's
     groups = state_groups(jobs)
     results: list[Segmentation] = []
@@ -169,12 +170,17 @@ def _segment_jobs(jobs: list[Job], features, st: Settings, t0: float) -> list[Se
     # the series without NaN keep the statistics this pass gave them
     compacted = without_gaps([job.original for job in redo], st, maps)
     again = {}
+    t_fit = time.perf_counter()
     for job, sig in zip(redo, compacted, strict=True):
         again[id(job)] = prepare(sig, features, st)
         # its place in the batch's in-memory budget is the one it was given over
         # the whole batch: a series of fewer samples never takes one a series
         # after it had (nor one that this group, run apart, would leave free)
         again[id(job)].in_memory &= job.in_memory
+    note(
+        "fit: feature maps of %d series with NaN fitted again, on their valid samples (%.1f s)",
+        len(redo), time.perf_counter() - t_fit,
+    )  # fmt: skip
     return run([again.get(id(job), job) for job in jobs], st, t0)
 
 
@@ -472,7 +478,6 @@ def run(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
 
 def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     t_pass = time.perf_counter()
-    note("fit: feature maps of %d series fitted (%.1f s)", len(jobs), t_pass - t0)
     statistics(jobs, st)
     seconds_pass = time.perf_counter() - t_pass
     note("data pass: %s (%.1f s)", _pass_line(jobs, st), seconds_pass)

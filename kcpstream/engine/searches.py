@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
+from kcpstream._kernels.blockstats import snapshot_every
 from kcpstream.engine.plan import Job, Settings
+from kcpstream.features.rff import FourierFeatures
 from kcpstream.passes.drive import drive_many
+from kcpstream.passes.ranges import as_2d, featurize_range
+from kcpstream.passes.sliced import whole_length
 from kcpstream.progress import note
 from kcpstream.search.binseg import (
     SearchLog,
@@ -16,6 +22,7 @@ from kcpstream.search.binseg import (
     scans_from_prefix,
 )
 from kcpstream.search.dynp import refine_steps
+from kcpstream.search.held import HELD_MAX_VALUES, HELD_MAX_VALUES_FOURIER, held_binseg_steps
 from kcpstream.selection.choose import Choice
 from kcpstream.tasks.graph import in_process_scheduler
 
@@ -86,7 +93,65 @@ def path_steps(job: Job, st: Settings):
         kw["known"], kw["hints"] = job.search.known, job.search.hints
     if st.choice.kind == "pen" and st.choice.method == "binseg":
         return search(job.stats, pen=st.choice.pen, **kw)
+    if holds_its_search(job):
+        return _held_or_grid(job, st, kw)
     return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
+
+
+def holds_its_search(job: Job) -> bool:
+    """Whether a job's path may be searched in one call over its features
+    (:func:`~kcpstream.search.held.held_binseg_steps`): a series on the block
+    grid whose statistics this call's data pass made, of at most
+    :data:`~kcpstream.search.held.HELD_MAX_VALUES` feature values
+    (:data:`~kcpstream.search.held.HELD_MAX_VALUES_FOURIER` for a Fourier
+    map, whose blocks are featurized as the search scans them), one sample per
+    feature vector, blocks no longer than a scan featurizes whole, its samples
+    in this process.  Not with a checkpoint, nor a :class:`~kcpstream.Segmenter`'s
+    later choices: they reuse the segments a grid search evaluated."""
+    limit = HELD_MAX_VALUES_FOURIER if _fourier(job.fmap) else HELD_MAX_VALUES
+    return (
+        not job.in_memory
+        and not job.reads.loaded
+        and job.stored.key is None
+        and not job.search.known
+        and job.windows.width == 1
+        and job.windows.cuts is None
+        and job.fmap.window_samples == 1
+        and job.signal.n * job.fmap.n_features_out_ <= limit
+        and job.block_size <= whole_length(job.fmap)
+        and in_process_scheduler()
+    )
+
+
+def _held_or_grid(job: Job, st: Settings, kw: dict):
+    """The path from the series' features when the sample cache holds all of
+    its samples (the same splits and sums as the grid's search, which scans
+    a piece at a time what it cannot rule out), else on the grid."""
+    x = job.cache.get(0, job.signal.n)
+    if x is None:
+        return (yield from binseg_steps(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw))
+    fmap, lazy = job.fmap, None
+    if _fourier(fmap):  # featurized a block at a time, as the search scans it
+        x = as_2d(x) if fmap.order_ is None else as_2d(x)[:, fmap.order_]
+        x = np.ascontiguousarray(x, np.float64)  # (rff_tile takes each sample as float64)
+        lazy = (x, np.asarray(fmap.center_, np.float64), fmap.weights_, fmap.amplitudes_)
+        z = fmap.tile_buffer(job.signal.n)
+    else:
+        z = featurize_range(fmap, x, st.tile)
+    every = snapshot_every(fmap.window_samples)
+    return (
+        yield from held_binseg_steps(
+            job.stats, z, every, min_size=job.min_size, n_bkps=job.d_max - 1,
+            log=job.search.log, allow_fewer=True, lazy=lazy,
+        )
+    )  # fmt: skip
+
+
+def _fourier(fmap) -> bool:
+    """A map whose features :func:`~kcpstream._kernels.featurize.rff_tile` makes."""
+    return isinstance(fmap, FourierFeatures) and (
+        type(fmap).featurize_tile is FourierFeatures.featurize_tile
+    )
 
 
 def refinement(job: Job, chosen: Choice):
@@ -102,6 +167,7 @@ def drive(jobs: list[Job], make_steps, tile: int, what: str) -> list:
     outcomes: list = [None] * len(jobs)
     t0 = said = time.perf_counter()
     rounds = scanned = alone = 0
+    held_before = sum(j.search.log.held_searches for j in jobs)
 
     def on_round(pieces: int, shared: bool) -> None:
         nonlocal rounds, scanned, alone, said
@@ -119,13 +185,15 @@ def drive(jobs: list[Job], make_steps, tile: int, what: str) -> list:
         for i, out in zip(ids, drive_many(runs, size, tile, on_round), strict=True):
             outcomes[i] = out
     seconds = time.perf_counter() - t0
+    held = sum(j.search.log.held_searches for j in jobs) - held_before
+    whole = f", {held} series searched whole from their features" if held else ""
     if alone:
         note(
-            "%s: %d rounds, %d pieces scanned (%d by series searched on their own) (%.1f s)",
-            what, rounds, scanned, alone, seconds,
+            "%s: %d rounds, %d pieces scanned (%d by series searched on their own)%s (%.1f s)",
+            what, rounds, scanned, alone, whole, seconds,
         )  # fmt: skip
     else:
-        note("%s: %d rounds, %d pieces scanned (%.1f s)", what, rounds, scanned, seconds)
+        note("%s: %d rounds, %d pieces scanned%s (%.1f s)", what, rounds, scanned, whole, seconds)
     return outcomes
 
 

@@ -118,6 +118,11 @@ class SearchLog:
     segments_evaluated: int = 0
     pieces_scanned: int = 0
     samples_scanned: int = 0
+    #: samples featurized to scan them: those scanned, and a whole series whose
+    #: search held its features (:mod:`kcpstream.search.held`)
+    samples_featurized: int = 0
+    #: searches made in one call over features held whole (no round, no replay)
+    held_searches: int = 0
 
 
 def _segment_pieces(stats: BlockStats, start: int, end: int):
@@ -304,7 +309,9 @@ def _contenders(
 def count_round(log: SearchLog, requests: list[ScanRequest]) -> None:
     log.rounds += 1
     log.pieces_scanned += sum(r.pieces for r in requests)
-    log.samples_scanned += sum(r.piece_end - r.piece_start for r in requests)
+    samples = sum(r.piece_end - r.piece_start for r in requests)
+    log.samples_scanned += samples
+    log.samples_featurized += samples
 
 
 #: A search step generator: yields the pieces it needs scanned, receives their scans,

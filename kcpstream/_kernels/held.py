@@ -1,0 +1,200 @@
+"""Binary segmentation of a series whose features are all in memory, in one call.
+
+:func:`~kcpstream.search.binseg.binseg_steps` finds each segment's best split
+from the block statistics and the pieces whose bounds reach it, which it asks
+to be read and scanned; it replays the sequential order of splits round after
+round until every segment it takes is exact.  When the features of every
+sample are at hand, each of those scans can be made at once: the whole search
+is one compiled loop, each segment made exact as soon as it is formed, with
+no rounds and no replay.
+
+It computes what the block-grid search computes, with its kernels:
+:func:`~kcpstream._kernels.blockstats.segment_pending` for the boundaries and
+the pieces that could beat the best of them, and
+:func:`~kcpstream._kernels.blockstats.scan_piece` for each such piece, in
+the order of their bounds until the best split found rules out the rest.
+The best split of a segment is exact whichever pieces are scanned (a bound
+only spares a scan), so the splits, their order and their gains are those of
+:func:`~kcpstream.search.binseg.binseg_steps`, bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from kcpstream._kernels.blockstats import scan_piece, segment_pending
+from kcpstream._kernels.featurize import rff_tile
+
+
+@njit(nogil=True, cache=True)
+def _ensure(Z, block_size, a, e, lazy, counts):
+    """Features of every block of ``[a, e)`` in ``Z``, from ``lazy = (have, x,
+    center, weights, amplitudes)``: ``have`` marks the blocks whose features
+    ``Z`` holds; a block it lacks is featurized from the samples ``x`` by
+    :func:`~kcpstream._kernels.featurize.rff_tile` (a Fourier map's features,
+    the same bits wherever a sample sits in a tile).  ``counts[3]`` adds the
+    samples featurized."""
+    have, x, center, weights, amplitudes = lazy
+    n = Z.shape[1]
+    for b in range(a // block_size, (e - 1) // block_size + 1):
+        if not have[b]:
+            lo, hi = b * block_size, min(n, (b + 1) * block_size)
+            rff_tile(x[lo:hi], center, weights, amplitudes, Z[:, lo:hi, :])
+            have[b] = True
+            counts[3] += hi - lo
+
+
+@njit(nogil=True, cache=True)
+def point_sums(Z, scale, prefix, block_size, n, pos, out):
+    """Exact sum of the quantized features of samples ``[0, pos)`` into ``out``:
+    the grid column at or before ``pos`` and the samples between (``Z`` holds
+    every sample's raw features, (k, n, m))."""
+    p = prefix.shape[0]
+    j = prefix.shape[1] - 1 if pos == n else pos // block_size
+    for f in range(p):
+        out[f] = prefix[f, j]
+    if pos == n or pos == j * block_size:
+        return
+    k, _, m = Z.shape
+    for t in range(j * block_size, pos):
+        for g in range(k):
+            for jj in range(m):
+                out[g * m + jj] += np.int64(np.rint(np.float64(Z[g, t, jj]) * scale))
+
+
+@njit(nogil=True, cache=True)
+def _piece_bridge(bridge, block_size, n, a, e):
+    """A whole block's bridge bound; ``inf`` for a piece a split cut from a
+    block (its bound then comes from the distance to the segment's ends only,
+    and it is scanned more often, never wrongly skipped)."""
+    if a % block_size == 0 and e == min(a + block_size, n):
+        return bridge[a // block_size]
+    return np.inf
+
+
+@njit(nogil=True, cache=True)
+def segment_best(
+    Z, scale, prefix, bridge, block_size, n, start, end, s_start, s_end, min_size, qmax2,
+    slack_scale, most, lazy, counts,
+):  # fmt: skip
+    """The exact best split ``(gain, position)`` of ``[start, end)`` (``-1.0, -1``
+    when it has no admissible split), from the segment's exact sums at its
+    ends ``s_start``, ``s_end``: its boundaries' gains and bounds as
+    :func:`~kcpstream.search.binseg.bound_segment` computes them, then its
+    pending pieces scanned from ``Z`` in decreasing order of their bounds
+    while a bound reaches the best gain (``>=``: a tie at a smaller position
+    must be found).  ``counts`` adds the pieces and samples scanned (and
+    ``lazy``, see :func:`_ensure`, featurizes what ``Z`` lacks)."""
+    n_seg = end - start
+    if n_seg < 2 * min_size:
+        return -1.0, -1
+    p = prefix.shape[0]
+    j0 = start // block_size + 1
+    j1 = (end - 1) // block_size
+    if j0 > j1:
+        head, tail = _piece_bridge(bridge, block_size, n, start, end), 0.0
+    else:
+        head = _piece_bridge(bridge, block_size, n, start, j0 * block_size)
+        tail = _piece_bridge(bridge, block_size, n, j1 * block_size, end)
+    max_norm = math.sqrt(qmax2)
+    gain, split, _, firsts, ends, grids, bounds = segment_pending(
+        prefix, bridge, block_size, j0, j1, start, end, s_start, s_end, head, tail, min_size,
+        max_norm, n_seg * math.sqrt(qmax2 * p) * 2.0**-48, slack_scale,
+        n_seg * p * qmax2 * 2.0**-44, most,
+    )  # fmt: skip
+    if firsts.shape[0] == 0:
+        return gain, split
+    total = s_end - s_start
+    left = np.empty(p, np.int64)
+    for r in np.argsort(-bounds, kind="mergesort"):
+        if split >= 0 and bounds[r] < gain:
+            break  # this bound and every later one are below the best split found
+        a, e = firsts[r], ends[r]
+        if a == start:
+            left[:] = 0
+        else:  # a grid point
+            for f in range(p):
+                left[f] = prefix[f, a // block_size] - s_start[f]
+        _ensure(Z, block_size, a, e, lazy, counts)
+        g, pos = scan_piece(Z[:, a:e, :], scale, a, start, end, left, total, min_size, grids[r])
+        counts[1] += (e - 1) // block_size - a // block_size + 1
+        counts[2] += e - a
+        if pos >= 0 and (split < 0 or g > gain or (g == gain and pos < split)):
+            gain, split = g, pos
+    return gain, split
+
+
+@njit(nogil=True, cache=True)
+def held_binseg(
+    Z, scale, prefix, bridge, block_size, max_splits, min_size, qmax2, slack, most, lazy
+):
+    """Sequential binary segmentation of a series of ``Z.shape[1]`` samples
+    over its block statistics (``prefix``, ``bridge``), every piece scanned
+    from ``Z``: split the segment of the largest gain (ties: the smallest
+    position), at most ``max_splits`` times, while some segment has an
+    admissible split.
+
+    Returns ``(starts, ends, splits, gains, counts)``: the splits in the
+    order made, and the segments evaluated, pieces scanned, samples scanned
+    and samples featurized.  With ``lazy`` (:func:`_ensure`) a block is
+    featurized when it is first scanned: a long series' search featurizes
+    the blocks it scans, not all of them; with every block marked in
+    ``lazy[0]``, ``Z`` holds every sample's features and the rest of
+    ``lazy`` is not used.
+    """
+    n = Z.shape[1]
+    p = prefix.shape[0]
+    cap = 2 * max_splits + 1
+    seg = np.empty((cap, 3), np.int64)  # start, end, split
+    seg_gain = np.empty(cap)
+    sums = np.empty((cap, 2, p), np.int64)  # exact sums at each segment's start and end
+    open_ = np.zeros(cap, np.bool_)
+    out = np.empty((max_splits, 3), np.int64)
+    out_gain = np.empty(max_splits)
+    counts = np.zeros(4, np.int64)
+    sums[0, 0, :] = 0
+    point_sums(Z, scale, prefix, block_size, n, n, sums[0, 1])
+    seg[0, 0], seg[0, 1] = 0, n
+    seg_gain[0], seg[0, 2] = segment_best(
+        Z, scale, prefix, bridge, block_size, n, 0, n, sums[0, 0], sums[0, 1], min_size, qmax2,
+        slack, most, lazy, counts,
+    )  # fmt: skip
+    open_[0] = True
+    count, made = 1, 0
+    while made < max_splits:
+        best = -1
+        for i in range(count):
+            if not open_[i] or seg[i, 2] < 0:
+                continue
+            if (
+                best < 0
+                or seg_gain[i] > seg_gain[best]
+                or (seg_gain[i] == seg_gain[best] and seg[i, 2] < seg[best, 2])
+            ):
+                best = i
+        if best < 0:
+            break
+        open_[best] = False
+        a, e, c = seg[best, 0], seg[best, 1], seg[best, 2]
+        out[made, 0], out[made, 1], out[made, 2] = a, e, c
+        out_gain[made] = seg_gain[best]
+        made += 1
+        at_c = np.empty(p, np.int64)
+        if c % block_size:  # its block's samples before it (scanned: featurized)
+            _ensure(Z, block_size, c - 1, c, lazy, counts)
+        point_sums(Z, scale, prefix, block_size, n, c, at_c)
+        for lo, hi in ((a, c), (c, e)):
+            seg[count, 0], seg[count, 1] = lo, hi
+            sums[count, 0] = sums[best, 0] if lo == a else at_c
+            sums[count, 1] = at_c if lo == a else sums[best, 1]
+            seg_gain[count], seg[count, 2] = segment_best(
+                Z, scale, prefix, bridge, block_size, n, lo, hi, sums[count, 0],
+                sums[count, 1], min_size, qmax2, slack, most, lazy, counts,
+            )  # fmt: skip
+            open_[count] = True
+            count += 1
+    counts[0] = count
+    return out[:made, 0], out[:made, 1], out[:made, 2], out_gain[:made], counts

@@ -1,0 +1,124 @@
+"""Binary segmentation of a series whose features are all in memory.
+
+:func:`held_binseg_steps` gives what :func:`~kcpstream.search.binseg.binseg_steps`
+gives on the same block statistics (the same splits, order and gains, and the
+same exact sums at each split), from one compiled call
+(:func:`~kcpstream._kernels.held.held_binseg`) instead of rounds of scans and
+their replay: a short series' search is then not its Python bookkeeping, and
+the searches of a batch's series run side by side in threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kcpstream._kernels.blockstats import piece_stats
+from kcpstream._kernels.held import held_binseg
+from kcpstream.search.binseg import (
+    _REL_SLACK,
+    MAX_RUN_SAMPLES,
+    SearchLog,
+    SegmentSplit,
+    Steps,
+    check_enough_splits,
+)
+from kcpstream.search.stats import BlockStats, PieceStats
+
+
+def held_binseg_steps(
+    stats: BlockStats,
+    Z: np.ndarray,
+    every: int,
+    *,
+    min_size: int,
+    n_bkps: int,
+    log: SearchLog | None = None,
+    allow_fewer: bool = False,
+    lazy: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> Steps:
+    """:func:`~kcpstream.search.binseg.binseg_steps` with ``n_bkps`` over ``stats``,
+    whose series' raw features are ``Z`` (k, n, m): a generator that asks for
+    no scan and returns the splits in the order made.
+
+    With ``lazy``, ``(x, center, weights, amplitudes)`` of a Fourier map
+    (:func:`~kcpstream._kernels.featurize.rff_tile`'s arguments, ``x`` the
+    samples as float64 (n, d)), ``Z`` may hold anything on entry: a block is
+    featurized into it when the search first scans it.
+
+    Each split inside a block is added to ``stats`` (:meth:`BlockStats.add_split`,
+    its piece's halves summed with ``every`` samples between bridge
+    evaluations) as the block-grid search adds it, so later queries at the
+    splits (costs, the choice, the dynamic programme) are exact and the same.
+    """
+    log = log if log is not None else SearchLog()
+    B = stats.block_size
+    scale = float(2.0**stats.quantum_exponent)
+    qmax2 = max(stats.global_max_norm2, 1.0)
+    if lazy is None:  # every block's features are in Z
+        unused = np.zeros((1, 1)), np.zeros(1), np.zeros((1, 1), np.float32)
+        lazy_blocks = (np.ones(stats.n_blocks, np.bool_), *unused, np.zeros(1, np.float32))
+    else:
+        lazy_blocks = (np.zeros(stats.n_blocks, np.bool_), *lazy)
+    starts, ends, splits, gains, counts = held_binseg(
+        Z,
+        scale,
+        stats.prefix,
+        stats.bridge,
+        B,
+        n_bkps,
+        min_size,
+        qmax2,
+        1 + _REL_SLACK,
+        max(1, MAX_RUN_SAMPLES // B),
+        lazy_blocks,
+    )
+    log.segments_evaluated += int(counts[0])
+    log.pieces_scanned += int(counts[1])
+    log.samples_scanned += int(counts[2])
+    log.samples_featurized += Z.shape[1] if lazy is None else int(counts[3])
+    log.held_searches += 1
+    order = []
+    made = zip(starts.tolist(), ends.tolist(), splits.tolist(), gains.tolist(), strict=True)
+    for a, e, c, g in made:
+        seg = SegmentSplit(a, e, g, c, g)
+        if not stats.is_grid_point(c):
+            # the piece of the segment holding the split: its block, cut at the segment's ends
+            seg.piece = (max(a, c - c % B), min(e, c - c % B + B))
+            seg.left, seg.right = _halves(Z, scale, *seg.piece, c, every)
+            stats.add_split(c, *seg.piece, seg.left, seg.right)
+        order.append(seg)
+    check_enough_splits(len(order), n_bkps, min_size, allow_fewer)
+    return order
+    yield  # a generator that asks for no scan  # pragma: no cover
+
+
+def _halves(
+    Z: np.ndarray, scale: float, a: int, e: int, cut: int, every: int
+) -> tuple[PieceStats, PieceStats]:
+    """Statistics of ``[a, cut)`` and ``[cut, e)``, as a scan of the piece ``[a, e)``
+    makes them (:func:`~kcpstream._kernels.blockstats.piece_stats` over its features)."""
+    z = Z[:, a:e, :]
+    p = Z.shape[0] * Z.shape[2]
+    S = np.empty((2, p), np.int64)
+    Q, M2, R = np.empty(2), np.empty(2), np.empty(2)
+    cnt = np.empty(2, np.int64)
+    bounds = np.array([0, cut - a, e - a], np.int64)
+    piece_stats(z, scale, bounds, S, Q, M2, R, cnt, -1.0, every)
+    left, right = (
+        PieceStats(count=int(cnt[i]), S=S[i], Q=float(Q[i]), M2=float(M2[i]), R=float(R[i]))
+        for i in (0, 1)
+    )
+    return left, right
+
+
+#: Most raw features (``n`` samples times ``p`` features, float32: 64 MiB) a
+#: series' search computes and holds at once to be searched in one call
+#: (:func:`held_binseg_steps`); a longer series is searched on its block grid,
+#: reading only the pieces it needs.
+HELD_MAX_VALUES = 2**24
+
+#: :data:`HELD_MAX_VALUES` for a Fourier map, whose features are made a block
+#: at a time as the search scans it (``lazy``): the buffer is reserved whole
+#: (256 MiB) but holds only the blocks scanned, about a quarter of a series
+#: of 10^6 samples' (``benchmarks/results/throughput.md``).
+HELD_MAX_VALUES_FOURIER = 2**26

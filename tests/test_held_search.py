@@ -1,0 +1,196 @@
+"""A series whose features are all held is searched in one compiled call:
+exactly what the block-grid search (and the brute-force scan) returns, in
+a batch and alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kcpstream
+import kcpstream.engine.searches
+from kcpstream._kernels.blockstats import piece_stats
+from kcpstream._kernels.blockstats import scan_piece as scan_piece_kernel
+from kcpstream.passes.scan import _split_pieces
+from kcpstream.search.binseg import SearchLog, binseg_steps
+from kcpstream.search.held import held_binseg_steps
+from kcpstream.search.requests import ScanResult, piece_of
+from kcpstream.search.stats import BlockStats
+
+from .helpers import assert_same_segmentation, on_the_grid
+from .reference import reference_binseg
+
+EVERY = 8  # samples between bridge evaluations, as for a pointwise map
+
+
+def _grid_stats(Z: np.ndarray, block_size: int) -> BlockStats:
+    """The block statistics of raw features ``Z`` (k, n, m) with ``scale`` 1,
+    as the data pass makes them (:func:`piece_stats` over the blocks)."""
+    n, p = Z.shape[1], Z.shape[0] * Z.shape[2]
+    edges = np.r_[np.arange(0, n, block_size), n].astype(np.int64)
+    nb = len(edges) - 1
+    S = np.empty((nb, p), np.int64)
+    Q, M2, R = np.empty(nb), np.empty(nb), np.empty(nb)
+    piece_stats(Z, 1.0, edges, S, Q, M2, R, np.empty(nb, np.int64), -1.0, EVERY)
+    return BlockStats(n, block_size, 0, S, Q, M2, R)
+
+
+def _grid_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int):
+    """:func:`binseg_steps`, every piece it asks for scanned from ``Z`` as
+    :func:`kcpstream.passes.scan.scan_piece` scans a piece read again."""
+    steps = binseg_steps(stats, min_size=min_size, n_bkps=n_bkps, allow_fewer=True)
+    try:
+        requests = next(steps)
+        while True:
+            results = []
+            for r in requests:
+                z = Z[:, r.piece_start : r.piece_end]
+                gain, pos = scan_piece_kernel(
+                    z, 1.0, r.piece_start, *r.segment, r.left_at_piece, r.total, min_size, r.grid
+                )
+                left = right = None
+                if pos >= 0:
+                    lo, hi = (b - r.piece_start for b in piece_of(r, pos))
+                    left, right = _split_pieces(z[:, lo:hi], 1.0, pos - r.piece_start - lo, EVERY)
+                results.append(ScanResult(r, float(gain), int(pos), left, right))
+            requests = steps.send(results)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _held_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int, log=None):
+    steps = held_binseg_steps(
+        stats, Z, EVERY, min_size=min_size, n_bkps=n_bkps, allow_fewer=True, log=log
+    )
+    with pytest.raises(StopIteration) as stop:
+        next(steps)  # it asks for no scan
+    return stop.value.value
+
+
+@st.composite
+def held_series(draw):
+    n = draw(st.integers(2, 3000))
+    k, m = draw(st.sampled_from([(1, 1), (1, 3), (2, 2)]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if draw(st.booleans()):  # few distinct values: many exact ties
+        Z = rng.integers(-2, 3, size=(k, n, m))
+    else:
+        cps = np.sort(rng.choice(np.arange(1, n + 1), size=min(4, n), replace=False))
+        levels = rng.integers(-(2**14), 2**14, size=(k, len(cps) + 1, m))
+        Z = rng.integers(-(2**15), 2**15, size=(k, n, m))
+        Z += np.repeat(levels, np.diff(np.r_[0, cps, n]), axis=1)[:, :n]
+    return Z.astype(np.float32)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), Z=held_series())
+def test_the_held_search_is_the_block_grid_search_and_brute_force(data, Z):
+    n = Z.shape[1]
+    block_size = data.draw(st.sampled_from([1, 2, 3, 8, 16, 64, 100]), label="block_size")
+    min_size = data.draw(st.integers(1, max(1, n // 4)), label="min_size")
+    n_bkps = data.draw(st.integers(0, 40), label="n_bkps")
+    grid_stats, held_stats = _grid_stats(Z, block_size), _grid_stats(Z, block_size)
+    grid = _grid_search(grid_stats, Z, min_size, n_bkps)
+    held = _held_search(held_stats, Z, min_size, n_bkps)
+    assert [(s.start, s.end, s.split, s.gain) for s in held] == [
+        (s.start, s.end, s.split, s.gain) for s in grid
+    ]  # gains to the bit
+    q = np.ascontiguousarray(Z.transpose(1, 0, 2).reshape(n, -1)).astype(np.int64)
+    expected = reference_binseg(q, min_size, n_bkps, compiled=True, allow_fewer=True)
+    assert [(s.split, s.gain) for s in held] == expected
+    for s in held:  # the sums at every split, as the grid's search left them
+        s_grid, q_grid = grid_stats.prefix_at(s.split)
+        s_held, q_held = held_stats.prefix_at(s.split)
+        np.testing.assert_array_equal(s_held, s_grid)
+        assert q_held == q_grid
+
+
+def test_a_tie_inside_a_block_goes_to_the_smaller_position():
+    # mirror-symmetric: the gains at 360 (inside a block) and at the grid point
+    # 640 are equal to the bit; the boundary scan finds 640, the scan of the
+    # block holding 360 must take the smaller position
+    x = np.zeros(1000, np.float32)
+    x[360:640] = 1.0
+    Z = x[None, :, None]
+    grid = _grid_search(_grid_stats(Z, 64), Z, 2, 1)
+    held = _held_search(_grid_stats(Z, 64), Z, 2, 1)
+    assert [s.split for s in grid] == [s.split for s in held] == [360]
+
+
+def test_the_held_search_counts_what_it_scanned():
+    rng = np.random.default_rng(3)
+    Z = rng.normal(size=(1, 5000, 4)).astype(np.float32) * 100
+    Z[:, 2100:] += 40
+    log = SearchLog()
+    order = _held_search(_grid_stats(Z, 64), Z, 5, 10, log)
+    assert order[0].split == 2100
+    assert log.rounds == 0 and log.segments_evaluated == 21
+    assert 0 < log.pieces_scanned and 0 < log.samples_scanned
+    assert log.samples_featurized == 5000  # the whole series, once
+
+
+def _store(path, sensors: int = 6, n: int = 70_000):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((sensors, n)).astype("f4")
+    for i in range(sensors):
+        x[i, (i + 2) * n // 10 :] += 1.0
+        x[i, 3 * n // 4 :] *= 2.0
+    xr.Dataset({"v": (("sensor", "time"), x)}).to_zarr(
+        path, encoding={"v": {"chunks": (1, 2**14)}}, zarr_format=2
+    )
+    return xr.open_zarr(path)["v"]
+
+
+@pytest.fixture(scope="module")
+def sensors(tmp_path_factory):
+    return _store(tmp_path_factory.mktemp("held") / "s.zarr")
+
+
+@pytest.mark.parametrize(
+    "kw", [{"features": "quadrature"}, {"features": "nystrom", "block_size": 64}]
+)
+def test_a_batch_searched_held_equals_the_grid_search_and_single_calls(sensors, monkeypatch, kw):
+    n = 70_000
+    held = kcpstream.segment(sensors, dim="time", batch_dims="sensor", **kw)
+    for _, r in held:  # on the grid (p * n over the in-memory limit), its samples held
+        d = r.diagnostics
+        assert not d.in_memory and d.rounds == 0 and d.samples_featurized_pass == n
+        if kw["features"] == "quadrature":  # a Fourier map: only the blocks the search scans
+            assert n < d.samples_featurized < 2 * n
+        else:  # every sample once more
+            assert d.samples_featurized == 2 * n
+    on_the_grid(monkeypatch)
+    grid = kcpstream.segment(sensors, dim="time", batch_dims="sensor", **kw)
+    assert all(r.diagnostics.rounds > 0 for _, r in grid)
+    for (_, a), (_, b) in zip(held, grid, strict=True):
+        assert_same_segmentation(a, b)
+        assert a.cost == b.cost
+    monkeypatch.undo()
+    alone = kcpstream.segment(sensors.isel(sensor=4), dim="time", **kw)
+    assert_same_segmentation(alone, held[4])
+
+
+def test_a_checkpointed_series_keeps_the_grid_search(sensors, tmp_path):
+    x = sensors.isel(sensor=1).values
+    path = tmp_path / "one.zarr"
+    zarr.create_array(path, shape=x.shape, chunks=(2**14,), dtype="f4")[:] = x
+    fresh = kcpstream.segment(zarr.open_array(path), checkpoint=tmp_path / "ck")
+    assert fresh.diagnostics.rounds > 0  # its segments are kept for a later version
+    assert_same_segmentation(fresh, kcpstream.segment(zarr.open_array(path)))
+
+
+def test_several_channels_in_their_maps_order_equal_the_grid_search(monkeypatch):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((60_000, 3)) * [1.0, 30.0, 0.01]
+    x[21_000:, 2] += 0.01
+    x[40_000:, 1] *= 2.0
+    held = kcpstream.segment(x, block_size=64)
+    assert held.features.order_ is not None and held.diagnostics.rounds == 0
+    on_the_grid(monkeypatch)
+    grid = kcpstream.segment(x, block_size=64)
+    assert grid.diagnostics.rounds > 0
+    assert_same_segmentation(held, grid)
