@@ -174,6 +174,17 @@ def test_a_batch_searched_held_equals_the_grid_search_and_single_calls(sensors, 
     assert_same_segmentation(alone, held[4])
 
 
+def test_a_series_the_cache_no_longer_holds_is_read_again_once(sensors, monkeypatch):
+    held = kcpstream.segment(sensors, dim="time", batch_dims="sensor")
+    none = kcpstream.segment(sensors, dim="time", batch_dims="sensor", cache_bytes=0)
+    for (_, a), (_, b) in zip(held, none, strict=True):
+        assert_same_segmentation(a, b)
+        assert a.diagnostics.samples_read_again == 0
+        # the data pass read again what the fit read; the search, the series once
+        assert b.diagnostics.rounds == 0
+        assert 70_000 <= b.diagnostics.samples_read_again <= 2 * 70_000
+
+
 def test_a_checkpointed_series_keeps_the_grid_search(sensors, tmp_path):
     x = sensors.isel(sensor=1).values
     path = tmp_path / "one.zarr"
@@ -194,3 +205,26 @@ def test_several_channels_in_their_maps_order_equal_the_grid_search(monkeypatch)
     grid = kcpstream.segment(x, block_size=64)
     assert grid.diagnostics.rounds > 0
     assert_same_segmentation(held, grid)
+
+
+def test_a_series_with_gaps_is_searched_held_as_on_the_grid(tmp_path, monkeypatch):
+    # its valid samples are what the cache holds and the held search reads
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 90_000)).astype("f4")
+    x[:, 40_000:] += 0.8
+    x[0, 10_000:17_000] = np.nan  # an outage
+    x[1, rng.choice(90_000, 900, replace=False)] = np.nan  # dropped samples
+    x[2, 60_000:62_000] = np.nan
+    path = tmp_path / "gaps.zarr"
+    xr.Dataset({"v": (("sensor", "time"), x)}).to_zarr(
+        path, encoding={"v": {"chunks": (1, 2**14)}}, zarr_format=2
+    )
+    da = xr.open_zarr(path)["v"]
+    held = kcpstream.segment(da, dim="time", batch_dims="sensor", block_size=64)
+    assert all(r.diagnostics.rounds == 0 and r.diagnostics.n_missing for _, r in held)
+    on_the_grid(monkeypatch)
+    grid = kcpstream.segment(da, dim="time", batch_dims="sensor", block_size=64)
+    for (_, a), (_, b) in zip(held, grid, strict=True):
+        assert b.diagnostics.rounds > 0
+        assert_same_segmentation(a, b)
+        np.testing.assert_array_equal(a.earliest, b.earliest)

@@ -22,7 +22,12 @@ from kcpstream.search.binseg import (
     scans_from_prefix,
 )
 from kcpstream.search.dynp import refine_steps
-from kcpstream.search.held import HELD_MAX_VALUES, HELD_MAX_VALUES_FOURIER, held_binseg_steps
+from kcpstream.search.held import (
+    HELD_MAX_SAMPLE_BYTES,
+    HELD_MAX_VALUES,
+    HELD_MAX_VALUES_FOURIER,
+    held_binseg_steps,
+)
 from kcpstream.selection.choose import Choice
 from kcpstream.tasks.graph import in_process_scheduler
 
@@ -104,8 +109,9 @@ def holds_its_search(job: Job) -> bool:
     grid whose statistics this call's data pass made, of at most
     :data:`~kcpstream.search.held.HELD_MAX_VALUES` feature values
     (:data:`~kcpstream.search.held.HELD_MAX_VALUES_FOURIER` for a Fourier
-    map, whose blocks are featurized as the search scans them), one sample per
-    feature vector, blocks no longer than a scan featurizes whole, its samples
+    map, whose blocks are featurized as the search scans them) and
+    :data:`~kcpstream.search.held.HELD_MAX_SAMPLE_BYTES` of samples, one sample per
+    feature vector, blocks no longer than a scan featurizes whole, searched
     in this process.  Not with a checkpoint, nor a :class:`~kcpstream.Segmenter`'s
     later choices: they reuse the segments a grid search evaluated."""
     limit = HELD_MAX_VALUES_FOURIER if _fourier(job.fmap) else HELD_MAX_VALUES
@@ -118,16 +124,24 @@ def holds_its_search(job: Job) -> bool:
         and job.windows.cuts is None
         and job.fmap.window_samples == 1
         and job.signal.n * job.fmap.n_features_out_ <= limit
+        and job.signal.n * job.signal.d * 8 <= HELD_MAX_SAMPLE_BYTES
         and job.block_size <= whole_length(job.fmap)
         and in_process_scheduler()
     )
 
 
 def _held_or_grid(job: Job, st: Settings, kw: dict):
-    """The path from the series' features when the sample cache holds all of
-    its samples (the same splits and sums as the grid's search, which scans
-    a piece at a time what it cannot rule out), else on the grid."""
+    """The path from the series' features (the same splits and sums as the
+    grid's search, which scans a piece at a time what it cannot rule out):
+    its samples from the sample cache, or read again, once, when the cache
+    no longer holds them all (a batch larger than the cache: the grid's
+    rounds would read its chunks again too, a round at a time); on the grid
+    when its reader cannot read alone (chunks persisted on a cluster)."""
     x = job.cache.get(0, job.signal.n)
+    if x is None and job.signal.reader.self_contained:
+        reader = job.signal.reader
+        x = reader.run(0, reader.n_chunks - 1).read()
+        job.cache.samples_read_again += job.signal.n
     if x is None:
         return (yield from binseg_steps(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw))
     fmap, lazy = job.fmap, None

@@ -122,3 +122,7 @@ HELD_MAX_VALUES = 2**24
 #: (256 MiB) but holds only the blocks scanned, about a quarter of a series
 #: of 10^6 samples' (``benchmarks/results/throughput.md``).
 HELD_MAX_VALUES_FOURIER = 2**26
+
+#: Most bytes of a series' samples (as float64) such a search holds: its
+#: samples in one array, from the sample cache or read again.
+HELD_MAX_SAMPLE_BYTES = 2**26
