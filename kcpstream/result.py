@@ -137,11 +137,12 @@ class Diagnostics:
         Chunks of the input along time.
     rounds : int
         Graphs computed by the search (refinement rounds).  0 also for a
-        series searched from its features held whole: a series on the
-        block grid whose samples this process held after the data pass (at
+        series searched in one compiled call over its samples held in this
+        process, with the same result: a short series on the block grid (at
         most :data:`kcpstream.search.held.HELD_MAX_VALUES` feature values,
-        no checkpoint) is featurized once more and searched in one compiled
-        call, with the same result.
+        :data:`kcpstream.search.held.HELD_MAX_VALUES_FOURIER` with a Fourier
+        map; no checkpoint), its samples from the sample cache or read again
+        once, the blocks it scans featurized again.
     pieces_scanned, samples_scanned : int
         Blocks (or refined pieces) scanned sample by sample: read again, or
         from the features of a series searched whole.

@@ -4,6 +4,8 @@ a batch and alone."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -174,15 +176,27 @@ def test_a_batch_searched_held_equals_the_grid_search_and_single_calls(sensors, 
     assert_same_segmentation(alone, held[4])
 
 
-def test_a_series_the_cache_no_longer_holds_is_read_again_once(sensors, monkeypatch):
+def test_a_series_the_cache_no_longer_holds_is_read_again_once(sensors, caplog):
+    # 6 series of 280 kB in 600 kB: searched two at a time, each series' share of
+    # the cache (100 kB) kept one of its five chunks from the data pass
     held = kcpstream.segment(sensors, dim="time", batch_dims="sensor")
-    none = kcpstream.segment(sensors, dim="time", batch_dims="sensor", cache_bytes=0)
-    for (_, a), (_, b) in zip(held, none, strict=True):
+    with caplog.at_level(logging.INFO, logger="kcpstream"):
+        small = kcpstream.segment(sensors, dim="time", batch_dims="sensor", cache_bytes=600_000)
+    assert sum("search, series" in r.getMessage() for r in caplog.records) == 3
+    for (_, a), (_, b) in zip(held, small, strict=True):
         assert_same_segmentation(a, b)
         assert a.diagnostics.samples_read_again == 0
         # the data pass read again what the fit read; the search, the series once
         assert b.diagnostics.rounds == 0
         assert 70_000 <= b.diagnostics.samples_read_again <= 2 * 70_000
+
+
+def test_a_single_series_the_cache_does_not_hold_is_searched_on_the_grid(sensors):
+    # not read whole again: the grid's rounds read the chunks its pieces need
+    # (the cache keeps those it has room for; tests/test_inputs.py)
+    res = kcpstream.segment(sensors.isel(sensor=2), dim="time", cache_bytes=0)
+    assert res.diagnostics.rounds > 0
+    assert_same_segmentation(res, kcpstream.segment(sensors.isel(sensor=2), dim="time"))
 
 
 def test_a_checkpointed_series_keeps_the_grid_search(sensors, tmp_path):

@@ -138,16 +138,13 @@ def test_numpy_input_is_sliced_in_process_and_sent_once_otherwise(store, threade
 def test_no_sample_cache_gives_the_same_result(store, threaded, monkeypatch):
     res = kcpstream.segment(store, n_bkps=8, cache_bytes=0)
     _same(res, threaded)
-    # searched in one call over its blocks' features, its samples read again
-    # once without a cache
-    assert threaded.diagnostics.rounds == 0 == res.diagnostics.rounds
-    assert res.diagnostics.samples_read_again > threaded.diagnostics.samples_read_again
-    on_the_grid(monkeypatch)  # on the grid, in rounds of reads: the same answer and work
+    # held, the series was searched in one call over its blocks' features;
+    # without a cache, in rounds of reads on the grid: the same answer
+    assert threaded.diagnostics.rounds == 0 < res.diagnostics.rounds
+    on_the_grid(monkeypatch)  # both on the grid: the same pieces scanned too
     grid = kcpstream.segment(store, n_bkps=8)
-    none = kcpstream.segment(store, n_bkps=8, cache_bytes=0)
     _same(grid, threaded)
-    _same(none, threaded)
-    assert none.diagnostics.samples_featurized == grid.diagnostics.samples_featurized
+    assert res.diagnostics.samples_featurized == grid.diagnostics.samples_featurized
 
 
 def _worker_caches_held() -> int:

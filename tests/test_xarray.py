@@ -612,6 +612,7 @@ def test_a_batch_too_large_for_its_cache_is_searched_a_group_at_a_time(tmp_path,
     da.to_dataset(name="v").chunk({"time": n, "sensor": 1}).to_zarr(tmp_path / "s.zarr")
     lazy = xr.open_zarr(tmp_path / "s.zarr", chunks=None)["v"]
     kw = {"block_size": 64, "n_bkps": 3, "cache_bytes": 200_000}
+    on_the_grid(monkeypatch)  # (held, each series is read once: tests/test_held_search.py)
     with dask.config.set(scheduler="threads"):
         grouped = kcpstream.segment(lazy, dim="time", batch_dims="sensor", **kw)
         monkeypatch.setattr(engine, "cache_groups", lambda jobs, st: None)

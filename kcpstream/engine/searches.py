@@ -46,6 +46,8 @@ def search_groups(jobs: list[Job], st: Settings) -> list:
     groups = cache_groups(jobs, st)
     if groups is None:
         return drive(jobs, lambda job: path_steps(job, st), st.tile, "search")
+    # each group's series are read whole: one read of a series searched in one
+    # call, or the first round of the grid's (:func:`_held_or_grid`)
     orders: list = [None] * len(jobs)
     for ids in groups:
         group = [jobs[i] for i in ids]
@@ -54,7 +56,7 @@ def search_groups(jobs: list[Job], st: Settings) -> list:
             job.cache.resize(st.cache_bytes * _series_bytes(job) // held)
         what = f"search, series {ids[0] + 1}-{ids[-1] + 1} of {len(jobs)}"
         try:
-            found = drive(group, lambda job: path_steps(job, st), st.tile, what)
+            found = drive(group, lambda job: path_steps(job, st, True), st.tile, what)
         finally:  # the group's samples go before the next group's come
             for job in group:
                 job.cache.resize(0)
@@ -89,9 +91,11 @@ def cache_groups(jobs: list[Job], st: Settings) -> list[list[int]] | None:
     return groups
 
 
-def path_steps(job: Job, st: Settings):
+def path_steps(job: Job, st: Settings, read_again: bool = False):
     """The search of one job: binary segmentation's path (or, for a numeric
-    ``pen`` with binseg, its splits while the gain beats ``pen``)."""
+    ``pen`` with binseg, its splits while the gain beats ``pen``).  With
+    ``read_again``, a series searched in one call that the cache no longer
+    holds is read again whole (:func:`_held_or_grid`)."""
     kw = {"min_size": job.min_size, "log": job.search.log}
     search = dense_binseg_steps if job.in_memory else binseg_steps
     if not job.in_memory:
@@ -99,7 +103,7 @@ def path_steps(job: Job, st: Settings):
     if st.choice.kind == "pen" and st.choice.method == "binseg":
         return search(job.stats, pen=st.choice.pen, **kw)
     if holds_its_search(job):
-        return _held_or_grid(job, st, kw)
+        return _held_or_grid(job, st, kw, read_again)
     return search(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw)  # a path
 
 
@@ -130,15 +134,18 @@ def holds_its_search(job: Job) -> bool:
     )
 
 
-def _held_or_grid(job: Job, st: Settings, kw: dict):
+def _held_or_grid(job: Job, st: Settings, kw: dict, read_again: bool):
     """The path from the series' features (the same splits and sums as the
     grid's search, which scans a piece at a time what it cannot rule out):
-    its samples from the sample cache, or read again, once, when the cache
-    no longer holds them all (a batch larger than the cache: the grid's
-    rounds would read its chunks again too, a round at a time); on the grid
-    when its reader cannot read alone (chunks persisted on a cluster)."""
+    its samples from the sample cache, or, with ``read_again``, read again
+    once when the cache no longer holds them all (a group of a batch larger
+    than the cache, whose first round on the grid reads every chunk its
+    pieces touch: most of a short series').  Else on the grid, whose rounds
+    read the chunks their pieces need and keep those the cache has room for
+    (a single series larger than the cache), as when its reader cannot read
+    alone (chunks persisted on a cluster)."""
     x = job.cache.get(0, job.signal.n)
-    if x is None and job.signal.reader.self_contained:
+    if x is None and read_again and job.signal.reader.self_contained:
         reader = job.signal.reader
         x = reader.run(0, reader.n_chunks - 1).read()
         job.cache.samples_read_again += job.signal.n

@@ -118,8 +118,8 @@ class SearchLog:
     segments_evaluated: int = 0
     pieces_scanned: int = 0
     samples_scanned: int = 0
-    #: samples featurized to scan them: those scanned, and a whole series whose
-    #: search held its features (:mod:`kcpstream.search.held`)
+    #: samples featurized to scan them: those scanned in rounds, and those of
+    #: the blocks a search in one call featurized (:mod:`kcpstream.search.held`)
     samples_featurized: int = 0
     #: searches made in one call over features held whole (no round, no replay)
     held_searches: int = 0
