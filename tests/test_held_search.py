@@ -17,11 +17,10 @@ import kcpstream
 import kcpstream.engine.searches
 from kcpstream._kernels.blockstats import piece_stats
 from kcpstream._kernels.blockstats import scan_piece as scan_piece_kernel
-from kcpstream.passes.scan import _split_pieces
 from kcpstream.search.binseg import SearchLog, binseg_steps
 from kcpstream.search.held import held_binseg_steps
 from kcpstream.search.requests import ScanResult, piece_of
-from kcpstream.search.stats import BlockStats
+from kcpstream.search.stats import BlockStats, split_piece
 
 from .helpers import assert_same_segmentation, on_the_grid
 from .reference import reference_binseg
@@ -57,7 +56,7 @@ def _grid_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int):
                 left = right = None
                 if pos >= 0:
                     lo, hi = (b - r.piece_start for b in piece_of(r, pos))
-                    left, right = _split_pieces(z[:, lo:hi], 1.0, pos - r.piece_start - lo, EVERY)
+                    left, right = split_piece(z[:, lo:hi], 1.0, pos - r.piece_start - lo, EVERY)
                 results.append(ScanResult(r, float(gain), int(pos), left, right))
             requests = steps.send(results)
     except StopIteration as stop:

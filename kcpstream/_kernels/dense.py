@@ -133,6 +133,24 @@ def best_split_between(prefix, a, e, lo, hi):
 
 
 @njit(nogil=True, cache=True)
+def next_split(open_, gains, splits, count):
+    """The segment sequential binary segmentation splits next, among the
+    first ``count``: of those open with a split (``splits >= 0``), the largest
+    gain, ties going to the smallest split position; -1 when there is none."""
+    best = -1
+    for i in range(count):
+        if not open_[i] or splits[i] < 0:
+            continue
+        if (
+            best < 0
+            or gains[i] > gains[best]
+            or (gains[i] == gains[best] and splits[i] < splits[best])
+        ):
+            best = i
+    return best
+
+
+@njit(nogil=True, cache=True)
 def dense_binseg(prefix, max_splits, pen_q, min_size):
     """Sequential binary segmentation over every position.
 
@@ -160,16 +178,7 @@ def dense_binseg(prefix, max_splits, pen_q, min_size):
     count = 1
     made = 0
     while made < max_splits:
-        best = -1
-        for i in range(count):
-            if not open_[i] or seg_split[i] < 0:
-                continue
-            if (
-                best < 0
-                or seg_gain[i] > seg_gain[best]
-                or (seg_gain[i] == seg_gain[best] and seg_split[i] < seg_split[best])
-            ):
-                best = i
+        best = next_split(open_, seg_gain, seg_split, count)
         if best < 0 or not seg_gain[best] > pen_q:
             break
         open_[best] = False

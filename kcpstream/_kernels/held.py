@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from kcpstream._kernels.blockstats import scan_piece, segment_pending
+from kcpstream._kernels.dense import next_split
 from kcpstream._kernels.featurize import rff_tile
 
 
@@ -165,16 +166,7 @@ def held_binseg(
     open_[0] = True
     count, made = 1, 0
     while made < max_splits:
-        best = -1
-        for i in range(count):
-            if not open_[i] or seg[i, 2] < 0:
-                continue
-            if (
-                best < 0
-                or seg_gain[i] > seg_gain[best]
-                or (seg_gain[i] == seg_gain[best] and seg[i, 2] < seg[best, 2])
-            ):
-                best = i
+        best = next_split(open_, seg_gain, seg[:, 2], count)
         if best < 0:
             break
         open_[best] = False

@@ -26,26 +26,9 @@ from kcpstream.passes.cache import (
 from kcpstream.passes.ranges import as_2d, featurize_range, scratch_features
 from kcpstream.passes.sliced import SlicedScan, scan_sliced, slice_length, whole_length
 from kcpstream.search.requests import ScanRequest, ScanResult, piece_of, pieces_of
-from kcpstream.search.stats import PieceStats
+from kcpstream.search.stats import PieceStats, split_piece
 from kcpstream.tasks.graph import TaskBatch
 from kcpstream.tasks.threads import each_in_threads, worker_threads
-
-
-def _split_pieces(
-    z: np.ndarray, scale: float, cut: int, every: int
-) -> tuple[PieceStats, PieceStats]:
-    """Statistics of the features ``z`` (k, L, m) before and after ``cut``
-    (bridge evaluated every ``every`` samples)."""
-    p = z.shape[0] * z.shape[2]
-    S = np.empty((2, p), np.int64)
-    Q, M2, R = np.empty(2), np.empty(2), np.empty(2)
-    cnt = np.empty(2, np.int64)
-    piece_stats(z, scale, np.array([0, cut, z.shape[1]], np.int64), S, Q, M2, R, cnt, -1.0, every)
-    left, right = (
-        PieceStats(count=int(cnt[i]), S=S[i], Q=float(Q[i]), M2=float(M2[i]), R=float(R[i]))
-        for i in (0, 1)
-    )
-    return left, right
 
 
 def scan_piece(
@@ -66,7 +49,7 @@ def scan_piece(
     if pos >= 0:
         every = snapshot_every(fmap.window_samples)
         lo, hi = (b - req.piece_start for b in piece_of(req, pos))
-        left, right = _split_pieces(z[:, lo:hi], scale, pos - req.piece_start - lo, every)
+        left, right = split_piece(z[:, lo:hi], scale, pos - req.piece_start - lo, every)
     return ScanResult(req, float(gain), int(pos), left, right)
 
 

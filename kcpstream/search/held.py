@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kcpstream._kernels.blockstats import piece_stats
 from kcpstream._kernels.held import held_binseg
 from kcpstream.search.binseg import (
     _REL_SLACK,
@@ -22,7 +21,7 @@ from kcpstream.search.binseg import (
     Steps,
     check_enough_splits,
 )
-from kcpstream.search.stats import BlockStats, PieceStats
+from kcpstream.search.stats import BlockStats, split_piece
 
 
 def held_binseg_steps(
@@ -84,31 +83,13 @@ def held_binseg_steps(
         if not stats.is_grid_point(c):
             # the piece of the segment holding the split: its block, cut at the segment's ends
             seg.piece = (max(a, c - c % B), min(e, c - c % B + B))
-            seg.left, seg.right = _halves(Z, scale, *seg.piece, c, every)
+            lo, hi = seg.piece
+            seg.left, seg.right = split_piece(Z[:, lo:hi], scale, c - lo, every)
             stats.add_split(c, *seg.piece, seg.left, seg.right)
         order.append(seg)
     check_enough_splits(len(order), n_bkps, min_size, allow_fewer)
     return order
     yield  # a generator that asks for no scan  # pragma: no cover
-
-
-def _halves(
-    Z: np.ndarray, scale: float, a: int, e: int, cut: int, every: int
-) -> tuple[PieceStats, PieceStats]:
-    """Statistics of ``[a, cut)`` and ``[cut, e)``, as a scan of the piece ``[a, e)``
-    makes them (:func:`~kcpstream._kernels.blockstats.piece_stats` over its features)."""
-    z = Z[:, a:e, :]
-    p = Z.shape[0] * Z.shape[2]
-    S = np.empty((2, p), np.int64)
-    Q, M2, R = np.empty(2), np.empty(2), np.empty(2)
-    cnt = np.empty(2, np.int64)
-    bounds = np.array([0, cut - a, e - a], np.int64)
-    piece_stats(z, scale, bounds, S, Q, M2, R, cnt, -1.0, every)
-    left, right = (
-        PieceStats(count=int(cnt[i]), S=S[i], Q=float(Q[i]), M2=float(M2[i]), R=float(R[i]))
-        for i in (0, 1)
-    )
-    return left, right
 
 
 #: Most raw features (``n`` samples times ``p`` features, float32: 64 MiB) a

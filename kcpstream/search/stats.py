@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from kcpstream._kernels.blockstats import piece_stats
+
 
 @njit(nogil=True, cache=True)
 def _prefix_columns(S):
@@ -64,6 +66,23 @@ class PieceStats:
     Q: float
     M2: float
     R: float
+
+
+def split_piece(z: np.ndarray, scale: float, cut: int, every: int) -> tuple[PieceStats, PieceStats]:
+    """Statistics of the features ``z`` (k, L, m) of a piece before and after
+    ``cut`` (its bridge evaluated every ``every`` samples): the halves a split
+    inside the piece leaves, as a scan of the piece makes them."""
+    p = z.shape[0] * z.shape[2]
+    S = np.empty((2, p), np.int64)
+    Q, M2, R = np.empty(2), np.empty(2), np.empty(2)
+    cnt = np.empty(2, np.int64)
+    bounds = np.array([0, cut, z.shape[1]], np.int64)
+    piece_stats(z, scale, bounds, S, Q, M2, R, cnt, -1.0, every)
+    left, right = (
+        PieceStats(count=int(cnt[i]), S=S[i], Q=float(Q[i]), M2=float(M2[i]), R=float(R[i]))
+        for i in (0, 1)
+    )
+    return left, right
 
 
 class BlockStats:
