@@ -241,3 +241,35 @@ def test_a_series_with_gaps_is_searched_held_as_on_the_grid(tmp_path, monkeypatc
         assert b.diagnostics.rounds > 0
         assert_same_segmentation(a, b)
         np.testing.assert_array_equal(a.earliest, b.earliest)
+
+
+def test_a_batchs_choices_are_made_beside_its_searches_with_one_blas_thread(sensors, monkeypatch):
+    import threading
+
+    from threadpoolctl import threadpool_info
+
+    import kcpstream.engine.run
+    import kcpstream.tasks.threads
+
+    def blas_threads() -> list[int]:
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    seen = []
+    choose = kcpstream.engine.run._choose
+
+    def spy(job, order, st):
+        seen.append((threading.current_thread().name, blas_threads()))
+        return choose(job, order, st)
+
+    before = blas_threads()
+    monkeypatch.setattr(kcpstream.engine.run, "_choose", spy)
+    monkeypatch.setattr(kcpstream.tasks.threads, "worker_threads", lambda: 2)  # any runner
+    res = kcpstream.segment(sensors, dim="time", batch_dims="sensor")
+    # each series chosen in the thread its search ended in, as the others search
+    assert len(seen) == len(res) == 6
+    assert all(name.startswith("kcpstream") for name, _ in seen)
+    assert all(threads == [1] * len(threads) for _, threads in seen)
+    assert blas_threads() == before  # (the process's limit is given back)
+    monkeypatch.undo()
+    alone = kcpstream.segment(sensors.isel(sensor=1), dim="time")
+    assert_same_segmentation(alone, res[1])

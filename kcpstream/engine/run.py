@@ -52,12 +52,14 @@ from kcpstream.inputs.gaps import GapMap, compact, kept_summaries
 from kcpstream.inputs.signal import NonFiniteInput, Signal, window_signal
 from kcpstream.passes.cache import SampleCache, release_worker_caches
 from kcpstream.passes.data import data_passes, fit_sample, in_memory_passes
+from kcpstream.passes.drive import MIN_THREAD_SEARCHES
 from kcpstream.passes.gaps import find_gaps
 from kcpstream.persist import checkpoint
 from kcpstream.progress import note
 from kcpstream.result import Segmentation, count
 from kcpstream.selection.choose import Choice, Memo, choose
 from kcpstream.tasks.graph import in_process_scheduler, pool_of_processes
+from kcpstream.tasks.threads import MIN_THREAD_ITEMS, each_in_threads, one_blas_thread
 
 #: Share of missing samples above which a series is said to be mostly missing.
 MOSTLY_MISSING = 0.5
@@ -140,7 +142,11 @@ def segment_signals(signals: list[Signal], features, st: Settings, t0: float) ->
     sample or by the data pass) is segmented as its valid samples alone
     (:mod:`kcpstream.inputs.gaps`), or with ``signal.skipna`` False is an
     :class:`InputError` saying how many samples are missing and where."""
-    jobs: list = [_prepare(sig, features, st) for sig in _known_gaps(signals, st)]
+    # each series' fit is its own (its reads, its checks, its map), mostly numpy
+    # and compiled code: a batch's are made side by side
+    known = _known_gaps(signals, st)
+    with one_blas_thread(len(known) >= MIN_THREAD_ITEMS):
+        jobs: list = each_in_threads(lambda sig: _prepare(sig, features, st), known)
     note("fit: feature maps of %d series fitted (%.1f s)", len(jobs), time.perf_counter() - t0)
     limit_in_memory(jobs)  # over the whole batch: a group's answers are the batch's
     groups = state_groups(jobs)
@@ -483,15 +489,22 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     note("data pass: %s (%.1f s)", _pass_line(jobs, st), seconds_pass)
     stored = jobs  # the checkpoint keeps the data pass's statistics
     jobs = [_long_cycle(job, st) or job for job in jobs]
-    orders = search_groups(jobs, st)
-    t_choose = time.perf_counter()
-    chosen = [_choose(job, order, st) for job, order in zip(jobs, orders, strict=True)]
+    spent = []  # seconds of each series' choice, made as its search ends
+
+    def choose_now(job: Job, order) -> Choice:
+        t = time.perf_counter()
+        chosen = _choose(job, order, st)
+        spent.append(time.perf_counter() - t)
+        return chosen
+
+    with one_blas_thread(len(jobs) >= MIN_THREAD_SEARCHES):
+        chosen = search_groups(jobs, st, then=choose_now)
     found = sum(len(c.changepoints) for c in chosen)
     note(
-        "choice: %s in %d series (%.1f s)",
+        "choice: %s in %d series (%.1f s, beside the searches)",
         count(found, "change-point"),
         len(jobs),
-        time.perf_counter() - t_choose,
+        sum(spent),
     )
     if st.choice.method == "dynp":
         of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}

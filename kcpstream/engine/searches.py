@@ -32,7 +32,7 @@ from kcpstream.selection.choose import Choice
 from kcpstream.tasks.graph import in_process_scheduler
 
 
-def search_groups(jobs: list[Job], st: Settings) -> list:
+def search_groups(jobs: list[Job], st: Settings, then=None) -> list:
     """Every job's search (:func:`path_steps`), in lockstep rounds; a group of
     jobs at a time when their samples do not fit in ``cache_bytes`` together
     but a group's would (:func:`cache_groups`).
@@ -42,10 +42,13 @@ def search_groups(jobs: list[Job], st: Settings) -> list:
     every round of refinement decodes each chunk again
     (``benchmarks/results/design.md``).  A group's series share the budget instead: the first round
     reads each chunk once and keeps it, the later ones scan it in memory.
-    The results are the same; only where samples come from changes."""
+    The results are the same; only where samples come from changes.
+
+    With ``then``, each job's outcome is ``then(job, order)``, made as soon as
+    its search ends (:func:`drive`)."""
     groups = cache_groups(jobs, st)
     if groups is None:
-        return drive(jobs, lambda job: path_steps(job, st), st.tile, "search")
+        return drive(jobs, lambda job: path_steps(job, st), st.tile, "search", then)
     # each group's series are read whole: one read of a series searched in one
     # call, or the first round of the grid's (:func:`_held_or_grid`)
     orders: list = [None] * len(jobs)
@@ -56,7 +59,7 @@ def search_groups(jobs: list[Job], st: Settings) -> list:
             job.cache.resize(st.cache_bytes * _series_bytes(job) // held)
         what = f"search, series {ids[0] + 1}-{ids[-1] + 1} of {len(jobs)}"
         try:
-            found = drive(group, lambda job: path_steps(job, st, True), st.tile, what)
+            found = drive(group, lambda job: path_steps(job, st, True), st.tile, what, then)
         finally:  # the group's samples go before the next group's come
             for job in group:
                 job.cache.resize(0)
@@ -183,8 +186,10 @@ def refinement(job: Job, chosen: Choice):
     return refine_steps(job.stats, chosen.changepoints, chosen.grid, log=job.search.log)
 
 
-def drive(jobs: list[Job], make_steps, tile: int, what: str) -> list:
-    """:func:`drive_many` over every job, the jobs of one ``min_size`` in lockstep."""
+def drive(jobs: list[Job], make_steps, tile: int, what: str, then=None) -> list:
+    """:func:`drive_many` over every job, the jobs of one ``min_size`` in lockstep;
+    with ``then``, a job's outcome is ``then(job, outcome)``, made in the thread
+    its search ended in."""
     outcomes: list = [None] * len(jobs)
     t0 = said = time.perf_counter()
     rounds = scanned = alone = 0
@@ -203,7 +208,8 @@ def drive(jobs: list[Job], make_steps, tile: int, what: str) -> list:
     for size in sorted({j.min_size for j in jobs}):
         ids = [i for i, j in enumerate(jobs) if j.min_size == size]
         runs = [(make_steps(jobs[i]), jobs[i].signal, jobs[i].fmap, jobs[i].cache) for i in ids]
-        for i, out in zip(ids, drive_many(runs, size, tile, on_round), strict=True):
+        after = None if then is None else (lambda k, out, ids=ids: then(jobs[ids[k]], out))
+        for i, out in zip(ids, drive_many(runs, size, tile, on_round, after), strict=True):
             outcomes[i] = out
     seconds = time.perf_counter() - t0
     held = sum(j.search.log.held_searches for j in jobs) - held_before

@@ -22,6 +22,7 @@ def drive_many(
     min_size: int,
     tile: int,
     on_round: Callable[[int, bool], None] | None = None,
+    then: Callable[[int, Any], Any] | None = None,
 ) -> list[Any]:
     """Advance several step generators in lockstep: every round scans the pieces all
     of them asked for in one graph.  Returns their outcomes; ``on_round(m,
@@ -35,7 +36,12 @@ def drive_many(
     a thousand series' do not stay in the processor's cache between two
     (``benchmarks/results/throughput.md``).  The scans are the same, so the
     answers are; a single series keeps its rounds, whose pieces are scanned
-    in threads (:func:`~kcpstream.passes.scan.scan_many`)."""
+    in threads (:func:`~kcpstream.passes.scan.scan_many`).
+
+    With ``then``, a search's outcome is ``then(i, value)`` of the value it
+    returned, called in the thread that advanced it last: what follows a
+    search (a series' choice, which holds the GIL) runs beside the other
+    series' searches (compiled, without it) instead of after all of them."""
     outcomes: list[Any] = [None] * len(runs)
     asked: dict[int, list[ScanRequest]] = {}
     alone = [0] * len(runs)  # pieces each search scanned on its own
@@ -53,7 +59,7 @@ def drive_many(
                 asked[i] = steps.send(found)
         except StopIteration as stop:
             asked.pop(i, None)
-            outcomes[i] = stop.value
+            outcomes[i] = stop.value if then is None else then(i, stop.value)
 
     each_in_threads(lambda i: advance(i, None), range(len(runs)), MIN_THREAD_SEARCHES)
     while asked:

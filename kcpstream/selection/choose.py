@@ -295,7 +295,7 @@ def _significant(memo: Memo, order, partitions, alpha: float) -> list[int]:
         chosen = partitions[d - 1]
         if chosen is None:
             continue
-        chosen, beyond = [int(c) for c in chosen], d > top_down
+        chosen, beyond = np.asarray(chosen, dtype=np.int64).tolist(), d > top_down
         if not _passes(memo, chosen, beyond, found, alpha, mixtures=False):
             continue
         if _passes(memo, chosen, beyond, found, alpha, mixtures=True):
@@ -318,22 +318,24 @@ def _passes(
     showed) and a step, not a trend; with ``mixtures``, also beside the
     windows that hold its neighbouring changes (:func:`_beside_mixtures`)."""
     bounds = [0, *chosen, memo.stats.n]
-    m = np.subtract(bounds[2:], bounds[:-2])
-    corrected = alpha * (memo.min_size / m) ** 2
-    # a change-point the splits did not show (the DP placed it, with its
-    # neighbours, among later candidates) was searched for with both of its
-    # neighbours: a short segment inside a long one
-    levels = corrected if beyond else np.where(np.isin(chosen, found), alpha, corrected)
+    shown = set(found)
     # the segmentations of the path share most of their (start, split, end):
-    # each is tested once, and a segmentation only until one fails
-    return all(
-        _local_pvalue(memo, a, c, e) <= level
-        and _is_step(memo, a, c, e)
-        and (not mixtures or _beside_mixtures(memo, bounds, i, level))
-        for i, (a, c, e, level) in enumerate(
-            zip(bounds[:-2], bounds[1:-1], bounds[2:], levels, strict=True), start=1
-        )
-    )
+    # each is tested once, and a segmentation only until one fails (a hundred
+    # segmentations a series: element by element, no arrays)
+    for i in range(1, len(bounds) - 1):
+        a, c, e = bounds[i - 1], bounds[i], bounds[i + 1]
+        # a change-point the splits did not show (the DP placed it, with its
+        # neighbours, among later candidates) was searched for with both of its
+        # neighbours: a short segment inside a long one
+        ratio = memo.min_size / (e - a)
+        level = alpha if not beyond and c in shown else alpha * (ratio * ratio)
+        if not (
+            _local_pvalue(memo, a, c, e) <= level
+            and _is_step(memo, a, c, e)
+            and (not mixtures or _beside_mixtures(memo, bounds, i, level))
+        ):
+            return False
+    return True
 
 
 def _local_pvalue(memo: Memo, start: int, split: int, end: int) -> float:

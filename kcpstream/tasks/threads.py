@@ -5,7 +5,8 @@ not depend on which thread did what, or in which order."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,3 +37,22 @@ def each_in_threads(
         return [func(item) for item in items]
     with ThreadPoolExecutor(workers, thread_name_prefix="kcpstream") as pool:
         return list(pool.map(func, items))
+
+
+@contextlib.contextmanager
+def one_blas_thread(active: bool = True) -> Iterator[None]:
+    """Within the block, BLAS and LAPACK (numpy's products and eigenvalues) use
+    one thread each, when ``active``: while this process's threads each work on
+    a series, a product that spreads over every core as well makes more
+    threads than cores, and OpenBLAS's threads wait for work by spinning, which
+    takes the cores the other series' compiled kernels need (a batch's choices
+    beside its searches took twice as long).  The products of one series are
+    small, and their bits do not depend on the threads (checked on whole
+    batches).  The limit is the process's, restored on leaving."""
+    if not active:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
