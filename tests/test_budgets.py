@@ -20,7 +20,7 @@ from kcpstream.engine.plan import (
     MAX_BLOCK,
     MAX_D_MAX,
     MAX_GRID_BLOCKS,
-    TARGET_BATCH_BLOCKS,
+    SERIES_STATE_BYTES,
     TARGET_BLOCKS,
     block_size_of,
     planned_length,
@@ -40,10 +40,10 @@ MAPS = ("rff:32", "quadrature:64")  # rff:32, and the default map of one channel
 SIZES = (10**9, 10**10, 10**12)
 
 
-#: The statistics one call may hold, as plan.py documents it: TARGET_BATCH_BLOCKS
-#: blocks of about 8 (p + 3) bytes ("so they stay within about 0.5 GiB").
+#: What one series' statistics and the work made of them may take at once,
+#: as plan.py documents it: SERIES_STATE_BYTES ("about 0.5 GiB").
 def call_budget(p: int) -> int:
-    return TARGET_BATCH_BLOCKS * 8 * (p + 3)
+    return SERIES_STATE_BYTES
 
 
 def stats_bytes(nb: int, p: int) -> int:

@@ -251,21 +251,27 @@ def test_a_batch_holds_at_most_its_budget_of_prefix_sums_in_memory(monkeypatch):
         assert a.gains.tolist() == b.gains.tolist()
 
 
-def test_a_large_batch_shares_the_automatic_grids_blocks(monkeypatch):
+def test_a_batchs_series_have_the_grid_they_have_alone(monkeypatch):
+    import dataclasses
+
+    from kcpstream.engine.plan import block_size_of
+
+    from .helpers import default_settings
+
     da_ = _three_sensors()
     monkeypatch.setattr(kcpstream.engine.plan, "DENSE_MAX_VALUES", 0)  # the block grid
     alone = [kcpstream.segment(da_.sel(sensor=s), n_bkps=3) for s in "abc"]
     assert {r.diagnostics.block_size for r in alone} == {64}  # 4000 / 64 blocks each
-    monkeypatch.setattr(kcpstream.engine.plan, "TARGET_BATCH_BLOCKS", 60)  # 20 blocks per series
     batch = kcpstream.segment(da_, batch_dims="sensor", n_bkps=3)
-    assert [r.diagnostics.block_size for _, r in batch] == [200, 200, 200]
+    assert [r.diagnostics.block_size for _, r in batch] == [64, 64, 64]
     for a, (_, b) in zip(alone, batch, strict=True):
         assert a.changepoints.tolist() == b.changepoints.tolist()
         assert a.gains.tolist() == b.gains.tolist()
-    assert (
-        kcpstream.engine.plan.auto_block_size(10**9, series=10**9)
-        == kcpstream.engine.plan.MAX_BLOCK
-    )
+    # however many series one call holds (its groups bound their statistics)
+    st = default_settings()
+    for n in (10**5, 10**6, 10**9):
+        grid = block_size_of(n, st)
+        assert block_size_of(n, dataclasses.replace(st, n_series=10**4)) == grid
 
 
 @pytest.mark.parametrize("first", [{"block_size": 64}, {}])  # the block grid, in memory

@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
-from kcpstream._kernels.blockstats import scan_piece, segment_pending
+from kcpstream._kernels.blockstats import piece_stats, scan_piece, segment_pending
 from kcpstream._kernels.dense import next_split
 from kcpstream._kernels.featurize import rff_tile
 
@@ -130,7 +130,7 @@ def segment_best(
 
 @njit(nogil=True, cache=True)
 def held_binseg(
-    Z, scale, prefix, bridge, block_size, max_splits, min_size, qmax2, slack, most, lazy
+    Z, scale, prefix, bridge, block_size, max_splits, min_size, qmax2, slack, most, lazy, every
 ):
     """Sequential binary segmentation of a series of ``Z.shape[1]`` samples
     over its block statistics (``prefix``, ``bridge``), every piece scanned
@@ -138,9 +138,14 @@ def held_binseg(
     position), at most ``max_splits`` times, while some segment has an
     admissible split.
 
-    Returns ``(starts, ends, splits, gains, counts)``: the splits in the
-    order made, and the segments evaluated, pieces scanned, samples scanned
-    and samples featurized.  With ``lazy`` (:func:`_ensure`) a block is
+    Returns ``(starts, ends, splits, gains, counts, halves)``: the splits in
+    the order made; the segments evaluated, pieces scanned, samples scanned
+    and samples featurized; and ``halves = (S, Q, M2, R, count)``, for each
+    split off the block grid, the statistics of the two halves it leaves of
+    its piece (its block cut at its segment's ends), as
+    :func:`~kcpstream.search.stats.split_piece` makes them from ``Z`` with a
+    bridge evaluated every ``every`` samples (``count`` 0 for a split on the
+    grid).  With ``lazy`` (:func:`_ensure`) a block is
     featurized when it is first scanned: a long series' search featurizes
     the blocks it scans, not all of them; with every block marked in
     ``lazy[0]``, ``Z`` holds every sample's features and the rest of
@@ -155,6 +160,12 @@ def held_binseg(
     open_ = np.zeros(cap, np.bool_)
     out = np.empty((max_splits, 3), np.int64)
     out_gain = np.empty(max_splits)
+    half_S = np.zeros((max_splits, 2, p), np.int64)
+    half_Q = np.zeros((max_splits, 2))
+    half_M2 = np.zeros((max_splits, 2))
+    half_R = np.zeros((max_splits, 2))
+    half_count = np.zeros((max_splits, 2), np.int64)
+    cut = np.empty(3, np.int64)
     counts = np.zeros(4, np.int64)
     sums[0, 0, :] = 0
     point_sums(Z, scale, prefix, block_size, n, n, sums[0, 1])
@@ -173,10 +184,17 @@ def held_binseg(
         a, e, c = seg[best, 0], seg[best, 1], seg[best, 2]
         out[made, 0], out[made, 1], out[made, 2] = a, e, c
         out_gain[made] = seg_gain[best]
-        made += 1
         at_c = np.empty(p, np.int64)
-        if c % block_size:  # its block's samples before it (scanned: featurized)
+        if c % block_size and c != n:  # its block's samples before it (scanned: featurized)
             _ensure(Z, block_size, c - 1, c, lazy, counts)
+            # the halves of its piece: the block holding it, cut at the segment's ends
+            lo, hi = max(a, c - c % block_size), min(e, c - c % block_size + block_size)
+            cut[0], cut[1], cut[2] = 0, c - lo, hi - lo
+            piece_stats(
+                Z[:, lo:hi, :], scale, cut, half_S[made], half_Q[made], half_M2[made],
+                half_R[made], half_count[made], -1.0, every,
+            )  # fmt: skip
+        made += 1
         point_sums(Z, scale, prefix, block_size, n, c, at_c)
         for lo, hi in ((a, c), (c, e)):
             seg[count, 0], seg[count, 1] = lo, hi
@@ -189,4 +207,5 @@ def held_binseg(
             open_[count] = True
             count += 1
     counts[0] = count
-    return out[:made, 0], out[:made, 1], out[:made, 2], out_gain[:made], counts
+    halves = (half_S[:made], half_Q[:made], half_M2[:made], half_R[:made], half_count[:made])
+    return out[:made, 0], out[:made, 1], out[:made, 2], out_gain[:made], counts, halves

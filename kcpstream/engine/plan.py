@@ -30,11 +30,6 @@ from kcpstream.selection.choose import METHODS, Rule
 #: scans stay small (16 MiB of prefix sums at p = 64).
 TARGET_BLOCKS = 2**15
 
-#: Blocks all the series of one call aim at together: past 32 series a batch
-#: shares them (the statistics take about ``8 (p + 3)`` bytes per block, 17 MiB
-#: per series at 2**15 blocks and p = 64), so they stay within about 0.5 GiB.
-TARGET_BATCH_BLOCKS = 2**20
-
 #: The default ``min_size`` is this share of the series (at least 2 samples): on a
 #: long signal a segment of a few samples is below any plot's resolution and
 #: its gain is dominated by the few samples' own noise, not by a change.
@@ -65,14 +60,21 @@ MIN_AUTO_BLOCK = 64
 #: series gets more blocks instead ...
 LONG_SERIES_BLOCK = 2**16
 
-#: ... until its grid holds this many (past 2**34 samples; fewer for a
-#: series of a batch, whose grids share ``TARGET_BATCH_BLOCKS``): the
+#: ... until its grid holds this many (past 2**34 samples): the
 #: statistics, the chunk results held before they are assembled and the noise
 #: estimate all grow with the blocks, and stay within a call's budget up to
 #: ``MAX_SAMPLES``.  Blocks larger than 2**16 samples at 10**10 read many times
 #: more again: a block's bound grows with its length, and the pieces it flags
 #: scatter over more chunks, each read whole (``benchmarks/results/headroom.md``).
 MAX_GRID_BLOCKS = 2**18
+
+#: What the statistics of one series, and the work made of them at once (the
+#: noise estimate's batch sums and products, the data pass's results before
+#: they are assembled, a checkpoint's slabs), take at most: about 0.5 GiB,
+#: which :data:`MAX_GRID_BLOCKS` keeps them within up to ``MAX_SAMPLES``
+#: (``tests/test_budgets.py``).  A batch's series are grouped within
+#: :data:`BATCH_STATE_BYTES`.
+SERIES_STATE_BYTES = 2**29
 
 #: Largest block size: that of the longest series taken (``MAX_SAMPLES``, 2**40)
 #: at :data:`MAX_GRID_BLOCKS` blocks.  A refinement scans a long block in
@@ -99,9 +101,12 @@ DENSE_BATCH_BYTES = 2**30
 #: (fit, pass, search, choice and results), each group's freed before the
 #: next one's pass: a batch held about 2.4 MB per series of 10**5 samples
 #: until the call ended (``benchmarks/results/throughput.md``).  The answers
-#: are the whole batch's at once: block sizes and the in-memory limit are
-#: decided for the whole batch.
-BATCH_STATE_BYTES = 2**29
+#: are the whole batch's at once: the in-memory limit is decided for the
+#: whole batch, and each series has the block grid it has alone.  A quarter
+#: of a GiB: a thousand series of 10^6 on their own grids (64-sample blocks,
+#: 8.5 MB each) peaked at 1.0 GiB in groups of 28, at 1.45-1.6 GiB in groups
+#: of 56 for 5 % less time (``benchmarks/results/throughput.md``).
+BATCH_STATE_BYTES = 2**28
 
 #: A series' search records (its segments, the halves of the pieces it
 #: scanned, its exact splits) whatever its length: about 0.9 MB for a path
@@ -109,23 +114,23 @@ BATCH_STATE_BYTES = 2**29
 SEARCH_RECORD_BYTES = 2**20
 
 
-def auto_block_size(n: int, series: int = 1) -> int:
+def auto_block_size(n: int) -> int:
     """Block size B for ``n`` samples: about :data:`TARGET_BLOCKS` blocks, at least
-    :data:`MIN_AUTO_BLOCK` samples; fewer when the ``series`` segmented in one
-    call would hold more than :data:`TARGET_BATCH_BLOCKS` together.
+    :data:`MIN_AUTO_BLOCK` samples.  A series of a batch has the grid it has
+    alone, so its answer is the one a call on it alone gives, bit for bit
+    (the statistics of a batch are bounded by running it in groups,
+    :data:`BATCH_STATE_BYTES`; a grid shared over the batch's series once
+    gave a thousand series of 10^6 blocks of 955 samples instead of 64, and
+    their searches scanned and featurized ten times longer pieces).
 
     Smaller blocks make the pruning bounds tighter (fewer samples read again)
     at the price of a larger grid (about ``8 (p + 3)`` bytes of statistics per
     block) and longer boundary scans.  Blocks stop at
     :data:`LONG_SERIES_BLOCK` samples while the grid of a long series holds
-    at most :data:`MAX_GRID_BLOCKS` blocks (or its share of
-    :data:`TARGET_BATCH_BLOCKS`).
+    at most :data:`MAX_GRID_BLOCKS` blocks.
     """
-    share = TARGET_BATCH_BLOCKS // max(1, series)
-    target = max(1, min(TARGET_BLOCKS, share))
-    most = max(1, min(MAX_GRID_BLOCKS, share))
-    B = min(LONG_SERIES_BLOCK, max(MIN_AUTO_BLOCK, -(-n // target)))
-    return int(min(MAX_BLOCK, max(B, -(-n // most))))
+    B = min(LONG_SERIES_BLOCK, max(MIN_AUTO_BLOCK, -(-n // TARGET_BLOCKS)))
+    return int(min(MAX_BLOCK, max(B, -(-n // MAX_GRID_BLOCKS))))
 
 
 def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -171,7 +176,7 @@ class Settings:
     cache_bytes: int
     checkpoint: str | None
     progress: bool
-    n_series: int = 1  # segmented in this call (a batch shares the automatic grid's blocks)
+    n_series: int = 1  # segmented in this call (a batch shares the sample cache)
     min_duration: Any = None  # min_size as a duration of the time coordinate
 
 
@@ -290,7 +295,7 @@ def block_size_of(n: int, st: Settings, window: int = 1) -> int:
     samples' own grid would have, since a refinement reads whole blocks)."""
     if st.block_size is None:
         # a growing series keeps its grid until it doubles
-        B = max(1, auto_block_size(planned_length(n * window), st.n_series) // window)
+        B = max(1, auto_block_size(planned_length(n * window)) // window)
         if st.choice.method == "dynp":  # a grid of every sample when the DP can afford it
             B = max(1, min(B, -(-n // MAX_GRID)))
         return B

@@ -21,7 +21,7 @@ from kcpstream.search.binseg import (
     Steps,
     check_enough_splits,
 )
-from kcpstream.search.stats import BlockStats, split_piece
+from kcpstream.search.stats import BlockStats, PieceStats
 
 
 def held_binseg_steps(
@@ -58,7 +58,7 @@ def held_binseg_steps(
         lazy_blocks = (np.ones(stats.n_blocks, np.bool_), *unused, np.zeros(1, np.float32))
     else:
         lazy_blocks = (np.zeros(stats.n_blocks, np.bool_), *lazy)
-    starts, ends, splits, gains, counts = held_binseg(
+    starts, ends, splits, gains, counts, halves = held_binseg(
         Z,
         scale,
         stats.prefix,
@@ -70,6 +70,7 @@ def held_binseg_steps(
         1 + _REL_SLACK,
         max(1, MAX_RUN_SAMPLES // B),
         lazy_blocks,
+        every,
     )
     log.segments_evaluated += int(counts[0])
     log.pieces_scanned += int(counts[1])
@@ -77,14 +78,24 @@ def held_binseg_steps(
     log.samples_featurized += Z.shape[1] if lazy is None else int(counts[3])
     log.held_searches += 1
     order = []
+    half_S, half_Q, half_M2, half_R, half_count = halves
     made = zip(starts.tolist(), ends.tolist(), splits.tolist(), gains.tolist(), strict=True)
-    for a, e, c, g in made:
+    for k, (a, e, c, g) in enumerate(made):
         seg = SegmentSplit(a, e, g, c, g)
         if not stats.is_grid_point(c):
-            # the piece of the segment holding the split: its block, cut at the segment's ends
+            # the piece of the segment holding the split: its block, cut at the
+            # segment's ends, whose halves the kernel summed (split_piece's)
             seg.piece = (max(a, c - c % B), min(e, c - c % B + B))
-            lo, hi = seg.piece
-            seg.left, seg.right = split_piece(Z[:, lo:hi], scale, c - lo, every)
+            seg.left, seg.right = (
+                PieceStats(
+                    count=int(half_count[k, i]),
+                    S=half_S[k, i],
+                    Q=float(half_Q[k, i]),
+                    M2=float(half_M2[k, i]),
+                    R=float(half_R[k, i]),
+                )
+                for i in (0, 1)
+            )
             stats.add_split(c, *seg.piece, seg.left, seg.right)
         order.append(seg)
     check_enough_splits(len(order), n_bkps, min_size, allow_fewer)

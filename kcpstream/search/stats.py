@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -57,9 +57,12 @@ def _prefix_sums(q: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
-class PieceStats:
-    """Statistics of a run of consecutive samples (quantized units)."""
+class PieceStats(NamedTuple):
+    """Statistics of a run of consecutive samples (quantized units).
+
+    (A named tuple: a search records two for each split it makes, a batch's
+    series a hundred each, and a tuple is made several times faster than a
+    frozen dataclass.)"""
 
     count: int
     S: np.ndarray  # int64 (p,)
