@@ -733,3 +733,46 @@ def test_samples_appended_after_the_listing_leave_the_rows_read_alone(tmp_path, 
     assert res.n_samples == N
     monkeypatch.undo()
     assert_same_segmentation(res, kcpstream.segment(x, n_bkps=1, features="rff:16", seed=0))
+
+
+def _objects_of_whole_grid(stored):
+    """Every stored object of the array, filtered to those the selection reads:
+    what :func:`~kcpstream.inputs.provenance._objects` yields, walked the slow way."""
+    from kcpstream.inputs.provenance import _grid, _selected_objects
+
+    size, counts = _grid(stored.array)
+    ax, allowed = stored.axis, _selected_objects(stored, size)
+    first = 0 if ax is None else stored.rows[0] // stored.step
+    last = None if ax is None else -(-stored.rows[1] // stored.step)
+    for coords in np.ndindex(*counts):
+        if ax is not None and not first <= coords[ax] < last:
+            continue
+        if allowed is None or all(coords[i] in ok for i, ok in allowed.items()):
+            yield coords, stored.array.metadata.encode_chunk_key(coords)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_objects_a_selection_reads_are_those_of_the_whole_grid_it_selects(data):
+    # a batch's series walk only their own objects (ten thousand series of one
+    # object each walked every series' before), the same keys in the same order
+    from kcpstream.inputs.provenance import StoredArray, _objects
+
+    shape = tuple(data.draw(st.integers(1, 12)) for _ in range(3))
+    chunks = tuple(data.draw(st.integers(1, s)) for s in shape)
+    array = zarr.create_array(zarr.storage.MemoryStore(), shape=shape, chunks=chunks, dtype="f4")
+    axis = data.draw(st.sampled_from([None, 0]))
+    a = data.draw(st.integers(0, shape[0] - 1))
+    rows = (a, data.draw(st.integers(a + 1, shape[0])))
+    select = []
+    for n in shape[1:]:
+        kind = data.draw(st.sampled_from("sia"))
+        if kind == "s":
+            lo = data.draw(st.integers(0, n - 1))
+            select.append(("s", lo, data.draw(st.integers(lo + 1, n))))
+        elif kind == "i":
+            select.append(("i", data.draw(st.integers(0, n - 1))))
+        else:
+            select.append(("a", data.draw(st.lists(st.integers(0, n - 1), min_size=1))))
+    stored = StoredArray(array, axis, rows if axis is not None else (0, 0), tuple(select))
+    assert list(_objects(stored)) == list(_objects_of_whole_grid(stored))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import os
 from dataclasses import dataclass
@@ -331,14 +332,21 @@ def _objects(stored: StoredArray):
     array = stored.array
     size, counts = _grid(array)
     ax = stored.axis
-    first = 0 if ax is None else stored.rows[0] // stored.step
-    last = None if ax is None else -(-stored.rows[1] // stored.step)
-    allowed = _selected_objects(stored, size)
-    for coords in np.ndindex(*counts):
-        if ax is not None and not first <= coords[ax] < last:
-            continue
-        if allowed is None or all(coords[i] in ok for i, ok in allowed.items()):
-            yield coords, array.metadata.encode_chunk_key(coords)
+    allowed = _selected_objects(stored, size) or {}
+    # each axis' objects, in order: only those selected are walked (a batch of
+    # ten thousand series, one object of the sensor axis each, walked all ten
+    # thousand for each series, 10^8 steps before the fit)
+    axes = []
+    for i, count in enumerate(counts):
+        if i == ax:
+            first = stored.rows[0] // stored.step
+            axes.append(range(first, min(count, -(-stored.rows[1] // stored.step))))
+        elif i in allowed:
+            axes.append(sorted(k for k in allowed[i] if 0 <= k < count))
+        else:
+            axes.append(range(count))
+    for coords in itertools.product(*axes):
+        yield coords, array.metadata.encode_chunk_key(coords)
 
 
 def _selected_objects(stored: StoredArray, size: tuple[int, ...]) -> dict[int, set] | None:
