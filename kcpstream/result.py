@@ -123,8 +123,9 @@ class Diagnostics:
     ----------
     samples_featurized : int
         Samples featurized in the data pass plus all refinement reads (a
-        series whose search held its features, every one of its samples
-        once more: see ``rounds``).
+        series searched in one call over its held samples: the samples of
+        the blocks its search scanned with a Fourier map, every sample once
+        more with another map; see ``rounds``).
     passes : float
         ``samples_featurized / n_samples`` (1.0 = each sample featurized once).
     seconds : float

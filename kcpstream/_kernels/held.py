@@ -49,24 +49,6 @@ def _ensure(Z, block_size, a, e, lazy, counts):
 
 
 @njit(nogil=True, cache=True)
-def point_sums(Z, scale, prefix, block_size, n, pos, out):
-    """Exact sum of the quantized features of samples ``[0, pos)`` into ``out``:
-    the grid column at or before ``pos`` and the samples between (``Z`` holds
-    every sample's raw features, (k, n, m))."""
-    p = prefix.shape[0]
-    j = prefix.shape[1] - 1 if pos == n else pos // block_size
-    for f in range(p):
-        out[f] = prefix[f, j]
-    if pos == n or pos == j * block_size:
-        return
-    k, _, m = Z.shape
-    for t in range(j * block_size, pos):
-        for g in range(k):
-            for jj in range(m):
-                out[g * m + jj] += np.int64(np.rint(np.float64(Z[g, t, jj]) * scale))
-
-
-@njit(nogil=True, cache=True)
 def _piece_bridge(bridge, block_size, n, a, e):
     """A whole block's bridge bound; ``inf`` for a piece a split cut from a
     block (its bound then comes from the distance to the segment's ends only,
@@ -168,7 +150,7 @@ def held_binseg(
     cut = np.empty(3, np.int64)
     counts = np.zeros(4, np.int64)
     sums[0, 0, :] = 0
-    point_sums(Z, scale, prefix, block_size, n, n, sums[0, 1])
+    sums[0, 1, :] = prefix[:, prefix.shape[1] - 1]
     seg[0, 0], seg[0, 1] = 0, n
     seg_gain[0], seg[0, 2] = segment_best(
         Z, scale, prefix, bridge, block_size, n, 0, n, sums[0, 0], sums[0, 1], min_size, qmax2,
@@ -184,8 +166,8 @@ def held_binseg(
         a, e, c = seg[best, 0], seg[best, 1], seg[best, 2]
         out[made, 0], out[made, 1], out[made, 2] = a, e, c
         out_gain[made] = seg_gain[best]
-        at_c = np.empty(p, np.int64)
-        if c % block_size and c != n:  # its block's samples before it (scanned: featurized)
+        at_c = np.empty(p, np.int64)  # the exact sums of the samples before c
+        if c % block_size:  # its block's samples before it (scanned: featurized)
             _ensure(Z, block_size, c - 1, c, lazy, counts)
             # the halves of its piece: the block holding it, cut at the segment's ends
             lo, hi = max(a, c - c % block_size), min(e, c - c % block_size + block_size)
@@ -194,8 +176,13 @@ def held_binseg(
                 Z[:, lo:hi, :], scale, cut, half_S[made], half_Q[made], half_M2[made],
                 half_R[made], half_count[made], -1.0, every,
             )  # fmt: skip
+            # the sums at the piece's start (the segment's, or a grid column) and
+            # its first half (integers: exact)
+            at_lo = sums[best, 0] if lo == a else prefix[:, lo // block_size]
+            at_c[:] = at_lo + half_S[made, 0]
+        else:  # a grid point (a split lies strictly inside its segment: never n)
+            at_c[:] = prefix[:, c // block_size]
         made += 1
-        point_sums(Z, scale, prefix, block_size, n, c, at_c)
         for lo, hi in ((a, c), (c, e)):
             seg[count, 0], seg[count, 1] = lo, hi
             sums[count, 0] = sums[best, 0] if lo == a else at_c

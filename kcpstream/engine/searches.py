@@ -51,7 +51,7 @@ def search_groups(jobs: list[Job], st: Settings, then=None) -> list:
         return drive(jobs, lambda job: path_steps(job, st), st.tile, "search", then)
     # each group's series are read whole: one read of a series searched in one
     # call, or the first round of the grid's (:func:`_held_or_grid`)
-    orders: list = [None] * len(jobs)
+    outcomes: list = [None] * len(jobs)
     for ids in groups:
         group = [jobs[i] for i in ids]
         held = sum(_series_bytes(j) for j in group)
@@ -63,9 +63,9 @@ def search_groups(jobs: list[Job], st: Settings, then=None) -> list:
         finally:  # the group's samples go before the next group's come
             for job in group:
                 job.cache.resize(0)
-        for i, order in zip(ids, found, strict=True):
-            orders[i] = order
-    return orders
+        for i, outcome in zip(ids, found, strict=True):
+            outcomes[i] = outcome
+    return outcomes
 
 
 def _series_bytes(job: Job) -> int:
@@ -156,8 +156,8 @@ def _held_or_grid(job: Job, st: Settings, kw: dict, read_again: bool):
         return (yield from binseg_steps(job.stats, n_bkps=job.d_max - 1, allow_fewer=True, **kw))
     fmap, lazy = job.fmap, None
     if _fourier(fmap):  # featurized a block at a time, as the search scans it
-        x = as_2d(x) if fmap.order_ is None else as_2d(x)[:, fmap.order_]
-        x = np.ascontiguousarray(x, np.float64)  # (rff_tile takes each sample as float64)
+        # (rff_tile takes each sample as float64)
+        x = np.ascontiguousarray(fmap.ordered(as_2d(x)), np.float64)
         lazy = (x, np.asarray(fmap.center_, np.float64), fmap.weights_, fmap.amplitudes_)
         z = fmap.tile_buffer(job.signal.n)
     else:

@@ -124,10 +124,13 @@ class FourierFeatures(FeatureMap):
         self.seed_ = seed
         return self
 
+    def ordered(self, x: np.ndarray) -> np.ndarray:
+        """The samples ``x`` (m, d) with their channels in the order the fitted
+        weights take them (:func:`~kcpstream._kernels.featurize.rff_tile`'s)."""
+        return x if self.order_ is None else x[:, self.order_]
+
     def featurize_tile(self, x: np.ndarray, out: np.ndarray) -> None:
-        if self.order_ is not None:
-            x = x[:, self.order_]
-        rff_tile(x, self.center_, self.weights_, self.amplitudes_, out)
+        rff_tile(self.ordered(x), self.center_, self.weights_, self.amplitudes_, out)
 
 
 def channel_scales(x: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
