@@ -13,6 +13,7 @@ import kcpstream
 from kcpstream import NotEnoughSplitsError, datasets
 from kcpstream.features import QuadratureFF, Temporal
 from kcpstream.features.period import _shortest_divisor, dominant_period
+from kcpstream.features.temporal import SHAPES
 from kcpstream.search.stats import BlockStats
 
 from .reference import quantized, reference_binseg
@@ -112,6 +113,56 @@ def test_marginal_part_is_the_mean_of_the_pointwise_features():
     assert ((raw**2).sum(axis=1) <= 1.0 + 1e-6).all()  # at most 1 = k(W, W)
 
 
+def test_the_aligned_part_is_random_fourier_features_of_the_window():
+    rng = np.random.default_rng(3)
+    rows = rng.gamma(2.0, size=(200, 3 * 12))  # 200 windows of 12 samples, d = 3
+    fmap = Temporal(64, window=12, shape="aligned").fit(rows)
+    k = fmap._n_shape // 2
+    assert fmap.templates_.shape == (k, 12, 3) and fmap.n_features_in_ == 12 * 3
+    windows = rows.reshape(200, 12, 3)
+    # the bandwidth: the median distance between two of the fit windows (every pair)
+    i, j = np.triu_indices(200, 1)
+    bandwidth = np.median(np.sqrt(((windows[i] - windows[j]) ** 2).sum(axis=(1, 2))))
+    scale = 1.0 / np.sqrt((fmap.templates_**2).mean()) / bandwidth
+    assert 0.85 < scale < 1.15  # Gaussian frequencies of scale 1 / bandwidth
+    z = (windows - fmap.center_).reshape(200, -1) @ fmap.templates_.reshape(k, -1).T
+    b = np.sqrt(0.5 / k)
+    expected = np.hstack([b * np.cos(z), b * np.sin(z)])
+    got = fmap.transform(rows).astype(np.float64) + fmap.offset_
+    m = fmap.weights_.shape[1]
+    step = 2.0**-fmap.quantum_exponent_
+    np.testing.assert_allclose(got[:, 2 * m :], expected, atol=step + 1e-7)  # (float32)
+    # the products of the features are the Gaussian kernel of the windows, in the mean
+    gram = got[:, 2 * m :] @ got[:, 2 * m :].T
+    squared = ((windows[:, None] - windows[None]) ** 2).sum(axis=(2, 3))
+    exact = 0.5 * np.exp(-squared / 2 / bandwidth**2)
+    assert np.abs(gram - exact).mean() < 0.05
+
+
+def test_an_earlier_temporal_map_without_a_shape_loads_as_invariant():
+    fmap = Temporal(32, window=10, n_bins=4).fit(np.random.default_rng(0).normal(size=(50, 10)))
+    data = fmap.to_dict()
+    del data["params"]["shape"]
+    back = kcpstream.FeatureMap.from_dict(data)
+    assert back.shape == "invariant" and back == fmap
+
+
+def test_the_aligned_shape_sees_a_waveform_move_within_its_cycle():
+    # the bump moves from the 10th to the 34th of 48 samples: the marginal law
+    # and every cyclic shift of the cycle are the same, so only where the bump
+    # sits in a window that starts at the same phase tells the halves apart
+    rng = np.random.default_rng(4)
+    cycle = np.zeros(48)
+    bump = np.exp(-0.5 * ((np.arange(48) - 10) / 2.0) ** 2) * 3
+    before, after = cycle + bump, cycle + np.roll(bump, 24)
+    x = np.concatenate([np.tile(before, 150), np.tile(after, 150)])
+    x += 0.3 * rng.normal(size=x.size)
+    aligned = kcpstream.segment(x, features=Temporal(window=48, shape="aligned"))
+    invariant = kcpstream.segment(x, features=Temporal(window=48))
+    assert aligned.changepoints.tolist() == [48 * 150]
+    assert invariant.n_changepoints == 0
+
+
 def test_delay_vectors_run_around_the_window():
     rows = np.arange(2 * 6 * 2, dtype=float).reshape(2, 12)  # 2 windows of 6 samples, d = 2
     got = Temporal(16, window=6, n_bins=4, delay=2)._rows(rows).reshape(2, 6, 6)
@@ -122,11 +173,12 @@ def test_delay_vectors_run_around_the_window():
             np.testing.assert_array_equal(got[k, t], expected)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("delay", [0, 5])
-def test_temporal_features_do_not_depend_on_the_tile_or_position(delay):
+def test_temporal_features_do_not_depend_on_the_tile_or_position(delay, shape):
     x = _sine(64 * 300, 64, seed=2)
     rows = x.reshape(-1, 64)
-    fmap = Temporal(48, window=64, n_bins=8, delay=delay).fit(rows)
+    fmap = Temporal(48, window=64, n_bins=8, delay=delay, shape=shape).fit(rows)
     assert fmap.n_features_in_ == 64
     whole = fmap.transform(rows)
     for tile in (1, 7, 1000):
@@ -158,6 +210,7 @@ def test_several_channels_in_windows_are_featurized(d):
         ({"delay": 8}, r"delay must be an integer in \[0, window=8\)"),
         ({"delay": -1}, "delay must be an integer"),
         ({"delay": True}, "delay must be an integer"),
+        ({"shape": "phase"}, "shape must be one of 'invariant', 'aligned', got 'phase'"),
     ],
 )
 def test_bad_temporal_parameters_are_refused(kwargs, message):
@@ -174,15 +227,18 @@ def test_bad_temporal_parameters_are_refused(kwargs, message):
     chunk=st.integers(1, 200),
     block_size=st.integers(1, 9),
     delay=st.integers(0, 8),
+    shape=st.sampled_from(SHAPES),
 )
 def test_temporal_search_equals_the_bruteforce_scan_of_the_windows(
-    seed, window, n_windows, n_bkps, chunk, block_size, delay
+    seed, window, n_windows, n_bkps, chunk, block_size, delay, shape
 ):
     rng = np.random.default_rng(seed)
     levels = np.repeat(rng.normal(scale=2, size=4), -(-n_windows * window // 4))
     x = rng.normal(size=n_windows * window) + levels[: n_windows * window]
     rows = x.reshape(-1, window)
-    fitted = Temporal(16, window=window, n_bins=4, seed=seed % 7, delay=delay % window).fit(rows)
+    fitted = Temporal(
+        16, window=window, n_bins=4, seed=seed % 7, delay=delay % window, shape=shape
+    ).fit(rows)
     q = quantized(fitted.transform(x.reshape(-1, window)), fitted.quantum_exponent_)
     if (q == q[0]).all() or n_bkps > n_windows // 2 - 1:
         return

@@ -24,6 +24,18 @@ as well as their values.  It is an option, not the default's: on the TSSB
 series it moved the default's covering by less than the spread between its
 variants, at almost twice the cost (``benchmarks/results/real.md``).
 
+With ``shape="aligned"`` the shape part is instead the **window as a
+vector**: random Fourier features of a Gaussian kernel on the ``window * d``
+values themselves (bandwidth: the median distance between the fit sample's
+windows).  It sees *where in the window* a waveform changes, which the
+invariant part discards by design.  That is what a series of windows of whole
+cycles, each starting at the same phase, is best told apart by (a daily load
+curve whose morning peak moves; one class of recorded instances after
+another), and what a cycle whose phase wanders (a heart rate that varies)
+makes noisy: the windows then differ by their phase, the test's long-run noise
+grows with it, and the invariant part keeps the power.  Neither is best on
+every series (``benchmarks/results/real.md``).
+
 The kernel between two windows is ``(1 - s) k_marginal + s k_shape`` with
 ``s = shape_share``.  Change-points have window resolution.
 
@@ -44,13 +56,17 @@ from kcpstream.errors import InputError
 from kcpstream.features.bandwidth import resolve_bandwidth
 from kcpstream.features.base import as_sample, exponent_for_amplitude
 from kcpstream.features.quadrature import MAX_DIM, QuadratureFF
-from kcpstream.features.rff import RFF
+from kcpstream.features.rff import RFF, resolve_seed
 from kcpstream.features.window import InvariantWindow, check_window_and_bins
 
 __all__ = ["Temporal"]
 
 #: Samples featurized together by the pointwise part (bounds its scratch memory).
 _SUB_TILE = 1 << 15
+#: The shape parts a :class:`Temporal` map can have.
+SHAPES = ("invariant", "aligned")
+#: Most pairs of fit windows the aligned part's bandwidth is the median distance of.
+_BANDWIDTH_PAIRS = 4096
 
 
 class Temporal(InvariantWindow):
@@ -65,6 +81,10 @@ class Temporal(InvariantWindow):
         Samples per window (the resolution of the change-points).
     shape_share : float
         Weight ``s`` of the shape kernel, in [0, 1].
+    shape : {"invariant", "aligned"}
+        The shape part: invariant to the waveform's place in the window
+        (``"invariant"``), or the window as a vector (``"aligned"``: for
+        windows that each start at the same phase of a cycle).
     n_bins : int
         Thresholds per template of the shape part.
     delay : int
@@ -82,6 +102,7 @@ class Temporal(InvariantWindow):
         "n_features",
         "window",
         "shape_share",
+        "shape",
         "n_bins",
         "bandwidth",
         "seed",
@@ -105,6 +126,7 @@ class Temporal(InvariantWindow):
         *,
         window: int = 64,
         shape_share: float = 0.5,
+        shape: str = "invariant",
         n_bins: int = 8,
         bandwidth: float | str = "auto",
         seed: int | None = 0,
@@ -133,7 +155,10 @@ class Temporal(InvariantWindow):
             or not 0.0 <= float(shape_share) <= 1.0
         ):
             raise InputError(f"shape_share must be a number in [0, 1], got {shape_share!r}")
+        if shape not in SHAPES:
+            raise InputError(f"shape must be one of {', '.join(map(repr, SHAPES))}, got {shape!r}")
         self.n_features = int(n_features)
+        self.shape = str(shape)
         self.window = int(window)
         self.n_bins = int(n_bins)
         self.shape_share = float(shape_share)
@@ -143,7 +168,8 @@ class Temporal(InvariantWindow):
 
     @property
     def _n_shape(self) -> int:
-        return (self.n_features // 2) // self.n_bins * self.n_bins
+        n = (self.n_features // 2) // self.n_bins * self.n_bins
+        return n if self.shape == "invariant" else n // 2 * 2  # (cosines and sines)
 
     @property
     def n_features_out_(self) -> int:
@@ -174,14 +200,20 @@ class Temporal(InvariantWindow):
     def _weights(self) -> tuple[np.float32, np.float32]:
         """Scale of the marginal part and of each shape coordinate."""
         a = np.float32(np.sqrt(1.0 - self.shape_share))
-        b = np.float32(np.sqrt(self.shape_share) / np.sqrt(self._n_shape))
+        # an invariant coordinate is a share (at most 1), n_shape of them; an
+        # aligned frequency is a cosine and a sine (their squares sum to 1), half as many
+        terms = self._n_shape if self.shape == "invariant" else self._n_shape // 2
+        b = np.float32(np.sqrt(self.shape_share) / np.sqrt(terms))
         return a, b
 
     def fit(self, sample: np.ndarray) -> Self:
         windows = as_sample(sample)
         # (a row of another length is refused by _fit_shape, with its own message)
         rows = self._rows(windows) if windows.shape[1] % self.window == 0 else windows
-        self._fit_shape(rows, self._n_shape // self.n_bins)
+        if self.shape == "invariant":
+            self._fit_shape(rows, self._n_shape // self.n_bins)
+        else:
+            self._fit_aligned(rows)
         d = rows.shape[1] // self.window
         points = rows.reshape(-1, d)
         marginal = (QuadratureFF if d <= MAX_DIM else RFF)(
@@ -205,6 +237,33 @@ class Temporal(InvariantWindow):
         self.featurize_tile(windows, raw)
         self.offset_ = raw[0].mean(axis=0, dtype=np.float64).astype(np.float32)
         return self
+
+    def _fit_aligned(self, rows: np.ndarray) -> None:
+        """The aligned part's frequencies (as ``templates_``: ``(k, window, d)``,
+        Gaussian with the inverse bandwidth as scale), center and seed from window rows."""
+        w = self.window
+        if rows.shape[1] % w:
+            self._fit_shape(rows, 1)  # (its message for rows of another length)
+        d = rows.shape[1] // w
+        seed = resolve_seed(self.seed)
+        rng = np.random.default_rng(seed)
+        windows = np.asarray(rows, dtype=np.float64).reshape(-1, w, d)
+        self.center_ = np.median(windows, axis=(0, 1))
+        count = windows.shape[0]
+        if count * (count - 1) // 2 <= _BANDWIDTH_PAIRS:  # every pair
+            first, second = np.triu_indices(count, 1)
+        else:  # pairs of two different windows, drawn
+            first = rng.integers(0, count, _BANDWIDTH_PAIRS)
+            second = rng.integers(0, count - 1, _BANDWIDTH_PAIRS)
+            second += second >= first
+        gaps = np.sqrt(((windows[first] - windows[second]) ** 2).sum(axis=(1, 2)))
+        positive = gaps[gaps > 0]
+        # windows all equal: any bandwidth (their features are equal too)
+        bandwidth = float(np.median(positive)) if positive.size else 1.0
+        k = self._n_shape // 2
+        self.templates_ = rng.standard_normal((k, w, d)) / bandwidth
+        self.thresholds_ = np.zeros((k, 0))
+        self.seed_ = seed
 
     def _rows(self, rows: np.ndarray) -> np.ndarray:
         """Windows ``rows`` (k, window * d) as the features see them: themselves,
@@ -234,5 +293,12 @@ class Temporal(InvariantWindow):
             window_means(buf, w, means)
             out[0, lo:hi, :m] = a * means[0, : hi - lo]
             out[0, lo:hi, m : 2 * m] = a * means[1, : hi - lo]
-        threshold_shares(self._correlations(x), self.thresholds_, b, out[0, :, 2 * m :])
+        if self.shape == "invariant":
+            threshold_shares(self._correlations(x), self.thresholds_, b, out[0, :, 2 * m :])
+        else:
+            k = self.templates_.shape[0]
+            windows = np.asarray(x, dtype=np.float64).reshape(n_windows, w, -1) - self.center_
+            z = windows.reshape(n_windows, -1) @ self.templates_.reshape(k, -1).T
+            out[0, :, 2 * m : 2 * m + k] = b * np.cos(z)
+            out[0, :, 2 * m + k :] = b * np.sin(z)
         out[0] -= self.offset_
