@@ -288,11 +288,8 @@ class Segmentation:
         How the result was made: where the series came from (``source``) and
         the call's settings (``method``, ``rule``, ``n_bkps``, ``pen``,
         ``alpha``, ``d_max``, ``min_size``, ``min_duration``, ``block_size``,
-        ``seed``, ``sample_size``, ``features``, ``window``, ``period``; and
-        ``shape``, ``"invariant"`` or ``"aligned"``, where ``features="auto"``
-        segmented a cycle's windows with both shape parts, each at ``alpha /
-        2``, and this part's answer was kept: see :mod:`kcpstream.engine.aligned`);
-        kept by :meth:`to_json`.
+        ``seed``, ``sample_size``, ``features``, ``window``); kept by
+        :meth:`to_json`.
     pvalues : numpy.ndarray of float64
         How sure each change-point is: the p-value of its split between its
         two neighbours under the dependence-aware test of
@@ -375,10 +372,7 @@ class Segmentation:
         """How the samples were segmented, and why, in words: ``"windows of 8640
         samples (a cycle of 8640 samples found)"``, ``"windows of 73 samples
         (10 cycles of 7.3 samples found)"``, ``"windows of 700 samples
-        (window=)"``, or ``""`` for samples one by one.  With
-        ``features="auto"``, which of the two shape parts it tried answered
-        (:mod:`kcpstream.engine.aligned`): ``"..., aligned shapes"`` or
-        ``"..., invariant shapes"``."""
+        (window=)"``, or ``""`` for samples one by one."""
         params = self.params or {}
         window = params.get("window")
         if not window:
@@ -388,9 +382,7 @@ class Segmentation:
             return f"windows of {window} samples (window=)"
         cycles = round(window / period)
         held = f"{cycles} cycles" if cycles > 1 else "a cycle"
-        text = f"windows of {window} samples ({held} of {period:g} samples found)"
-        shape = params.get("shape")  # which of the two shape parts tried answered
-        return text if shape is None else f"{text}, {shape} shapes"
+        return f"windows of {window} samples ({held} of {period:g} samples found)"
 
     def __repr__(self) -> str:
         cps = ", ".join(map(str, self.changepoints[:10]))

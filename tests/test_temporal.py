@@ -334,13 +334,7 @@ def test_windows_on_the_block_grid_are_read_about_once():
     res = kcpstream.segment(da.from_array(x, chunks=2**18))
     d = res.diagnostics
     assert res.params["window"] == period and not d.in_memory
-    # the default segments the windows with both shape parts: each reads them about once
-    assert d.passes < 2 * 1.2 and d.pieces_scanned < d.n_blocks // 5
-    for shape in SHAPES:
-        one = kcpstream.segment(
-            da.from_array(x, chunks=2**18), features=Temporal(window=period, shape=shape)
-        ).diagnostics
-        assert one.passes < 1.2 and one.pieces_scanned < one.n_blocks // 5
+    assert d.passes < 1.2 and d.pieces_scanned < d.n_blocks // 5
     assert res.changepoints.tolist() == kcpstream.segment(x).changepoints.tolist()
 
 

@@ -34,8 +34,7 @@ curve whose morning peak moves; one class of recorded instances after
 another), and what a cycle whose phase wanders (a heart rate that varies)
 makes noisy: the windows then differ by their phase, the test's long-run noise
 grows with it, and the invariant part keeps the power.  Neither is best on
-every series: ``features="auto"`` segments a cycle's windows with both
-(:mod:`kcpstream.engine.aligned`).
+every series (``benchmarks/results/real.md``).
 
 The kernel between two windows is ``(1 - s) k_marginal + s k_shape`` with
 ``s = shape_share``.  Change-points have window resolution.
