@@ -55,8 +55,9 @@ class _Counter(event.Listener):
         pass
 
 
-def _calls() -> list[tuple[np.ndarray, dict]]:
-    """One small call of each kind whose kernels differ."""
+def _calls() -> tuple[list[tuple[np.ndarray, dict]], np.ndarray]:
+    """One small call of each kind whose kernels differ, and the series on the
+    block grid among them (for a later choice on its statistics)."""
     rng = np.random.default_rng(0)
     step = np.repeat([0.0, 2.0], 5_000)
     t = np.arange(200_000)
@@ -65,7 +66,7 @@ def _calls() -> list[tuple[np.ndarray, dict]]:
     channels = rng.standard_normal((50_000, 3))
     channels[25_000:, 1] += 1.0
     counts = rng.poisson(np.repeat([0.2, 0.5], 5_000))
-    return [
+    calls = [
         (step + rng.standard_normal(step.size), {}),  # in memory, float64
         ((step + rng.standard_normal(step.size)).astype(np.float32), {}),  # float32
         (counts, {}),  # integer samples
@@ -74,6 +75,7 @@ def _calls() -> list[tuple[np.ndarray, dict]]:
         (cycle + 0.1 * rng.standard_normal(t.size), {}),  # windows of one period
         (channels, {}),  # several channels: RFF
     ]
+    return calls, grid
 
 
 def warm_up() -> WarmUp:
@@ -89,11 +91,11 @@ def warm_up() -> WarmUp:
     counter = _Counter()
     t0 = time.perf_counter()
     with event.install_listener("numba:compile", counter):
-        for x, kwargs in _calls():
+        calls, grid = _calls()
+        for x, kwargs in calls:
             segment(x, **kwargs)
         # a later choice on statistics already made: searched on the block grid,
         # the pieces it needs scanned as read (a call's own data pass leaves its
         # samples held, and a short series is then searched in one call)
-        grid = _calls()[3][0]
         Segmenter().fit(grid).predict(n_bkps=3)
     return WarmUp(seconds=time.perf_counter() - t0, compiled=counter.count)
