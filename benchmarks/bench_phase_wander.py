@@ -62,8 +62,8 @@ def run(draws: int) -> dict:
 
 def markdown(result: dict) -> str:
     lines = ["# A cycle whose phase wanders", "", f"`python benchmarks/bench_phase_wander.py "
-             f"{result['args']}`", "", "| series | draws | any change-point | mean count |",
-             "|---|---|---|---|"]  # fmt: skip
+             f"{result['args']}`", "", "| family | n | draws | any change-point | mean count |",
+             "|---|---|---|---|---|"]  # fmt: skip
     for k, v in result["wander"].items():
         lines.append(f"| {k} | {v['draws']} | {v['any']:.2f} | {v['mean_count']:.2f} |")
     return "\n".join(lines) + "\n"
