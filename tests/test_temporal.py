@@ -139,10 +139,55 @@ def test_the_aligned_part_is_random_fourier_features_of_the_window():
     assert np.abs(gram - exact).mean() < 0.05
 
 
+def test_canonical_features_do_not_depend_on_where_the_cycle_starts():
+    # windows of 2 cycles of 30 samples, each shifted by its own number of samples
+    rng = np.random.default_rng(5)
+    t = np.arange(60)
+    shapes = [np.sin(2 * np.pi * t / 30) + 0.5 * np.sin(6 * np.pi * t / 30 + k) for k in range(40)]
+    rows = np.array(shapes)
+    fmap = Temporal(64, window=60, shape="canonical", cycles=2).fit(rows)
+    shifted = np.array([np.roll(r, s) for r, s in zip(rows, rng.integers(0, 60, 40), strict=True)])
+    step = 2.0**-fmap.quantum_exponent_
+    np.testing.assert_allclose(fmap.transform(shifted), fmap.transform(rows), atol=2 * step)
+    # (a shift by a fraction of a cycle is no whole number of samples in general:
+    # the shape part's features of a window and of its reverse differ)
+    reverse = fmap.transform(rows[:, ::-1].copy())
+    assert np.abs(reverse - fmap.transform(rows)).max() > 100 * step
+
+
+def _sawtooth(flip: bool, seed: int, cycles: int = 300) -> np.ndarray:
+    # a ramp up and a drop, then a ramp down: the same values, the same waveform
+    # turned around in time
+    rng = np.random.default_rng(seed)
+    t = np.arange(48)
+    saw = np.clip((t - 8) / 24, 0, 1) * (t < 32)
+    x = np.concatenate(
+        [np.tile(saw, cycles // 2), np.tile(saw[::-1] if flip else saw, cycles // 2)]
+    )
+    return x + 0.3 * rng.normal(size=x.size)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_canonical_shape_sees_a_waveform_turned_around(seed):
+    x = _sawtooth(True, seed)
+    canonical = kcpstream.segment(x, features=Temporal(window=48, shape="canonical"))
+    assert abs(int(canonical.changepoints[0]) - 7200) <= 48 and canonical.n_changepoints == 1
+    assert kcpstream.segment(x, features=Temporal(window=48)).n_changepoints == 0
+
+
+def test_a_steady_waveform_is_no_change_for_the_canonical_shape():
+    # at the level of 0.01 (with short end pieces, where the test is least sure)
+    found = [
+        kcpstream.segment(_sawtooth(False, seed), features=Temporal(window=48, shape="canonical"))
+        for seed in range(20)
+    ]
+    assert sum(res.n_changepoints > 0 for res in found) <= 2
+
+
 def test_an_earlier_temporal_map_without_a_shape_loads_as_invariant():
     fmap = Temporal(32, window=10, n_bins=4).fit(np.random.default_rng(0).normal(size=(50, 10)))
     data = fmap.to_dict()
-    del data["params"]["shape"]
+    del data["params"]["shape"], data["params"]["cycles"]
     back = kcpstream.FeatureMap.from_dict(data)
     assert back.shape == "invariant" and back == fmap
 
@@ -210,7 +255,9 @@ def test_several_channels_in_windows_are_featurized(d):
         ({"delay": 8}, r"delay must be an integer in \[0, window=8\)"),
         ({"delay": -1}, "delay must be an integer"),
         ({"delay": True}, "delay must be an integer"),
-        ({"shape": "phase"}, "shape must be one of 'invariant', 'aligned', got 'phase'"),
+        ({"shape": "phase"}, "shape must be one of 'invariant', 'aligned', 'canonical', got"),
+        ({"cycles": 0}, r"cycles must be an integer in \[1, window // 2 = 4\]"),
+        ({"cycles": 5}, "cycles must be an integer in"),
     ],
 )
 def test_bad_temporal_parameters_are_refused(kwargs, message):

@@ -33,8 +33,16 @@ cycles, each starting at the same phase, is best told apart by (a daily load
 curve whose morning peak moves; one class of recorded instances after
 another), and what a cycle whose phase wanders (a heart rate that varies)
 makes noisy: the windows then differ by their phase, the test's long-run noise
-grows with it, and the invariant part keeps the power.  Neither is best on
-every series (``benchmarks/results/real.md``).
+grows with it, and the invariant part keeps the power.
+
+With ``shape="canonical"`` the window is first turned to a **canonical
+phase**: shifted (cyclically, by a fraction of a sample where need be) so
+that its component at ``cycles`` cycles per window -- the cycle's
+fundamental, for a window of that many whole cycles -- has phase 0, then
+seen as a vector as above.  A window that is a shifted copy of another gets
+the same features (so a phase that wanders is no change), and the Gaussian
+kernel on the turned windows still sees every change of the waveform's shape
+against its own fundamental (``benchmarks/results/phase_wander.md``).
 
 The kernel between two windows is ``(1 - s) k_marginal + s k_shape`` with
 ``s = shape_share``.  Change-points have window resolution.
@@ -64,7 +72,7 @@ __all__ = ["Temporal"]
 #: Samples featurized together by the pointwise part (bounds its scratch memory).
 _SUB_TILE = 1 << 15
 #: The shape parts a :class:`Temporal` map can have.
-SHAPES = ("invariant", "aligned")
+SHAPES = ("invariant", "aligned", "canonical")
 #: Most pairs of fit windows the aligned part's bandwidth is the median distance of.
 _BANDWIDTH_PAIRS = 4096
 
@@ -81,10 +89,15 @@ class Temporal(InvariantWindow):
         Samples per window (the resolution of the change-points).
     shape_share : float
         Weight ``s`` of the shape kernel, in [0, 1].
-    shape : {"invariant", "aligned"}
+    shape : {"invariant", "aligned", "canonical"}
         The shape part: invariant to the waveform's place in the window
-        (``"invariant"``), or the window as a vector (``"aligned"``: for
-        windows that each start at the same phase of a cycle).
+        (``"invariant"``), the window as a vector (``"aligned"``: for
+        windows that each start at the same phase of a cycle), or the window
+        turned to the canonical phase of its fundamental, as a vector
+        (``"canonical"``).
+    cycles : int
+        Cycles a window holds: the component whose phase ``"canonical"``
+        turns to 0 (unused by the other shapes).
     n_bins : int
         Thresholds per template of the shape part.
     delay : int
@@ -103,6 +116,7 @@ class Temporal(InvariantWindow):
         "window",
         "shape_share",
         "shape",
+        "cycles",
         "n_bins",
         "bandwidth",
         "seed",
@@ -127,6 +141,7 @@ class Temporal(InvariantWindow):
         window: int = 64,
         shape_share: float = 0.5,
         shape: str = "invariant",
+        cycles: int = 1,
         n_bins: int = 8,
         bandwidth: float | str = "auto",
         seed: int | None = 0,
@@ -157,6 +172,15 @@ class Temporal(InvariantWindow):
             raise InputError(f"shape_share must be a number in [0, 1], got {shape_share!r}")
         if shape not in SHAPES:
             raise InputError(f"shape must be one of {', '.join(map(repr, SHAPES))}, got {shape!r}")
+        if (
+            isinstance(cycles, bool)
+            or not isinstance(cycles, int | np.integer)
+            or not 1 <= cycles <= window // 2
+        ):
+            raise InputError(
+                f"cycles must be an integer in [1, window // 2 = {window // 2}], got {cycles!r}"
+            )
+        self.cycles = int(cycles)
         self.n_features = int(n_features)
         self.shape = str(shape)
         self.window = int(window)
@@ -249,6 +273,8 @@ class Temporal(InvariantWindow):
         rng = np.random.default_rng(seed)
         windows = np.asarray(rows, dtype=np.float64).reshape(-1, w, d)
         self.center_ = np.median(windows, axis=(0, 1))
+        if self.shape == "canonical":
+            windows = self._turned(windows)
         count = windows.shape[0]
         if count * (count - 1) // 2 <= _BANDWIDTH_PAIRS:  # every pair
             first, second = np.triu_indices(count, 1)
@@ -264,6 +290,18 @@ class Temporal(InvariantWindow):
         self.templates_ = rng.standard_normal((k, w, d)) / bandwidth
         self.thresholds_ = np.zeros((k, 0))
         self.seed_ = seed
+
+    def _turned(self, windows: np.ndarray) -> np.ndarray:
+        """Windows ``(L, window, d)`` less the center, each shifted cyclically so
+        that the sum over its channels of its Fourier component at ``cycles``
+        cycles per window has phase 0 (a window without that component is
+        left as it is)."""
+        spectra = np.fft.rfft(windows - self.center_, axis=1)  # (L, f, d)
+        phase = np.angle(spectra[:, self.cycles, :].sum(axis=1))  # (L,)
+        # a shift by tau samples turns component j by -2 pi j tau / window: the one
+        # that turns component `cycles` by -phase
+        turn = np.exp(-1j * np.outer(phase / self.cycles, np.arange(spectra.shape[1])))
+        return np.fft.irfft(spectra * turn[:, :, None], n=self.window, axis=1)
 
     def _rows(self, rows: np.ndarray) -> np.ndarray:
         """Windows ``rows`` (k, window * d) as the features see them: themselves,
@@ -297,7 +335,8 @@ class Temporal(InvariantWindow):
             threshold_shares(self._correlations(x), self.thresholds_, b, out[0, :, 2 * m :])
         else:
             k = self.templates_.shape[0]
-            windows = np.asarray(x, dtype=np.float64).reshape(n_windows, w, -1) - self.center_
+            windows = np.asarray(x, dtype=np.float64).reshape(n_windows, w, -1)
+            windows = self._turned(windows) if self.shape == "canonical" else windows - self.center_
             z = windows.reshape(n_windows, -1) @ self.templates_.reshape(k, -1).T
             out[0, :, 2 * m : 2 * m + k] = b * np.cos(z)
             out[0, :, 2 * m + k :] = b * np.sin(z)
