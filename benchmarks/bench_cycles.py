@@ -28,6 +28,10 @@ Prints JSON and writes a markdown table (``--markdown``).
 
 Usage: python benchmarks/bench_cycles.py [--draws 20] [--max-n 10000000] [--parts periods]
        [--out cycles.json] [--markdown results/cycles.md]
+
+``--pair SHAPE``: every defaults' call answered by ``_pair.paired(x, SHAPE)``
+(the defaults' map and ``Temporal(shape=SHAPE)`` on a cycle's windows, each at
+half the level), to measure that rule on the same draws.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import itertools
 import time
 
 import numpy as np
+from _pair import paired
 from _report import report
 from scipy.signal import lfilter
 
@@ -101,6 +106,16 @@ PERIODS = ((1_000_000, 7.3), (1_000_000, 24.3), (1_000_000, 100.5), (1_000_000, 
            (2_000_000, 12_345.6), (10_000_000, 99_999.5))  # fmt: skip
 
 
+#: ``--pair SHAPE``: the defaults' calls answered by ``_pair.paired(x, SHAPE)``
+PAIR: str | None = None
+
+
+def _segment(x: np.ndarray, features: str):
+    if features == "auto" and PAIR is not None:
+        return paired(x, PAIR)[0]
+    return kcpstream.segment(x, features=features)
+
+
 def run_single(draws: int, sizes: list[int], periods=(1440, 8640, 2345.6)) -> dict:
     return run_cells(draws, list(itertools.product(sizes, periods)))
 
@@ -116,12 +131,12 @@ def run_cells(draws: int, cells: list[tuple[int, float]]) -> dict:
             x = cyclic(n, period, rng, [(a, str(rng.choice(KINDS))) for a in at])
             for runs, features in ((auto, "auto"), (pointwise, "quadrature")):
                 t0 = time.perf_counter()
-                res = kcpstream.segment(x, features=features)
+                res = _segment(x, features)
                 runs.append((*score(res.changepoints, at, n), time.perf_counter() - t0))
             x = cyclic(n, period, rng, [])
             for runs, features in ((null_auto, "auto"), (null_point, "quadrature")):
                 t0 = time.perf_counter()
-                res = kcpstream.segment(x, features=features)
+                res = _segment(x, features)
                 runs.append((res.n_changepoints == 0, res.n_changepoints, time.perf_counter() - t0))
         out[f"P={period} n={n}"] = {
             "defaults": _row(auto),
@@ -224,9 +239,14 @@ def main() -> None:
     ap.add_argument("--parts", default="single,channels,long")
     ap.add_argument("--out", default=None)
     ap.add_argument("--markdown", default=None)
+    ap.add_argument("--pair", default=None, help="a shape part paired with the defaults'")
     args = ap.parse_args()
+    global PAIR
+    PAIR = args.pair
     parts = set(args.parts.split(","))
     result: dict = {"args": f"--draws {args.draws} --max-n {args.max_n} --parts {args.parts}"}
+    if PAIR is not None:
+        result["args"] += f" --pair {PAIR}"
     if "single" in parts:
         result["single"] = run_single(args.draws, [2_000_000, 4_000_000])
     if "channels" in parts:

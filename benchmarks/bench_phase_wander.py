@@ -7,7 +7,11 @@ cycle, a period that jitters from cycle to cycle) or times ``1 + f_t`` with
 n = 10^4 and 10^5, 20 draws each: the share of series given any
 change-point and the mean count, with the defaults.
 
-Usage: python benchmarks/bench_phase_wander.py [--draws 20] [--out F]
+``--pair SHAPE``: the defaults' answer replaced by ``_pair.paired(x, SHAPE)``
+(the defaults' map and ``Temporal(shape=SHAPE)`` on a cycle's windows, each at
+half the level).
+
+Usage: python benchmarks/bench_phase_wander.py [--draws 20] [--pair canonical] [--out F]
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from _pair import paired
 from _report import report
 
 import kcpstream
@@ -47,11 +52,15 @@ FAMILIES = {
 }
 
 
-def run(draws: int) -> dict:
+def _segment(x: np.ndarray, pair: str | None):
+    return kcpstream.segment(x) if pair is None else paired(x, pair)[0]
+
+
+def run(draws: int, pair: str | None = None) -> dict:
     out = {}
     for name, make in FAMILIES.items():
         for n in (10_000, 100_000):
-            counts = [kcpstream.segment(make(n, seed)).n_changepoints for seed in range(draws)]
+            counts = [_segment(make(n, seed), pair).n_changepoints for seed in range(draws)]
             out[f"{name} | {n}"] = {
                 "draws": draws,
                 "any": float(np.mean([c > 0 for c in counts])),
@@ -74,8 +83,10 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--out", default=None)
     ap.add_argument("--markdown", default=None)
+    ap.add_argument("--pair", default=None, help="a shape part paired with the defaults'")
     args = ap.parse_args()
-    result = {"args": f"--draws {args.draws}", "wander": run(args.draws)}
+    shown = f"--draws {args.draws}" + (f" --pair {args.pair}" if args.pair else "")
+    result = {"args": shown, "wander": run(args.draws, args.pair)}
     report(result, args.out, args.markdown, markdown)
 
 

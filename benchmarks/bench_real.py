@@ -21,13 +21,13 @@ Three parts, every call with kcpstream's defaults (``segment(x)``) unless said:
 * ``scenarios``: the thesis's scenarios 1 and 2 (n = 1000, 10 changes, 40
   draws): F1 with a margin of 1 % of n and how often the count is right; and
   scenario 1 at n = 10^4, how often exactly the true count is found.
-* ``aligned``: the TSSB series whose defaults take windows of a cycle,
-  segmented again with the same window and the aligned shape part
-  (``Temporal(shape="aligned")``); each map at half the level
-  (``alpha=0.005``, a Bonferroni split of the default 0.01), and the answer
-  of the map that keeps more change-points: mean covering of each and of
-  that rule over all 75 series (a series without windows keeps its
-  defaults' answer).
+* ``shapes``: the TSSB series whose defaults take windows of a cycle,
+  segmented also with the canonical and with the aligned shape part
+  (``Temporal(shape=...)``) on the same windows, each alone at the full
+  level and paired with the defaults' map (``_pair.paired``: each at half
+  the level, the answer with more change-points): mean covering over all 75
+  series (a series without windows keeps its defaults' answer in every
+  column).
 * ``gaps``: the TSSB series with gaps made in them (three outages of 1 % of
   the series each at random places, and 1 % of the samples dropped one by
   one; seeded by the series' position): mean covering of the defaults on the
@@ -49,13 +49,13 @@ import os
 import time
 
 import numpy as np
+from _pair import paired
 from _report import report
 from scipy.signal import lfilter
 
 import kcpstream
 from kcpstream import datasets, metrics
 from kcpstream.features import Temporal
-from kcpstream.selection.significance import DEFAULT_ALPHA
 
 # -- TSSB ------------------------------------------------------------------
 
@@ -101,9 +101,11 @@ def run_tssb(root: str) -> dict:
     return {"series": series, "mean": mean, "seconds": time.perf_counter() - t0}
 
 
-def run_aligned(root: str, alpha: float = DEFAULT_ALPHA) -> dict:
-    """The ``aligned`` part: the invariant and the aligned shape part on the
-    windows the defaults take, each at ``alpha / 2``."""
+SHAPES = ("canonical", "aligned")
+
+
+def run_shapes(root: str) -> dict:
+    """The ``shapes`` part: each shape part alone and paired with the defaults'."""
     series = []
     t0 = time.perf_counter()
     for name, _, true in _tssb_rows(root):
@@ -111,26 +113,26 @@ def run_aligned(root: str, alpha: float = DEFAULT_ALPHA) -> dict:
         n = len(x)
         row = {"name": name, "n": n, "true": len(true)}
         whole = kcpstream.segment(x)
-        window = whole.params["window"]
+        window, period = whole.params["window"], whole.params.get("period")
         row["default"] = metrics.covering(true, whole.changepoints, n)
-        if window is None:
-            row["invariant"] = row["aligned"] = row["more"] = row["default"]
-            series.append(row)
-            continue
-        half = kcpstream.segment(x, alpha=alpha / 2)
-        aligned = kcpstream.segment(
-            x, features=Temporal(window=window, shape="aligned"), alpha=alpha / 2
-        )
-        row["window"] = window
-        row["invariant"] = metrics.covering(true, half.changepoints, n)
-        row["aligned"] = metrics.covering(true, aligned.changepoints, n)
-        row["found"] = [int(half.n_changepoints), int(aligned.n_changepoints)]
-        more = aligned if aligned.n_changepoints > half.n_changepoints else half
-        row["more"] = metrics.covering(true, more.changepoints, n)
+        for shape in SHAPES:
+            row[shape] = row[f"{shape} paired"] = row["default"]
+            if window is None or period is None:
+                continue
+            row["window"] = window
+            cycles = min(max(1, round(window / period)), window // 2)
+            fmap = Temporal(window=window, shape=shape, cycles=cycles)
+            alone = kcpstream.segment(x, features=fmap)
+            row[shape] = metrics.covering(true, alone.changepoints, n)
+            res, by = paired(x, shape)
+            row[f"{shape} paired"] = metrics.covering(true, res.changepoints, n)
+            row[f"{shape} answered"] = by == shape
         series.append(row)
-    keys = ("default", "invariant", "aligned", "more")
+    keys = ("default", *SHAPES, *(f"{s} paired" for s in SHAPES))
     mean = {k: float(np.mean([r[k] for r in series])) for k in keys}
-    return {"series": series, "mean": mean, "seconds": time.perf_counter() - t0}
+    answered = {s: int(sum(r.get(f"{s} answered", False) for r in series)) for s in SHAPES}
+    return {"series": series, "mean": mean, "answered": answered,
+            "seconds": time.perf_counter() - t0}  # fmt: skip
 
 
 def with_gaps(x: np.ndarray, seed: int) -> np.ndarray:
@@ -413,17 +415,21 @@ def markdown(result: dict) -> str:
         for k, label in names.items():
             lines.append(f"| {label} | {g['mean'][k]:.3f} | {g['mean_found'][k]:.2f} |")
         lines.append("")
-    if "aligned" in result:
-        a = result["aligned"]
+    if "shapes" in result:
+        a = result["shapes"]
         windowed = sum("window" in r for r in a["series"])
-        lines += [f"## TSSB: the aligned shape part ({windowed} of {len(a['series'])} series "
-                  "in windows)", "", "| answer | mean covering |", "|---|---|"]  # fmt: skip
-        names = {"default": "defaults (`alpha=0.01`)", "invariant": "invariant, `alpha=0.005`",
-                 "aligned": "aligned, `alpha=0.005`",
-                 "more": "the one of the two with more change-points"}  # fmt: skip
+        title = f"## TSSB: shape parts ({windowed} of {len(a['series'])} series in windows)"
+        lines += [title, "", "| answer | mean covering |", "|---|---|"]
+        names = {"default": "defaults (the invariant part), `alpha=0.01`",
+                 "canonical": "canonical part alone, `alpha=0.01`",
+                 "aligned": "aligned part alone, `alpha=0.01`",
+                 "canonical paired": "invariant and canonical, each at `alpha=0.005`",
+                 "aligned paired": "invariant and aligned, each at `alpha=0.005`"}  # fmt: skip
         for k, label in names.items():
             lines.append(f"| {label} | {a['mean'][k]:.3f} |")
-        lines.append("")
+        won = a["answered"]
+        lines += ["", f"Paired, the second part answered on {won['canonical']} series "
+                  f"(canonical) and {won['aligned']} (aligned).", ""]  # fmt: skip
     if "scenarios" in result:
         lines += ["## Thesis scenarios, automatic count", "", "| scenario, n | F1 (1 % margin) "
                   "| exact count |", "|---|---|---|"]  # fmt: skip
@@ -490,10 +496,10 @@ def main() -> None:
         result["onechange"] = run_one_change(args.reps, args.max_n, args.seed_prefix)
     if "scenarios" in parts:
         result["scenarios"] = run_scenarios(args.reps)
-    if "aligned" in parts:
+    if "shapes" in parts:
         if args.tssb is None:
-            ap.error("the aligned part needs --tssb DIR")
-        result["aligned"] = run_aligned(args.tssb)
+            ap.error("the shapes part needs --tssb DIR")
+        result["shapes"] = run_shapes(args.tssb)
     if "gaps" in parts:
         if args.tssb is None:
             ap.error("the gaps part needs --tssb DIR")

@@ -31,9 +31,10 @@ windows).  It sees *where in the window* a waveform changes, which the
 invariant part discards by design.  That is what a series of windows of whole
 cycles, each starting at the same phase, is best told apart by (a daily load
 curve whose morning peak moves; one class of recorded instances after
-another), and what a cycle whose phase wanders (a heart rate that varies)
-makes noisy: the windows then differ by their phase, the test's long-run noise
-grows with it, and the invariant part keeps the power.
+another).  But a cycle whose phase wanders (a rate that jitters from cycle to
+cycle) moves through the windows, more slowly than the test's long-run noise
+reaches, and the aligned part takes that for changes
+(``benchmarks/results/phase_wander.md``).
 
 With ``shape="canonical"`` the window is first turned to a **canonical
 phase**: shifted (cyclically, by a fraction of a sample where need be) so
@@ -42,7 +43,9 @@ fundamental, for a window of that many whole cycles -- has phase 0, then
 seen as a vector as above.  A window that is a shifted copy of another gets
 the same features (so a phase that wanders is no change), and the Gaussian
 kernel on the turned windows still sees every change of the waveform's shape
-against its own fundamental (``benchmarks/results/phase_wander.md``).
+against its own fundamental (``benchmarks/results/phase_wander.md``).  Its
+turned windows keep their level, so a drift of the level is a change of
+them too (``benchmarks/results/real.md``).
 
 The kernel between two windows is ``(1 - s) k_marginal + s k_shape`` with
 ``s = shape_share``.  Change-points have window resolution.

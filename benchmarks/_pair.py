@@ -1,0 +1,34 @@
+"""A rule measured beside kcpstream's defaults: a cycle's windows segmented with
+two shape parts, each at half the level.
+
+``paired(x, shape)`` is ``kcpstream.segment(x)`` where the defaults take no
+windows; where they take windows of ``w`` samples of a cycle of ``P``, it is
+the one of ``segment(x, alpha=alpha / 2)`` and ``segment(x,
+features=Temporal(window=w, shape=shape, cycles=round(w / P)),
+alpha=alpha / 2)`` with more change-points (the first on a tie): a
+Bonferroni split, so a series without change gets a change-point from either
+with probability at most ``alpha``.
+"""
+
+from __future__ import annotations
+
+import kcpstream
+from kcpstream.features import Temporal
+
+ALPHA = 0.01
+
+
+def paired(x, shape: str, alpha: float = ALPHA, **kw):
+    """The pair rule's answer for ``x`` (``kw``: more arguments of ``segment``),
+    and which part gave it (``"invariant"``, ``shape``, or None: no windows)."""
+    whole = kcpstream.segment(x, alpha=alpha, **kw)
+    window, period = whole.params.get("window"), whole.params.get("period")
+    if not window or period is None:
+        return whole, None
+    cycles = min(max(1, round(window / period)), window // 2)
+    first = kcpstream.segment(x, alpha=alpha / 2, **kw)
+    fmap = Temporal(window=window, shape=shape, cycles=cycles)
+    second = kcpstream.segment(x, features=fmap, alpha=alpha / 2, **kw)
+    if second.n_changepoints > first.n_changepoints:
+        return second, shape
+    return first, "invariant"
