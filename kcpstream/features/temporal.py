@@ -227,8 +227,9 @@ class Temporal(InvariantWindow):
     def _weights(self) -> tuple[np.float32, np.float32]:
         """Scale of the marginal part and of each shape coordinate."""
         a = np.float32(np.sqrt(1.0 - self.shape_share))
-        # an invariant coordinate is a share (at most 1), n_shape of them; an
-        # aligned frequency is a cosine and a sine (their squares sum to 1), half as many
+        # an invariant coordinate is a share (at most 1), n_shape of them; a frequency
+        # of the window as a vector (aligned, canonical) is a cosine and a sine
+        # (their squares sum to 1), half as many
         terms = self._n_shape if self.shape == "invariant" else self._n_shape // 2
         b = np.float32(np.sqrt(self.shape_share) / np.sqrt(terms))
         return a, b
