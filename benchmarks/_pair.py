@@ -18,16 +18,23 @@ from kcpstream.features import Temporal
 ALPHA = 0.01
 
 
-def paired(x, shape: str, alpha: float = ALPHA, **kw):
+def cycles_of(window: int, period: float) -> int:
+    """Cycles of ``period`` samples in a window of ``window`` (whole cycles, as
+    ``features="auto"`` takes them), within what ``Temporal`` accepts."""
+    return min(max(1, round(window / period)), window // 2)
+
+
+def paired(x, shape: str, alpha: float = ALPHA, whole=None, **kw):
     """The pair rule's answer for ``x`` (``kw``: more arguments of ``segment``),
-    and which part gave it (``"invariant"``, ``shape``, or None: no windows)."""
-    whole = kcpstream.segment(x, alpha=alpha, **kw)
+    and which part gave it (``"invariant"``, ``shape``, or None: no windows).
+    ``whole``: ``segment(x, alpha=alpha, **kw)`` when already made."""
+    if whole is None:
+        whole = kcpstream.segment(x, alpha=alpha, **kw)
     window, period = whole.params.get("window"), whole.params.get("period")
     if not window or period is None:
         return whole, None
-    cycles = min(max(1, round(window / period)), window // 2)
     first = kcpstream.segment(x, alpha=alpha / 2, **kw)
-    fmap = Temporal(window=window, shape=shape, cycles=cycles)
+    fmap = Temporal(window=window, shape=shape, cycles=cycles_of(window, period))
     second = kcpstream.segment(x, features=fmap, alpha=alpha / 2, **kw)
     if second.n_changepoints > first.n_changepoints:
         return second, shape

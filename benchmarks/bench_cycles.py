@@ -106,21 +106,21 @@ PERIODS = ((1_000_000, 7.3), (1_000_000, 24.3), (1_000_000, 100.5), (1_000_000, 
            (2_000_000, 12_345.6), (10_000_000, 99_999.5))  # fmt: skip
 
 
-#: ``--pair SHAPE``: the defaults' calls answered by ``_pair.paired(x, SHAPE)``
-PAIR: str | None = None
-
-
-def _segment(x: np.ndarray, features: str):
-    if features == "auto" and PAIR is not None:
-        return paired(x, PAIR)[0]
+def _segment(x: np.ndarray, features: str, pair: str | None):
+    """``segment(x, features=features)``; with ``pair`` (``--pair SHAPE``), the
+    defaults' call answered by ``_pair.paired(x, pair)``."""
+    if features == "auto" and pair is not None:
+        return paired(x, pair)[0]
     return kcpstream.segment(x, features=features)
 
 
-def run_single(draws: int, sizes: list[int], periods=(1440, 8640, 2345.6)) -> dict:
-    return run_cells(draws, list(itertools.product(sizes, periods)))
+def run_single(
+    draws: int, sizes: list[int], periods=(1440, 8640, 2345.6), pair: str | None = None
+) -> dict:
+    return run_cells(draws, list(itertools.product(sizes, periods)), pair)
 
 
-def run_cells(draws: int, cells: list[tuple[int, float]]) -> dict:
+def run_cells(draws: int, cells: list[tuple[int, float]], pair: str | None = None) -> dict:
     out: dict = {}
     for n, period in cells:
         rng = np.random.default_rng([1000, n, int(period * 10)])
@@ -131,12 +131,12 @@ def run_cells(draws: int, cells: list[tuple[int, float]]) -> dict:
             x = cyclic(n, period, rng, [(a, str(rng.choice(KINDS))) for a in at])
             for runs, features in ((auto, "auto"), (pointwise, "quadrature")):
                 t0 = time.perf_counter()
-                res = _segment(x, features)
+                res = _segment(x, features, pair)
                 runs.append((*score(res.changepoints, at, n), time.perf_counter() - t0))
             x = cyclic(n, period, rng, [])
             for runs, features in ((null_auto, "auto"), (null_point, "quadrature")):
                 t0 = time.perf_counter()
-                res = _segment(x, features)
+                res = _segment(x, features, pair)
                 runs.append((res.n_changepoints == 0, res.n_changepoints, time.perf_counter() - t0))
         out[f"P={period} n={n}"] = {
             "defaults": _row(auto),
@@ -241,21 +241,20 @@ def main() -> None:
     ap.add_argument("--markdown", default=None)
     ap.add_argument("--pair", default=None, help="a shape part paired with the defaults'")
     args = ap.parse_args()
-    global PAIR
-    PAIR = args.pair
     parts = set(args.parts.split(","))
     result: dict = {"args": f"--draws {args.draws} --max-n {args.max_n} --parts {args.parts}"}
-    if PAIR is not None:
-        result["args"] += f" --pair {PAIR}"
+    if args.pair is not None:
+        result["args"] += f" --pair {args.pair}"
     if "single" in parts:
-        result["single"] = run_single(args.draws, [2_000_000, 4_000_000])
+        result["single"] = run_single(args.draws, [2_000_000, 4_000_000], pair=args.pair)
     if "channels" in parts:
         result["channels"] = run_channels(max(1, args.draws // 4), 2_000_000)
     if "periods" in parts:
-        result.setdefault("single", {}).update(run_cells(args.draws, list(PERIODS)))
+        result.setdefault("single", {}).update(run_cells(args.draws, list(PERIODS), args.pair))
     if "long" in parts:
         sizes = [n for n in (10_000_000, 100_000_000) if n <= args.max_n]
-        result.setdefault("single", {}).update(run_single(max(1, args.draws // 10), sizes))
+        long = run_single(max(1, args.draws // 10), sizes, pair=args.pair)
+        result.setdefault("single", {}).update(long)
     report(result, args.out, args.markdown, markdown)
 
 

@@ -49,7 +49,7 @@ import os
 import time
 
 import numpy as np
-from _pair import paired
+from _pair import cycles_of, paired
 from _report import report
 from scipy.signal import lfilter
 
@@ -120,11 +120,10 @@ def run_shapes(root: str) -> dict:
             if window is None or period is None:
                 continue
             row["window"] = window
-            cycles = min(max(1, round(window / period)), window // 2)
-            fmap = Temporal(window=window, shape=shape, cycles=cycles)
+            fmap = Temporal(window=window, shape=shape, cycles=cycles_of(window, period))
             alone = kcpstream.segment(x, features=fmap)
             row[shape] = metrics.covering(true, alone.changepoints, n)
-            res, by = paired(x, shape)
+            res, by = paired(x, shape, whole=whole)
             row[f"{shape} paired"] = metrics.covering(true, res.changepoints, n)
             row[f"{shape} answered"] = by == shape
         series.append(row)

@@ -236,7 +236,7 @@ class Temporal(InvariantWindow):
 
     def fit(self, sample: np.ndarray) -> Self:
         windows = as_sample(sample)
-        # (a row of another length is refused by _fit_shape, with its own message)
+        # (a row of another length is refused by _check_rows, with its own message)
         rows = self._rows(windows) if windows.shape[1] % self.window == 0 else windows
         if self.shape == "invariant":
             self._fit_shape(rows, self._n_shape // self.n_bins)
@@ -269,9 +269,8 @@ class Temporal(InvariantWindow):
     def _fit_aligned(self, rows: np.ndarray) -> None:
         """The aligned part's frequencies (as ``templates_``: ``(k, window, d)``,
         Gaussian with the inverse bandwidth as scale), center and seed from window rows."""
+        self._check_rows(rows)
         w = self.window
-        if rows.shape[1] % w:
-            self._fit_shape(rows, 1)  # (its message for rows of another length)
         d = rows.shape[1] // w
         seed = resolve_seed(self.seed)
         rng = np.random.default_rng(seed)

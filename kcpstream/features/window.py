@@ -120,15 +120,20 @@ class InvariantWindow(FeatureMap):
         self.quantum_exponent_ = exponent_for_amplitude(float(1.0 / np.sqrt(self.n_features)))
         return self
 
+    def _check_rows(self, rows: np.ndarray) -> None:
+        """An :class:`InputError` unless ``rows`` are windows flattened to rows of
+        ``window * d`` values."""
+        if rows.shape[1] % self.window:
+            raise InputError(
+                f"{type(self).__name__} is fitted on windows of {self.window} samples "
+                f"flattened to rows; got rows of {rows.shape[1]} values (kcpstream.segment "
+                "reshapes the signal)"
+            )
+
     def _fit_shape(self, rows: np.ndarray, n_templates: int) -> None:
         """Templates, thresholds, center and seed from window rows (L, window * d)."""
+        self._check_rows(rows)
         w = self.window
-        if rows.shape[1] % w:
-            raise InputError(
-                f"{type(self).__name__} is fitted on windows of {w} samples flattened to "
-                f"rows; got rows of {rows.shape[1]} values (kcpstream.segment reshapes the "
-                "signal)"
-            )
         d = rows.shape[1] // w
         seed = resolve_seed(self.seed)
         rng = np.random.default_rng(seed)
