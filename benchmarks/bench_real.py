@@ -21,13 +21,14 @@ Three parts, every call with kcpstream's defaults (``segment(x)``) unless said:
 * ``scenarios``: the thesis's scenarios 1 and 2 (n = 1000, 10 changes, 40
   draws): F1 with a margin of 1 % of n and how often the count is right; and
   scenario 1 at n = 10^4, how often exactly the true count is found.
-* ``shapes``: the TSSB series whose defaults take windows of a cycle,
-  segmented also with the canonical and with the aligned shape part
-  (``Temporal(shape=...)``) on the same windows, each alone at the full
-  level and paired with the defaults' map (``_pair.paired``: each at half
-  the level, the answer with more change-points): mean covering over all 75
-  series (a series without windows keeps its defaults' answer in every
-  column).
+* ``shapes``: the TSSB series whose defaults take windows of a cycle (the
+  invariant and the canonical shape part without its level, each at half the
+  level), segmented also with each shape part alone at the full level
+  (``Temporal(shape=...)`` on the same windows), and with the invariant part
+  paired with the canonical part with its level or with the aligned part
+  (``_pair.paired``: each at half the level, the answer with more
+  change-points): mean covering over all 75 series (a series without windows
+  keeps its defaults' answer in every column).
 * ``gaps``: the TSSB series with gaps made in them (three outages of 1 % of
   the series each at random places, and 1 % of the samples dropped one by
   one; seeded by the series' position): mean covering of the defaults on the
@@ -101,11 +102,21 @@ def run_tssb(root: str) -> dict:
     return {"series": series, "mean": mean, "seconds": time.perf_counter() - t0}
 
 
-SHAPES = ("canonical", "aligned")
+#: Shape parts measured alone (the map's other parameters beside ``window``).
+SHAPES = {
+    "invariant": {},
+    "canonical": {"shape": "canonical", "level": False},
+    "canonical with level": {"shape": "canonical"},
+    "aligned": {"shape": "aligned"},
+}
+#: Shape parts measured paired with the invariant part (beside the defaults' pair).
+PAIRS = ("canonical with level", "aligned")
 
 
 def run_shapes(root: str) -> dict:
-    """The ``shapes`` part: each shape part alone and paired with the defaults'."""
+    """The ``shapes`` part: the defaults (the invariant and the canonical part
+    without its level, paired), each shape part alone, and the invariant part
+    paired with others."""
     series = []
     t0 = time.perf_counter()
     for name, _, true in _tssb_rows(root):
@@ -115,21 +126,27 @@ def run_shapes(root: str) -> dict:
         whole = kcpstream.segment(x)
         window, period = whole.params["window"], whole.params.get("period")
         row["default"] = metrics.covering(true, whole.changepoints, n)
-        for shape in SHAPES:
-            row[shape] = row[f"{shape} paired"] = row["default"]
-            if window is None or period is None:
-                continue
-            row["window"] = window
-            fmap = Temporal(window=window, shape=shape, cycles=cycles_of(window, period))
-            alone = kcpstream.segment(x, features=fmap)
-            row[shape] = metrics.covering(true, alone.changepoints, n)
-            res, by = paired(x, shape, whole=whole)
-            row[f"{shape} paired"] = metrics.covering(true, res.changepoints, n)
-            row[f"{shape} answered"] = by == shape
+        for key in (*SHAPES, *(f"{k} paired" for k in PAIRS)):
+            row[key] = row["default"]
+        if window is None or period is None:
+            series.append(row)
+            continue
+        row["window"] = window
+        row["default answered"] = whole.params["shape"]
+        for key, params in SHAPES.items():
+            cycles = cycles_of(window, period) if params else 1
+            alone = kcpstream.segment(x, features=Temporal(window=window, cycles=cycles, **params))
+            row[key] = metrics.covering(true, alone.changepoints, n)
+        for key in PAIRS:
+            params = SHAPES[key]
+            res, by = paired(x, params["shape"], whole=whole, level=params.get("level", True))
+            row[f"{key} paired"] = metrics.covering(true, res.changepoints, n)
+            row[f"{key} answered"] = by == params["shape"]
         series.append(row)
-    keys = ("default", *SHAPES, *(f"{s} paired" for s in SHAPES))
+    keys = ("default", *SHAPES, *(f"{k} paired" for k in PAIRS))
     mean = {k: float(np.mean([r[k] for r in series])) for k in keys}
-    answered = {s: int(sum(r.get(f"{s} answered", False) for r in series)) for s in SHAPES}
+    answered = {k: int(sum(r.get(f"{k} answered", False) for r in series)) for k in PAIRS}
+    answered["default"] = int(sum(r.get("default answered") == "canonical" for r in series))
     return {"series": series, "mean": mean, "answered": answered,
             "seconds": time.perf_counter() - t0}  # fmt: skip
 
@@ -419,16 +436,20 @@ def markdown(result: dict) -> str:
         windowed = sum("window" in r for r in a["series"])
         title = f"## TSSB: shape parts ({windowed} of {len(a['series'])} series in windows)"
         lines += [title, "", "| answer | mean covering |", "|---|---|"]
-        names = {"default": "defaults (the invariant part), `alpha=0.01`",
-                 "canonical": "canonical part alone, `alpha=0.01`",
+        names = {"default": "defaults: invariant and canonical (no level), each at `alpha=0.005`",
+                 "invariant": "invariant part alone, `alpha=0.01`",
+                 "canonical": "canonical part without level alone, `alpha=0.01`",
+                 "canonical with level": "canonical part with level alone, `alpha=0.01`",
                  "aligned": "aligned part alone, `alpha=0.01`",
-                 "canonical paired": "invariant and canonical, each at `alpha=0.005`",
+                 "canonical with level paired":
+                     "invariant and canonical with level, each at `alpha=0.005`",
                  "aligned paired": "invariant and aligned, each at `alpha=0.005`"}  # fmt: skip
         for k, label in names.items():
             lines.append(f"| {label} | {a['mean'][k]:.3f} |")
         won = a["answered"]
-        lines += ["", f"Paired, the second part answered on {won['canonical']} series "
-                  f"(canonical) and {won['aligned']} (aligned).", ""]  # fmt: skip
+        lines += ["", f"The second part answered on {won['default']} series (defaults), "
+                  f"{won['canonical with level']} (canonical with level) and {won['aligned']} "
+                  "(aligned).", ""]  # fmt: skip
     if "scenarios" in result:
         lines += ["## Thesis scenarios, automatic count", "", "| scenario, n | F1 (1 % margin) "
                   "| exact count |", "|---|---|---|"]  # fmt: skip

@@ -74,7 +74,9 @@ def segment(
         ``"orf"``, ``"matern"``, ``"brownian"``, ``"window"``, ``"temporal"``,
         ``"nystrom"``, ``"sketched_nystrom"``, ``"linear"``).  ``"auto"``:
         windows of the dominant period with :class:`~kcpstream.features.Temporal`
-        features when the series has a cycle, else 64 quadrature features of
+        features when the series has a cycle (segmented with both shape parts,
+        each at ``alpha / 2``, the answer with more change-points; see
+        :mod:`kcpstream.engine.pair`), else 64 quadrature features of
         the Gaussian kernel (random Fourier features for several channels).
         An unfitted map is fitted on ``sample_size`` points in 8 evenly spaced
         windows (the same for every chunking).

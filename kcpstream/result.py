@@ -288,8 +288,11 @@ class Segmentation:
         How the result was made: where the series came from (``source``) and
         the call's settings (``method``, ``rule``, ``n_bkps``, ``pen``,
         ``alpha``, ``d_max``, ``min_size``, ``min_duration``, ``block_size``,
-        ``seed``, ``sample_size``, ``features``, ``window``); kept by
-        :meth:`to_json`.
+        ``seed``, ``sample_size``, ``features``, ``window``, ``period``; and
+        ``shape``, ``"invariant"`` or ``"canonical"``, where ``features="auto"``
+        segmented a cycle's windows with both shape parts, each at ``alpha /
+        2``, and this part's answer was kept: see :mod:`kcpstream.engine.pair`);
+        kept by :meth:`to_json`.
     pvalues : numpy.ndarray of float64
         How sure each change-point is: the p-value of its split between its
         two neighbours under the dependence-aware test of
@@ -372,7 +375,10 @@ class Segmentation:
         """How the samples were segmented, and why, in words: ``"windows of 8640
         samples (a cycle of 8640 samples found)"``, ``"windows of 73 samples
         (10 cycles of 7.3 samples found)"``, ``"windows of 700 samples
-        (window=)"``, or ``""`` for samples one by one."""
+        (window=)"``, or ``""`` for samples one by one.  With
+        ``features="auto"``, which of the two shape parts it tried answered
+        (:mod:`kcpstream.engine.pair`): ``"..., canonical shapes"`` or
+        ``"..., invariant shapes"``."""
         params = self.params or {}
         window = params.get("window")
         if not window:
@@ -382,7 +388,9 @@ class Segmentation:
             return f"windows of {window} samples (window=)"
         cycles = round(window / period)
         held = f"{cycles} cycles" if cycles > 1 else "a cycle"
-        return f"windows of {window} samples ({held} of {period:g} samples found)"
+        text = f"windows of {window} samples ({held} of {period:g} samples found)"
+        shape = params.get("shape")  # which of the two shape parts tried answered
+        return text if shape is None else f"{text}, {shape} shapes"
 
     def __repr__(self) -> str:
         cps = ", ".join(map(str, self.changepoints[:10]))

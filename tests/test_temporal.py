@@ -192,6 +192,30 @@ def test_an_earlier_temporal_map_without_a_shape_loads_as_invariant():
     assert back.shape == "invariant" and back == fmap
 
 
+@pytest.mark.parametrize("shape", ["aligned", "canonical"])
+def test_without_its_level_a_window_is_seen_less_its_mean(shape):
+    rng = np.random.default_rng(6)
+    t = np.arange(60)
+    rows = np.array([np.sin(2 * np.pi * t / 30 + k) + 0.2 * rng.normal(size=60) for k in range(40)])
+    moved = rows + rng.normal(scale=2.0, size=(40, 1))  # each window at a level of its own
+    for level in (True, False):
+        fmap = Temporal(64, window=60, shape=shape, cycles=2, level=level).fit(rows)
+        m = fmap.weights_.shape[1]
+        shape_part = [fmap.transform(r)[:, 2 * m :] for r in (rows, moved)]
+        step = 2.0**-fmap.quantum_exponent_
+        if level:  # the level moves the window as a vector
+            assert np.abs(shape_part[0] - shape_part[1]).max() > 100 * step
+        else:  # (the marginal part still sees it)
+            np.testing.assert_allclose(shape_part[1], shape_part[0], atol=2 * step)
+            marginal = [fmap.transform(r)[:, : 2 * m] for r in (rows, moved)]
+            assert np.abs(marginal[1] - marginal[0]).max() > 0.01
+    # a map that sees the level describes itself as before `level` existed, so the
+    # statistics a checkpoint keeps under that description stay found
+    assert "level" not in Temporal(window=8, shape=shape).to_dict()["params"]
+    back = kcpstream.FeatureMap.from_json(Temporal(window=8, shape=shape, level=False).to_json())
+    assert back.level is False
+
+
 def test_the_aligned_shape_sees_a_waveform_move_within_its_cycle():
     # the bump moves from the 10th to the 34th of 48 samples: the marginal law
     # and every cyclic shift of the cycle are the same, so only where the bump
@@ -258,6 +282,7 @@ def test_several_channels_in_windows_are_featurized(d):
         ({"shape": "phase"}, "shape must be one of 'invariant', 'aligned', 'canonical', got"),
         ({"cycles": 0}, r"cycles must be an integer in \[1, window // 2 = 4\]"),
         ({"cycles": 5}, "cycles must be an integer in"),
+        ({"level": 1}, "level must be True or False, got 1"),
     ],
 )
 def test_bad_temporal_parameters_are_refused(kwargs, message):
@@ -381,7 +406,13 @@ def test_windows_on_the_block_grid_are_read_about_once():
     res = kcpstream.segment(da.from_array(x, chunks=2**18))
     d = res.diagnostics
     assert res.params["window"] == period and not d.in_memory
-    assert d.passes < 1.2 and d.pieces_scanned < d.n_blocks // 5
+    # the default segments the windows with both shape parts: each reads them about once
+    assert d.passes < 2 * 1.2 and d.pieces_scanned < d.n_blocks // 5
+    for shape in SHAPES:
+        one = kcpstream.segment(
+            da.from_array(x, chunks=2**18), features=Temporal(window=period, shape=shape)
+        ).diagnostics
+        assert one.passes < 1.2 and one.pieces_scanned < one.n_blocks // 5
     assert res.changepoints.tolist() == kcpstream.segment(x).changepoints.tolist()
 
 

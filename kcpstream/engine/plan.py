@@ -236,6 +236,19 @@ class Windows:
 
 
 @dataclass
+class Auto:
+    """What ``features="auto"`` made of a job: samples one by one
+    (``pointwise``; a cycle too long for the period check may still show in
+    the block sums), or windows of a cycle, which its ``twin`` segments with
+    the canonical shape part (:mod:`kcpstream.engine.pair`); each job of
+    such a pair is ``paired``, and tested at half the level."""
+
+    pointwise: bool = False
+    twin: Job | None = None
+    paired: bool = False
+
+
+@dataclass
 class Job:
     """One series: its signal, fitted map, grid, sizes and cache; its
     statistics; the state of its search, checkpoint and reads."""
@@ -249,7 +262,7 @@ class Job:
     windows: Windows = field(default_factory=Windows)  # samples per feature vector
     original: Signal | None = None  # the signal before windowing
     in_memory: bool = False  # one block per sample, searched without reading data again
-    auto: bool = False  # features="auto" (segmented sample by sample unless a cycle shows)
+    auto: Auto = field(default_factory=lambda: Auto())  # what features="auto" made of it
     params: dict = field(default_factory=dict)  # the call's settings, for the result
     stats: BlockStats | None = None
     search: SearchState = field(default_factory=SearchState)

@@ -19,6 +19,7 @@ import numpy as np
 from kcpstream.engine.autofeatures import auto_features, block_cycle
 from kcpstream.engine.fitting import FitRecord, fit_reads, fitted_map, seed_of
 from kcpstream.engine.headroom import check_after_pass, check_before_pass
+from kcpstream.engine.pair import answer_of_pair, halved, shape_twin
 from kcpstream.engine.plan import (
     Job,
     Settings,
@@ -118,11 +119,18 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
     fmap = fmap.holding(signal.n)  # a grid whose exact sums hold the series
     check_before_pass(signal, fmap, st.tile, B)
     job = Job(signal, fmap, B, d_max, cache, min_size, Windows(window), original)
-    job.auto = auto
+    job.auto.pointwise = auto
     job.stored.fit, job.reads.fit_chunks = record, fit_chunks
     job.reads.single_value = single_value
     job.params = _params(job, st)
     job.in_memory = searched_in_memory(signal.n, fmap.n_features_out_, st)
+    period = job.params.get("period")
+    paired = st.choice.kind == "auto" and original.valid is None
+    if is_auto(given) and period is not None and paired:
+        # the windows of a cycle, also with the canonical shape part (each tested
+        # at half the level; see kcpstream.engine.pair); not across gaps, where a
+        # window of the valid samples joins two phases of the cycle
+        job.auto.twin = shape_twin(job, period, st, _job_cache(B, st))
     if st.checkpoint is not None:
         open_checkpoint(job, st.checkpoint, st.tile)
     return job
@@ -311,21 +319,41 @@ def fitted_statistics(signal: Signal, features, st: Settings) -> Job:
     valid samples when it holds NaN (as :func:`segment_signals` would)."""
     job = _prepare(signal, features, st)
     try:
-        statistics([job], st)
+        statistics(_with_twins([job]), st)
     except SeriesWithGaps as found:
-        (signal,) = without_gaps([job.original], st, found.gaps)
+        (signal,) = without_gaps([job.original], st, _originals(found, [job]).gaps)
         job = prepare(signal, features, st)
-        statistics([job], st)
-    check_unchanged([job])
+        statistics(_with_twins([job]), st)
+    check_unchanged(_with_twins([job]))
     return job
 
 
-def reselect(fitted: Job, st: Settings, known: dict[int, dict]) -> Job:
+def _with_twins(jobs: list[Job]) -> list[Job]:
+    """The jobs and their twins (:mod:`kcpstream.engine.pair`)."""
+    return jobs + [job.auto.twin for job in jobs if job.auto.twin is not None]
+
+
+def _originals(found: SeriesWithGaps, jobs: list[Job]) -> SeriesWithGaps:
+    """``found`` with each twin that found NaN (it reads its original's samples)
+    as its original, once."""
+    original = {id(job.auto.twin): job for job in jobs if job.auto.twin is not None}
+    seen, redo, gaps = set(), [], []
+    for job, gap in zip(found.jobs, found.gaps, strict=True):
+        job = original.get(id(job), job)
+        if id(job) not in seen:
+            seen.add(id(job))
+            redo.append(job)
+            gaps.append(gap)
+    return SeriesWithGaps(redo, gaps)
+
+
+def reselect(fitted: Job, st: Settings, known: dict) -> Job:
     """A job on the statistics ``fitted`` holds (no data pass) for the selection
     settings of ``st``: ``min_size``, ``d_max``, the rule.  ``known``: for each
     ``min_size``, the segments evaluated exactly so far, shared by the jobs that
     search the same statistics with it (a segment's best split depends on the
-    splits ``min_size`` admits; updated in place)."""
+    splits ``min_size`` admits; updated in place), and under ``"twin"`` the
+    same for the twin's (:mod:`kcpstream.engine.pair`)."""
     original = fitted.original
     min_size = min_size_of(st, original, fitted.signal.n, fitted.window)
     d_max = _check_segments(fitted.signal, min_size, st)
@@ -339,10 +367,15 @@ def reselect(fitted: Job, st: Settings, known: dict[int, dict]) -> Job:
         fitted.windows,
         original,
     )
-    job.stats, job.in_memory, job.auto = fitted.stats, fitted.in_memory, fitted.auto
+    job.stats, job.in_memory = fitted.stats, fitted.in_memory
+    job.auto.pointwise = fitted.auto.pointwise
     job.reads.loaded = True  # no data pass: diagnostics count none
     job.search.known = known.setdefault(min_size, {})
     job.params = {**_params(job, st), "period": fitted.params.get("period")}
+    twin = fitted.auto.twin
+    if twin is not None and st.choice.kind == "auto":  # (only the test tries both)
+        job.auto.twin = reselect(twin, st, known.setdefault("twin", {}))
+        job.auto.paired = job.auto.twin.auto.paired = True
     return job
 
 
@@ -416,7 +449,7 @@ def _long_cycle(job: Job, st: Settings) -> Job | None:
     resolution (the cycle's phase is no change).
     """
     stats = job.stats
-    if not job.auto or job.window != 1:
+    if not job.auto.pointwise or job.window != 1:
         return None
     full = stats.n // stats.block_size
     period = block_cycle(stats.prefix[:, : full + 1], stats.block_size)  # blocks
@@ -484,11 +517,17 @@ def run(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
 
 def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     t_pass = time.perf_counter()
-    statistics(jobs, st)
+    twins = [job.auto.twin for job in jobs if job.auto.twin is not None]
+    try:
+        statistics(jobs + twins, st)
+    except SeriesWithGaps as found:  # (redone from the original series)
+        raise _originals(found, jobs) from None
     seconds_pass = time.perf_counter() - t_pass
     note("data pass: %s (%.1f s)", _pass_line(jobs, st), seconds_pass)
     stored = jobs  # the checkpoint keeps the data pass's statistics
     jobs = [_long_cycle(job, st) or job for job in jobs]
+    singles = len(jobs)
+    jobs = jobs + twins
     spent = []  # seconds of each series' choice, made as its search ends
 
     def choose_now(job: Job, order) -> Choice:
@@ -510,10 +549,15 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
         of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
         refined = drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile, "exact positions")
         chosen = [c.refined(cps) for c, cps in zip(chosen, refined, strict=True)]
-    check_unchanged(stored)  # (before a checkpoint keeps what was read)
+    check_unchanged(stored + twins)  # (before a checkpoint keeps what was read)
     results = [build_result(j, c, st, t0, seconds_pass) for j, c in zip(jobs, chosen, strict=True)]
+    of_twin = {id(twin): res for twin, res in zip(twins, results[singles:], strict=True)}
+    results = [
+        res if job.auto.twin is None else answer_of_pair(res, of_twin[id(job.auto.twin)])
+        for job, res in zip(jobs[:singles], results[:singles], strict=True)
+    ]
     if st.checkpoint is not None:  # (with the positions the results mapped back, see gaps)
-        save_checkpoints(stored, st.checkpoint, st.tile)
+        save_checkpoints(stored + twins, st.checkpoint, st.tile)
     return results
 
 
@@ -558,7 +602,8 @@ def _choose(job: Job, order, st: Settings) -> Choice:
     """:func:`~kcpstream.selection.choose.choose` on the job's statistics."""
     memo = Memo(job.stats, job.min_size, job.window == 1, job.signal.description)
     memo.mixtures = job.windows.cuts is not None
-    return choose(memo, order, st.choice, job.d_max)
+    rule = halved(st.choice) if job.auto.paired else st.choice
+    return choose(memo, order, rule, job.d_max)
 
 
 def statistics(jobs: list[Job], st: Settings) -> None:

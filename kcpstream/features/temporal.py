@@ -43,9 +43,13 @@ fundamental, for a window of that many whole cycles -- has phase 0, then
 seen as a vector as above.  A window that is a shifted copy of another gets
 the same features (so a phase that wanders is no change), and the Gaussian
 kernel on the turned windows still sees every change of the waveform's shape
-against its own fundamental (``benchmarks/results/phase_wander.md``).  Its
-turned windows keep their level, so a drift of the level is a change of
-them too (``benchmarks/results/real.md``).
+against its own fundamental (``benchmarks/results/phase_wander.md``).  With
+``level=True`` (the parameter's default) the turned windows keep their level,
+so a drift of the level is a change of them too (``benchmarks/results/real.md``);
+with ``level=False`` each window is taken less its mean, and the level is the
+marginal part's alone.  ``features="auto"`` segments a cycle's windows with the
+invariant part and with ``shape="canonical", level=False``, each at half the
+level (:mod:`kcpstream.engine.pair`).
 
 The kernel between two windows is ``(1 - s) k_marginal + s k_shape`` with
 ``s = shape_share``.  Change-points have window resolution.
@@ -58,7 +62,7 @@ bounds (which use the features' norms) tight.
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 
@@ -101,6 +105,11 @@ class Temporal(InvariantWindow):
     cycles : int
         Cycles a window holds: the component whose phase ``"canonical"``
         turns to 0 (unused by the other shapes).
+    level : bool
+        Whether a shape part that sees the window as a vector
+        (``"aligned"``, ``"canonical"``) sees its level too; with False each
+        window is taken less its mean (per channel), and only the marginal
+        part sees the level (unused by ``"invariant"``).
     n_bins : int
         Thresholds per template of the shape part.
     delay : int
@@ -120,6 +129,7 @@ class Temporal(InvariantWindow):
         "shape_share",
         "shape",
         "cycles",
+        "level",
         "n_bins",
         "bandwidth",
         "seed",
@@ -145,6 +155,7 @@ class Temporal(InvariantWindow):
         shape_share: float = 0.5,
         shape: str = "invariant",
         cycles: int = 1,
+        level: bool = True,
         n_bins: int = 8,
         bandwidth: float | str = "auto",
         seed: int | None = 0,
@@ -183,7 +194,10 @@ class Temporal(InvariantWindow):
             raise InputError(
                 f"cycles must be an integer in [1, window // 2 = {window // 2}], got {cycles!r}"
             )
+        if not isinstance(level, bool | np.bool_):
+            raise InputError(f"level must be True or False, got {level!r}")
         self.cycles = int(cycles)
+        self.level = bool(level)
         self.n_features = int(n_features)
         self.shape = str(shape)
         self.window = int(window)
@@ -192,6 +206,14 @@ class Temporal(InvariantWindow):
         self.bandwidth = bandwidth
         self.seed = seed
         self.delay = int(delay)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        # a map that sees the level describes itself as before ``level`` existed, so
+        # that the statistics kept under its description stay found
+        if self.level:
+            del out["params"]["level"]
+        return out
 
     @property
     def _n_shape(self) -> int:
@@ -276,8 +298,7 @@ class Temporal(InvariantWindow):
         rng = np.random.default_rng(seed)
         windows = np.asarray(rows, dtype=np.float64).reshape(-1, w, d)
         self.center_ = np.median(windows, axis=(0, 1))
-        if self.shape == "canonical":
-            windows = self._turned(windows)
+        windows = self._vectors(windows)
         count = windows.shape[0]
         if count * (count - 1) // 2 <= _BANDWIDTH_PAIRS:  # every pair
             first, second = np.triu_indices(count, 1)
@@ -294,12 +315,24 @@ class Temporal(InvariantWindow):
         self.thresholds_ = np.zeros((k, 0))
         self.seed_ = seed
 
+    def _vectors(self, windows: np.ndarray) -> np.ndarray:
+        """Windows ``(L, window, d)`` as the aligned or canonical shape part sees
+        them: less the center, less their own mean without ``level``, turned
+        with ``"canonical"``."""
+        if self.shape == "canonical":
+            return self._turned(windows)
+        windows = windows - self.center_
+        return windows if self.level else windows - windows.mean(axis=1, keepdims=True)
+
     def _turned(self, windows: np.ndarray) -> np.ndarray:
-        """Windows ``(L, window, d)`` less the center, each shifted cyclically so
+        """Windows ``(L, window, d)`` less the center (and without ``level``, with
+        no component at 0 cycles: less their mean), each shifted cyclically so
         that the sum over its channels of its Fourier component at ``cycles``
         cycles per window has phase 0 (a window without that component is
         left as it is)."""
         spectra = np.fft.rfft(windows - self.center_, axis=1)  # (L, f, d)
+        if not self.level:
+            spectra[:, 0, :] = 0.0
         phase = np.angle(spectra[:, self.cycles, :].sum(axis=1))  # (L,)
         # a shift by tau samples turns component j by -2 pi j tau / window: the one
         # that turns component `cycles` by -phase
@@ -339,7 +372,7 @@ class Temporal(InvariantWindow):
         else:
             k = self.templates_.shape[0]
             windows = np.asarray(x, dtype=np.float64).reshape(n_windows, w, -1)
-            windows = self._turned(windows) if self.shape == "canonical" else windows - self.center_
+            windows = self._vectors(windows)
             z = windows.reshape(n_windows, -1) @ self.templates_.reshape(k, -1).T
             out[0, :, 2 * m : 2 * m + k] = b * np.cos(z)
             out[0, :, 2 * m + k :] = b * np.sin(z)
