@@ -11,7 +11,7 @@ import pytest
 from kcpstream.engine.autofeatures import Cycle, stretch_windows
 from kcpstream.engine.fitting import FitRecord, fit_reads, still_fits
 from kcpstream.inputs.provenance import Units
-from kcpstream.inputs.signal import EPOCH_MIN, fit_windows
+from kcpstream.inputs.signal import EPOCH_MIN, epoch_length, fit_windows
 from kcpstream.selection.significance import MIN_BATCHES
 
 
@@ -39,8 +39,11 @@ def test_the_reads_are_the_stretches_and_the_fit_windows():
     n = 5 * EPOCH_MIN // 2
     assert fit_reads(n, True, 2048, 1) == stretch_windows(n, 2048)[0]
     assert fit_reads(n, False, 2048, 1) == fit_windows(n, 2048)
-    # a window map is fitted on windows of the series' windows
-    assert fit_reads(n, False, 2048, 10) == [(a * 10, b * 10) for a, b in fit_windows(n // 10)]
+    # a window map is fitted on windows of the windows of the series' epoch, which
+    # stay while it grows (as the pointwise fit's samples do)
+    epoch = epoch_length(n)
+    assert fit_reads(n, False, 2048, 10) == [(a * 10, b * 10) for a, b in fit_windows(epoch // 10)]
+    assert fit_reads(n + 100_000, False, 2048, 10) == fit_reads(n, False, 2048, 10)
     assert (
         fit_reads(n, True, 2048, 10)[: len(stretch_windows(n, 2048)[0])]
         == (stretch_windows(n, 2048)[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 
 import kcpstream
 from kcpstream.features import Temporal
@@ -159,3 +160,53 @@ def test_a_checkpointed_cycle_gives_the_answer_of_a_fresh_call(tmp_path):
         np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
         assert res.params["shape"] == fresh.params["shape"] == "canonical"
     assert second.diagnostics.reads.samples_featurized == 0
+
+
+def test_a_checkpointed_cycle_that_grows_gives_the_answer_of_a_fresh_call(tmp_path):
+    x = _sawtooth(cycles=400).astype("f4")
+    n = 300 * 48
+    path = str(tmp_path / "x.zarr")
+    z = zarr.create_array(path, shape=(n,), chunks=(4096,), dtype="f4")
+    z[:] = x[:n]
+    first = kcpstream.segment(path, checkpoint=tmp_path / "ck")
+    z.resize((x.size,))
+    z[n:] = x[n:]
+    grown = kcpstream.segment(path, checkpoint=tmp_path / "ck")
+    fresh = kcpstream.segment(path)
+    assert first.params["shape"] == grown.params["shape"] == fresh.params["shape"] == "canonical"
+    assert grown.n_samples == x.size and grown.diagnostics.checkpoint in ("written", "updated")
+    np.testing.assert_array_equal(grown.changepoints, fresh.changepoints)
+    np.testing.assert_array_equal(grown.pvalues, fresh.pvalues)
+
+
+@pytest.mark.parametrize("n, gap", [(100_000, 90_003), (300_000, 280_003)])
+def test_a_gap_the_data_pass_finds_in_windows_is_mapped_on_the_samples(n, gap):
+    # NaN past the fit sample's windows: found by the data pass of the windows,
+    # whose map counts windows; the series is redone from its own samples
+    rng = np.random.default_rng(3)
+    t = np.arange(n)
+    x = np.sin(2 * np.pi * t / 50) + 0.5 * rng.normal(size=n)
+    x[60_000:] += 1.0
+    x[gap : gap + 17] = np.nan
+    res = kcpstream.segment(x)
+    assert res.n_samples == n and res.params["window"]
+    assert res.changepoints.tolist() == kcpstream.segment(x[np.isfinite(x)]).changepoints.tolist()
+    assert abs(int(res.changepoints[0]) - 60_000) <= res.params["window"]
+
+
+def test_windows_all_alike_have_no_change_point():
+    # the fit sample holds one value: the whole series is looked at before the
+    # series is called constant (its windows are all there is, fewer than 2**16)
+    cycle = np.sin(2 * np.pi * np.arange(50) / 50)
+    for kw in ({}, {"pen": 5.0}):
+        assert kcpstream.segment(np.tile(cycle, 2000), window=50, **kw).n_changepoints == 0
+
+
+def test_no_features_argument_finds_the_second_maps_fit(tmp_path):
+    x = _sawtooth().astype("f4")
+    path = str(tmp_path / "x.zarr")
+    xr.Dataset({"x": ("time", x)}).to_zarr(path)
+    kcpstream.segment(path, variable="x", checkpoint=tmp_path / "ck")
+    for ck in (None, tmp_path / "ck"):
+        with pytest.raises(kcpstream.InputError):
+            kcpstream.segment(path, variable="x", features="auto:canonical", checkpoint=ck)

@@ -541,6 +541,73 @@ def test_updates_with_the_default_features_are_runs_from_scratch(
     _same(kcpstream.segment(store, checkpoint=tmp / "ck"), kcpstream.segment(store))
 
 
+def _cyclic(n: int, rng: np.random.Generator) -> np.ndarray:
+    # a cycle short enough for windows of whole cycles (373 samples, 10 of 37.3)
+    t = np.arange(n)
+    x = np.sin(2 * np.pi * t / 37.3) + 0.8 * rng.normal(size=n)
+    for c in rng.choice(np.arange(30_000, n - 30_000, 1_000), size=2, replace=False):
+        x[c:] += rng.choice([-0.3, 0.3])
+    return x.astype("f4")
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edits=st.lists(st.tuples(st.integers(0, 2**17), st.integers(1, 20_000)), max_size=2),
+    grow=st.integers(-20_000, 30_000),
+    seed=st.integers(0, 2**16),
+)
+def test_updates_of_a_cycle_segmented_in_windows_are_runs_from_scratch(
+    tmp_path_factory, edits, grow, seed
+):
+    # the windows' statistics kept where their samples are (both shape parts'),
+    # searched on their blocks, where a run from scratch holds every window in
+    # memory: the same change-points, gains and costs
+    tmp = tmp_path_factory.mktemp("cyclic")
+    rng = np.random.default_rng(seed)
+    n = 2**17 + 30_000
+    x = _cyclic(n, rng)
+    store = str(tmp / "s.zarr")
+    z = write_store(store, x, 2**14)
+    kcpstream.segment(store, checkpoint=tmp / "ck")
+    for a, length in edits:
+        z[a : a + length] = rng.normal(size=len(range(a, min(a + length, n)))).astype("f4") * 2
+    if grow:
+        z.resize((n + grow,))
+        if grow > 0:
+            z[n:] = _cyclic(n + grow, rng)[n:]
+    again = kcpstream.segment(store, checkpoint=tmp / "ck")
+    fresh = kcpstream.segment(store)
+    # (an edit may move the period found: windows of another length)
+    assert again.params["window"] == fresh.params["window"]
+    assert again.params["shape"] == fresh.params["shape"]
+    _same(again, fresh)
+    assert again.pvalues.tolist() == fresh.pvalues.tolist()
+
+
+@pytest.mark.parametrize("n, chunk", [(300_000, 2**14), (2_000_000, 2**16)])
+def test_a_one_percent_append_to_a_cycle_reads_the_new_chunks_only(tmp_path, n, chunk):
+    """Segmented in windows of a cycle, with both shape parts: their fits (on
+    the windows of the series' epoch) and their statistics are kept."""
+    rng = np.random.default_rng(n + chunk)
+    grown = n + n // 100
+    x = _cyclic(grown, rng)
+    store = str(tmp_path / "s.zarr")
+    z = write_store(store, x[:n], chunk)
+    ck = tmp_path / "ck"
+    first = kcpstream.segment(store, checkpoint=ck)
+    z.resize((grown,))
+    z[n:] = x[n:]
+    again = kcpstream.segment(store, checkpoint=ck)
+    d = again.diagnostics
+    assert first.params["window"] == again.params["window"] == 373
+    assert d.checkpoint == "updated" and d.fit_chunks_read == 0
+    # both maps read the old last chunk and the new ones, once each
+    new_chunks = -(-grown // chunk) - n // chunk
+    assert d.chunks_read <= 2 * new_chunks
+    assert d.samples_featurized <= 2 * (grown - n + chunk)
+    _same(again, kcpstream.segment(store))
+
+
 @pytest.mark.parametrize("victim", ["slab_version", "block_q", "prefix.0"])
 def test_a_damaged_earlier_version_is_not_a_base(tmp_path, victim):
     rng = np.random.default_rng(6)
@@ -631,3 +698,22 @@ def test_a_rare_flag_fitted_on_the_wider_sample_keeps_its_fit_after_an_append(tm
     # a series with no other value in the wider sample is still refused, clearly
     with pytest.raises(kcpstream.InputError, match="samples of the fit sample are equal"):
         kcpstream.segment(np.zeros(100_000))
+
+
+def test_a_series_searched_in_memory_keeps_only_statistics_of_one_vector_a_block(tmp_path):
+    # statistics on a grid of 64-sample blocks, written by a call that asked for
+    # them, are not what a search in memory gives: an update with the defaults
+    # featurizes the series whole, as a fresh call does
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=60_000).astype("f4")
+    x[35_000:] += 0.1
+    store = str(tmp_path / "s.zarr")
+    z = write_store(store, x, 2**12)
+    kw = {"features": "quadrature"}  # (its fit reads 8 windows of 256 samples, not these)
+    kcpstream.segment(store, checkpoint=tmp_path / "ck", block_size=64, **kw)
+    z[40_000:41_000] = rng.normal(size=1_000).astype("f4")
+    again = kcpstream.segment(store, checkpoint=tmp_path / "ck", **kw)
+    fresh = kcpstream.segment(store, **kw)
+    assert fresh.diagnostics.in_memory and again.diagnostics.in_memory
+    _same(again, fresh)
+    assert again.pvalues.tolist() == fresh.pvalues.tolist()

@@ -30,7 +30,7 @@ import numpy as np
 from kcpstream.engine.autofeatures import Cycle, auto_window, stretch_windows
 from kcpstream.errors import InputError
 from kcpstream.features import FeatureMap
-from kcpstream.inputs.signal import NonFiniteInput, Signal, fit_windows
+from kcpstream.inputs.signal import NonFiniteInput, Signal, fit_windows, window_fit_length
 from kcpstream.passes.cache import SampleCache
 from kcpstream.passes.data import fit_sample
 
@@ -106,6 +106,12 @@ def wide_fit_windows(n: int) -> list[tuple[int, int]]:
     return fit_windows(n, WIDE_FIT_POINTS, WIDE_FIT_WINDOWS)
 
 
+#: What a checkpoint keeps the fit of the second map of a cycle's windows under
+#: (:mod:`kcpstream.engine.pair`): a record of the windows its fit read, found
+#: again for a later version of the series (only by that map).
+TWIN_FIT = "auto:canonical"
+
+
 def fit_reads(
     n: int, auto: bool, sample_size: int, window: int, wide: bool = False
 ) -> list[tuple[int, int]]:
@@ -115,9 +121,10 @@ def fit_reads(
     cut it from those stretches (sample by sample), and with ``wide`` the
     wider sample's (:func:`wide_fit_windows`)."""
     reads = stretch_windows(n, sample_size)[0] if auto else []
+    m = n if window == 1 else window_fit_length(n, window)  # (windows drawn from)
     if not (auto and window == 1):
-        reads += [(a * window, b * window) for a, b in fit_windows(n // window, sample_size)]
-    if wide:
+        reads += [(a * window, b * window) for a, b in fit_windows(m, sample_size)]
+    if wide:  # (a rare event: the whole series is looked at, not its epoch alone)
         reads += [(a * window, b * window) for a, b in wide_fit_windows(n // window)]
     return reads
 

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from kcpstream.engine.fitting import fitted_map
+from kcpstream.engine.fitting import TWIN_FIT, FitRecord, fit_reads, fitted_map, seed_of
 from kcpstream.engine.headroom import check_before_pass
 from kcpstream.engine.plan import Job, Settings, searched_in_memory
-from kcpstream.engine.stored import open_checkpoint
-from kcpstream.features import DEFAULT_FEATURES, Temporal
+from kcpstream.engine.stored import open_checkpoint, stored_fit
+from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
 from kcpstream.passes.cache import SampleCache
 from kcpstream.result import DataReads, Segmentation
 from kcpstream.selection.choose import Rule
@@ -58,7 +58,29 @@ def shape_twin(job: Job, period: float, st: Settings, cache: SampleCache) -> Job
         cycles=min(max(1, round(window / period)), window // 2),  # the fundamental's
         level=False,
     )
-    fitted = fitted_map(fmap, job.signal, None, cache, st.sample_size, True).fmap
+    record = stored_fit(job.original, TWIN_FIT, st, twin=True)
+    fit_chunks = len(cache.fit_chunks)
+    if record is not None and record.window == window:  # (the same windows, read before)
+        kept = FeatureMap.from_json(record.fmap)
+        fitted = kept if kept.get_params() == fmap.get_params() else None
+    else:
+        fitted = None
+    if fitted is None:
+        fit = fitted_map(fmap, job.signal, None, cache, st.sample_size, True)
+        fitted = fit.fmap
+        reads = fit_reads(job.original.n, False, st.sample_size, window, fit.wide)
+        record = FitRecord(
+            TWIN_FIT,
+            st.sample_size,
+            seed_of(st.seed),
+            job.original.d,
+            period,
+            None,
+            window,
+            False,
+            tuple(reads),
+            fitted.to_json(),
+        )
     fitted = fitted.holding(job.signal.n)
     check_before_pass(job.signal, fitted, st.tile, job.block_size)
     twin = Job(
@@ -73,7 +95,8 @@ def shape_twin(job: Job, period: float, st: Settings, cache: SampleCache) -> Job
     )
     twin.params = {**job.params, "features": _spec(fitted)}
     twin.in_memory = searched_in_memory(job.signal.n, fitted.n_features_out_, st)
-    twin.reads.fit_chunks = len(cache.fit_chunks)
+    twin.reads.fit_chunks = len(cache.fit_chunks) - fit_chunks
+    twin.stored.fit = record  # kept with its statistics: a later version may fit alike
     twin.auto.paired = job.auto.paired = True
     if st.checkpoint is not None:  # its statistics kept under a key of their own
         open_checkpoint(twin, st.checkpoint, st.tile)

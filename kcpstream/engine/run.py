@@ -621,7 +621,8 @@ def statistics(jobs: list[Job], st: Settings) -> None:
             )
         except NonFiniteInput as exc:
             nonfinite += [small[k] for k in exc.series]
-            found_gaps.update({id(small[k]): g for k, g in exc.gaps_of.items()})
+            for k, g in exc.gaps_of.items():
+                found_gaps[id(small[k])] = _of_samples(small[k], g)
             found = exc.passed
         for job, stats in zip(small, found, strict=True):
             job.stats = stats
@@ -639,7 +640,8 @@ def statistics(jobs: list[Job], st: Settings) -> None:
         )
     except NonFiniteInput as exc:
         nonfinite += [todo[k] for k in exc.series]
-        found_gaps.update({id(todo[k]): g for k, g in exc.gaps_of.items()})
+        for k, g in exc.gaps_of.items():
+            found_gaps[id(todo[k])] = _of_samples(todo[k], g)
         passes = exc.passed
     for job, passed in zip(todo, passes, strict=True):
         if passed is None:
@@ -652,6 +654,14 @@ def statistics(jobs: list[Job], st: Settings) -> None:
         raise SeriesWithGaps(nonfinite, [found_gaps.get(id(j)) for j in nonfinite])
     for job in jobs:
         _check_statistics(job, st.tile)
+
+
+def _of_samples(job: Job, gaps):
+    """A data pass's gap map of a job's signal as the map of its series' samples,
+    which the series is redone from: the map itself when the job reads the
+    series sample by sample, None (the series is read again to find them) when
+    it reads its windows, whose map counts windows."""
+    return gaps if job.signal is job.original else None
 
 
 def _largest_sample(job: Job, start: int, end: int) -> str | None:

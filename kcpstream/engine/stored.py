@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from kcpstream._version import __version__
-from kcpstream.engine.fitting import FitRecord, seed_of, still_fits
+from kcpstream.engine.fitting import TWIN_FIT, FitRecord, seed_of, still_fits
 from kcpstream.engine.plan import Job, Settings
 from kcpstream.errors import InputError
 from kcpstream.inputs.provenance import Units
@@ -23,11 +23,15 @@ from kcpstream.persist.reuse import kept_pieces, plan_reuse
 from kcpstream.progress import note
 
 
-def stored_fit(signal: Signal, features, st: Settings) -> FitRecord | None:
+def stored_fit(signal: Signal, features, st: Settings, twin: bool = False) -> FitRecord | None:
     """The fit a checkpoint kept for an earlier version of this stored array
-    that is this version's fit too (:func:`kcpstream.engine.fitting.still_fits`), or None."""
+    that is this version's fit too (:func:`kcpstream.engine.fitting.still_fits`), or None.
+    ``twin``: the fit of the second map of a cycle's windows
+    (:data:`kcpstream.engine.fitting.TWIN_FIT`), which no ``features=`` finds."""
     layout = stored_layout(signal)
     if st.checkpoint is None or not isinstance(features, str) or layout is None:
+        return None
+    if (features == TWIN_FIT) != twin:
         return None
     lineage, units = layout
     for data, old_step, old in checkpoint.stored_fits(st.checkpoint, lineage):
@@ -84,8 +88,12 @@ def open_checkpoint(job: Job, path, tile: int) -> None:
         _learn_positions(job, found.attrs, [])
         # the key holds for both searches: search as the stored statistics allow
         job.in_memory = job.stats.block_size == 1
-    if not job.reads.loaded and not job.in_memory:
+    # a series searched in memory has statistics of one feature vector a block,
+    # those of its data pass to the bit: kept, they are searched on the block grid
+    if not job.reads.loaded and (not job.in_memory or job.block_size == 1):
         _find_reuse(job, path, tile)
+        if job.stored.reuse is not None:
+            job.in_memory = False
 
 
 def _tile_key(block_size: int, tile: int) -> int | None:
@@ -253,9 +261,13 @@ def _versions_of(signal: Signal) -> dict:
     if layout is None:
         return {}
     lineage, units = layout
-    return {
+    out = {
         "lineage": lineage,
         "slab_step": units.step,
         "pass_chunk": _pass_chunk(signal),
         "slabs": units.versions,  # stored as checksummed arrays (checkpoint.save)
     }
+    windows = signal.origin.windows
+    if windows is not None:  # the series' fit is found from the series (stored_fit)
+        out["series_lineage"] = windows[0].lineage
+    return out

@@ -711,6 +711,9 @@ class Origin:
     #: the series' origin, its chunks' starts and each chunk's valid samples
     #: (see :meth:`valid_samples`)
     compacted: tuple | None = None
+    #: for the signal of a series' windows: ``(origin, window)``, the series'
+    #: origin and the samples per window (see :meth:`windowed`)
+    windows: tuple | None = None
 
     def identity(self) -> str | None:
         """A hash that changes whenever the samples may have, or None when that
@@ -738,6 +741,13 @@ class Origin:
         compacted = (self, np.asarray(starts, np.int64), np.asarray(valid, np.int64))
         return dataclasses.replace(self.derived(token), compacted=compacted)
 
+    def windowed(self, window: int) -> Origin:
+        """The origin of the signal of this one's windows of ``window`` samples
+        (window ``i`` holds samples ``[i * window, (i + 1) * window)``).  It has
+        a :attr:`lineage` when this one has: a later version of the series keeps
+        the statistics of the windows whose samples did not change."""
+        return dataclasses.replace(self.derived(f"window={window}"), windows=(self, window))
+
     def _direct_store(self) -> tuple[StoredArray, dict[str, tuple]] | None:
         if not self.direct or len(self.stores) != 1 or self.arrays:
             return None
@@ -757,6 +767,11 @@ class Origin:
             if parent is None:
                 return None
             return hashlib.sha256(f"{parent}|valid samples".encode()).hexdigest()
+        if self.windows is not None:
+            parent, window = self.windows
+            if parent.lineage is None:
+                return None
+            return hashlib.sha256(f"{parent.lineage}|window={window}".encode()).hexdigest()
         found = self._direct_store()
         if found is None:
             return None
@@ -773,6 +788,8 @@ class Origin:
         batch's series, its own); None without a :meth:`lineage`."""
         if self.compacted is not None:
             return self._valid_units()
+        if self.windows is not None:
+            return self._window_units()
         found = self._direct_store()
         if found is None:
             return None
@@ -786,6 +803,23 @@ class Origin:
         }
         row0, row1 = stored.rows
         return Units.direct(stored.step, row0, row1 - row0, hashes)
+
+    def _window_units(self) -> Units | None:
+        """Units of a signal of windows: the series' runs, each over the windows
+        that hold any of its samples (a window across two runs is in both, so it
+        changes when either does), with the series' versions: the same step and
+        hashes, so a checkpoint of the windows also tells which samples of the
+        series changed (the fit a later version keeps, see
+        :func:`kcpstream.engine.stored.stored_fit`)."""
+        parent, window = self.windows
+        under = parent.units
+        if under is None:
+            return None
+        spans = {
+            k: (a // window, -(-b // window)) if a < b else (a // window, a // window)
+            for k, (a, b) in under.spans.items()
+        }
+        return Units(under.step, dict(under.versions), spans)
 
     def _valid_units(self) -> Units | None:
         """Units of a signal of valid samples: a run per chunk of the series,

@@ -103,6 +103,10 @@ class Signal:
     valid: Any = field(default=None, compare=False, repr=False)
     #: A sample with a NaN is left out as missing (else the NaN is an InputError).
     skipna: bool = True
+    #: The samples the fit sample is drawn from the first :func:`epoch_length` of,
+    #: when not ``n``: a signal of windows draws from the windows of its series'
+    #: epoch, so that its fit holds while the series grows (see :func:`window_signal`).
+    fit_length: int | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def identity(self) -> str | None:
@@ -142,10 +146,15 @@ class Signal:
         stores = () if self.origin is None else tuple(st for st, _ in self.origin.stores)
         return ChunkReader(self.data, self.store_array, ReadContext(self.description, stores))
 
+    @property
+    def fit_n(self) -> int:
+        """The samples the fit sample's epoch is taken of (:attr:`fit_length`, or ``n``)."""
+        return self.n if self.fit_length is None else self.fit_length
+
     def fit_windows(self, max_points: int = 2048, max_windows: int = 8) -> list[tuple[int, int]]:
         """The ``[start, end)`` windows of the fit sample (see :meth:`sample`),
-        within the first :func:`epoch_length` samples."""
-        return fit_windows(self.n, max_points, max_windows)
+        within the first :func:`epoch_length` samples (of :attr:`fit_n`)."""
+        return fit_windows(self.fit_n, max_points, max_windows)
 
     def sample(self, max_points: int = 2048, max_windows: int = 8) -> np.ndarray:
         """A fit sample (float64, shape (m, d)): ``max_windows`` evenly spaced
@@ -779,13 +788,22 @@ def window_signal(signal: Signal, window: int) -> Signal:
     # the channels (one step is refused for more than one channel)
     x = x.reshape(n_windows, window, signal.d).reshape(n_windows, window * signal.d)
     source = {**signal.source, "window": window}
-    origin = None if signal.origin is None else signal.origin.derived(f"window={window}")
+    origin = None if signal.origin is None else signal.origin.windowed(window)
     return Signal(
         data=x,
         description=f"{signal.description} in windows of {window}",
         source=source,
         origin=origin,
+        fit_length=window_fit_length(signal.n, window),
     )
+
+
+def window_fit_length(n: int, window: int) -> int:
+    """The windows of ``window`` samples a series of ``n`` samples draws the fit
+    sample of its windows from: those of the series' :func:`epoch_length`, which
+    an archive keeps while it grows until its length doubles (all of them up
+    to :data:`FIT_EPOCH_MIN` samples)."""
+    return max(1, min(n // window, epoch_length(n) // window))
 
 
 def _direct(obj: Any, description: str) -> Any:

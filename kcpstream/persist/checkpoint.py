@@ -345,9 +345,9 @@ def load_base(
     return None
 
 
-def _groups_of(path: str | os.PathLike, lineage: str):
-    """``(key, folder, attrs)`` of the groups stored for inputs of ``lineage``,
-    newest first."""
+def _groups_of(path: str | os.PathLike, lineage: str, series: bool = False):
+    """``(key, folder, attrs)`` of the groups stored for inputs of ``lineage``
+    (with ``series``, also for the windows of such an input), newest first."""
     root = _local_dir(path)
     groups = []
     try:
@@ -364,16 +364,17 @@ def _groups_of(path: str | os.PathLike, lineage: str):
             attrs = read_attrs(where)
         except Exception:  # damaged, or being replaced
             continue
-        if attrs.get("lineage") == lineage:
+        if attrs.get("lineage") == lineage or (series and attrs.get("series_lineage") == lineage):
             yield name, where, attrs
 
 
 def stored_fits(path: str | os.PathLike, lineage: str):
     """``(record, step, slabs)`` of every group stored for an input of
-    ``lineage`` that keeps the record of its fit (a dict, see
-    :class:`kcpstream.engine.fitting.FitRecord`), newest first: ``slabs`` maps each
-    slab of ``step`` rows to the hash of its objects' versions (checksummed)."""
-    for _, where, attrs in _groups_of(path, lineage):
+    ``lineage``, or for the windows of one (``"series_lineage"``), that keeps
+    the record of its fit (a dict, see :class:`kcpstream.engine.fitting.FitRecord`),
+    newest first: ``slabs`` maps each slab of ``step`` rows to the hash of its
+    objects' versions (checksummed)."""
+    for _, where, attrs in _groups_of(path, lineage, series=True):
         if "fit" not in attrs or "slab_step" not in attrs:
             continue
         # the record says what was read, not how it was fitted: only the fit
