@@ -227,10 +227,11 @@ def test_a_cyclic_checkpointed_series_that_grows_gives_the_fresh_answer(tmp_path
     assert grown.params["period"] == fresh.params["period"]
 
 
-def _cyclic_archive(folder, n, more):
-    """A 1440-sample day with a level change, as a store of ``n`` samples, a job
-    file with a checkpoint, and the ``more`` samples to append."""
-    x = _cyclic(n + more, 1440, 1, changes=[(600_000, "level", 1.0)])
+def _cyclic_archive(folder, n, more, period=1440, at=600_000):
+    """A cycle of ``period`` samples (a 1440-sample day) with a level change at
+    ``at``, as a store of ``n`` samples, a job file with a checkpoint, and the
+    ``more`` samples to append."""
+    x = _cyclic(n + more, period, 1, changes=[(at, "level", 1.0)])
     t = np.arange(n + more).astype("datetime64[m]")
     ds = xr.Dataset({"v": (("time",), x[:n])}, coords={"time": t[:n]})
     ds.chunk({"time": 100_000}).to_zarr(folder / "archive.zarr", mode="w")
@@ -259,6 +260,26 @@ def test_a_cyclic_archive_that_grows_is_updated_by_run(tmp_path):
     fresh = kcpstream.segment(xr.open_zarr(tmp_path / "archive.zarr")["v"])
     np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
     assert res.params["window"] == 1440
+
+
+def test_an_archive_with_a_short_cycle_that_grows_is_updated_by_run(tmp_path):
+    # segmented in windows of whole cycles, with both shape parts: the fits and
+    # the windows' statistics of the unchanged chunks are kept
+    n, more = 1_000_000, 10_000
+    tail = _cyclic_archive(tmp_path, n, more, period=37.3, at=400_000)
+    first = _kcpstream("run", tmp_path / "job.toml", "--quiet", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    tail.to_zarr(tmp_path / "archive.zarr", append_dim="time")
+    second = _kcpstream("run", tmp_path / "job.toml", "--quiet", cwd=tmp_path)
+    assert second.returncode == 0 and "Traceback" not in second.stderr, second.stderr
+    res = _saved_result(tmp_path)
+    d = res.diagnostics
+    assert res.n_samples == n + more and res.params["window"] == 373
+    assert d.checkpoint == "updated" and d.fit_chunks_read == 0 and d.chunks_reused >= 9
+    fresh = kcpstream.segment(xr.open_zarr(tmp_path / "archive.zarr")["v"])
+    np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
+    np.testing.assert_array_equal(res.pvalues, fresh.pvalues)
+    assert res.params["shape"] == fresh.params["shape"]
 
 
 def test_a_cyclic_archive_that_grows_is_updated_by_watch(tmp_path):
