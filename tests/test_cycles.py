@@ -247,15 +247,20 @@ def _saved_result(folder):
     return kcpstream.Segmentation.from_json(path.read_text())
 
 
+def _run_and_append(folder, tail):
+    """``kcpstream run`` on the job of :func:`_cyclic_archive`, ``tail``
+    appended, run again: the result saved."""
+    first = _kcpstream("run", folder / "job.toml", "--quiet", cwd=folder)
+    assert first.returncode == 0, first.stderr
+    tail.to_zarr(folder / "archive.zarr", append_dim="time")
+    second = _kcpstream("run", folder / "job.toml", "--quiet", cwd=folder)
+    assert second.returncode == 0 and "Traceback" not in second.stderr, second.stderr
+    return _saved_result(folder)
+
+
 def test_a_cyclic_archive_that_grows_is_updated_by_run(tmp_path):
     n, more = 3_000_000, 43_200
-    tail = _cyclic_archive(tmp_path, n, more)
-    first = _kcpstream("run", tmp_path / "job.toml", "--quiet", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    tail.to_zarr(tmp_path / "archive.zarr", append_dim="time")
-    second = _kcpstream("run", tmp_path / "job.toml", "--quiet", cwd=tmp_path)
-    assert second.returncode == 0 and "Traceback" not in second.stderr, second.stderr
-    res = _saved_result(tmp_path)
+    res = _run_and_append(tmp_path, _cyclic_archive(tmp_path, n, more))
     assert res.n_samples == n + more and res.diagnostics.chunks_reused > 0
     fresh = kcpstream.segment(xr.open_zarr(tmp_path / "archive.zarr")["v"])
     np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
@@ -267,12 +272,7 @@ def test_an_archive_with_a_short_cycle_that_grows_is_updated_by_run(tmp_path):
     # the windows' statistics of the unchanged chunks are kept
     n, more = 1_000_000, 10_000
     tail = _cyclic_archive(tmp_path, n, more, period=37.3, at=400_000)
-    first = _kcpstream("run", tmp_path / "job.toml", "--quiet", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    tail.to_zarr(tmp_path / "archive.zarr", append_dim="time")
-    second = _kcpstream("run", tmp_path / "job.toml", "--quiet", cwd=tmp_path)
-    assert second.returncode == 0 and "Traceback" not in second.stderr, second.stderr
-    res = _saved_result(tmp_path)
+    res = _run_and_append(tmp_path, tail)
     d = res.diagnostics
     assert res.n_samples == n + more and res.params["window"] == 373
     assert d.checkpoint == "updated" and d.fit_chunks_read == 0 and d.chunks_reused >= 9

@@ -532,13 +532,20 @@ def test_updates_with_the_default_features_are_runs_from_scratch(
     store = str(tmp / "s.zarr")
     z = write_store(store, x, 2**16)
     kcpstream.segment(store, checkpoint=tmp / "ck")
+    _edit_and_grow(z, rng, edits, grow, lambda: rng.normal(size=grow).astype("f4") + 1)
+    _same(kcpstream.segment(store, checkpoint=tmp / "ck"), kcpstream.segment(store))
+
+
+def _edit_and_grow(z, rng, edits, grow: int, new) -> None:
+    """The store ``z`` rewritten at ``edits`` (``(start, length)``) and grown by
+    ``grow`` samples (``new()`` when positive)."""
+    n = z.shape[0]
     for a, length in edits:
         z[a : a + length] = rng.normal(size=len(range(a, min(a + length, n)))).astype("f4") * 2
     if grow:
         z.resize((n + grow,))
         if grow > 0:
-            z[n:] = rng.normal(size=grow).astype("f4") + 1
-    _same(kcpstream.segment(store, checkpoint=tmp / "ck"), kcpstream.segment(store))
+            z[n:] = new()
 
 
 def _cyclic(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -569,12 +576,7 @@ def test_updates_of_a_cycle_segmented_in_windows_are_runs_from_scratch(
     store = str(tmp / "s.zarr")
     z = write_store(store, x, 2**14)
     kcpstream.segment(store, checkpoint=tmp / "ck")
-    for a, length in edits:
-        z[a : a + length] = rng.normal(size=len(range(a, min(a + length, n)))).astype("f4") * 2
-    if grow:
-        z.resize((n + grow,))
-        if grow > 0:
-            z[n:] = _cyclic(n + grow, rng)[n:]
+    _edit_and_grow(z, rng, edits, grow, lambda: _cyclic(n + grow, rng)[n:])
     again = kcpstream.segment(store, checkpoint=tmp / "ck")
     fresh = kcpstream.segment(store)
     # (an edit may move the period found: windows of another length)
