@@ -14,15 +14,12 @@ either with probability at most ``alpha``.  The defaults are this rule with
 from __future__ import annotations
 
 import kcpstream
+from kcpstream.engine.pair import fundamental_cycles as cycles_of
 from kcpstream.features import Temporal
 
+__all__ = ["ALPHA", "cycles_of", "paired"]
+
 ALPHA = 0.01
-
-
-def cycles_of(window: int, period: float) -> int:
-    """Cycles of ``period`` samples in a window of ``window`` (whole cycles, as
-    ``features="auto"`` takes them), within what ``Temporal`` accepts."""
-    return min(max(1, round(window / period)), window // 2)
 
 
 def paired(x, shape: str, alpha: float = ALPHA, whole=None, level: bool = True, **kw):

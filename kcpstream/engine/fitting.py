@@ -121,9 +121,9 @@ def fit_reads(
     cut it from those stretches (sample by sample), and with ``wide`` the
     wider sample's (:func:`wide_fit_windows`)."""
     reads = stretch_windows(n, sample_size)[0] if auto else []
-    m = n if window == 1 else window_fit_length(n, window)  # (windows drawn from)
     if not (auto and window == 1):
-        reads += [(a * window, b * window) for a, b in fit_windows(m, sample_size)]
+        drawn = fit_windows(window_fit_length(n, window), sample_size)
+        reads += [(a * window, b * window) for a, b in drawn]
     if wide:  # (a rare event: the whole series is looked at, not its epoch alone)
         reads += [(a * window, b * window) for a, b in wide_fit_windows(n // window)]
     return reads

@@ -39,7 +39,7 @@ from kcpstream.passes.cache import SampleCache
 from kcpstream.result import DataReads, Segmentation
 from kcpstream.selection.choose import Rule
 
-__all__ = ["SHAPE", "answer_of_pair", "halved", "shape_twin"]
+__all__ = ["SHAPE", "answer_of_pair", "fundamental_cycles", "halved", "shape_twin"]
 
 #: The shape part of the twin (see the module docstring).
 SHAPE = "canonical"
@@ -55,16 +55,16 @@ def shape_twin(job: Job, period: float, st: Settings, cache: SampleCache) -> Job
         window=window,
         seed=0 if st.seed is None else st.seed,
         shape=SHAPE,
-        cycles=min(max(1, round(window / period)), window // 2),  # the fundamental's
+        cycles=fundamental_cycles(window, period),
         level=False,
     )
     record = stored_fit(job.original, TWIN_FIT, st, twin=True)
     fit_chunks = len(cache.fit_chunks)
+    fitted = None
     if record is not None and record.window == window:  # (the same windows, read before)
         kept = FeatureMap.from_json(record.fmap)
-        fitted = kept if kept.get_params() == fmap.get_params() else None
-    else:
-        fitted = None
+        if kept.get_params() == fmap.get_params():
+            fitted = kept
     if fitted is None:
         fit = fitted_map(fmap, job.signal, None, cache, st.sample_size, True)
         fitted = fit.fmap
@@ -101,6 +101,12 @@ def shape_twin(job: Job, period: float, st: Settings, cache: SampleCache) -> Job
     if st.checkpoint is not None:  # its statistics kept under a key of their own
         open_checkpoint(twin, st.checkpoint, st.tile)
     return twin
+
+
+def fundamental_cycles(window: int, period: float) -> int:
+    """Cycles of ``period`` samples in a window of ``window`` (whole cycles, as
+    ``features="auto"`` takes them), within what ``Temporal`` accepts."""
+    return min(max(1, round(window / period)), window // 2)
 
 
 def halved(rule: Rule) -> Rule:
