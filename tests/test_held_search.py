@@ -17,6 +17,7 @@ import kcpstream
 import kcpstream.engine.searches
 from kcpstream._kernels.blockstats import piece_stats
 from kcpstream._kernels.blockstats import scan_piece as scan_piece_kernel
+from kcpstream._kernels.featurize import rff_tile
 from kcpstream.search.binseg import SearchLog, binseg_steps
 from kcpstream.search.held import held_binseg_steps
 from kcpstream.search.requests import ScanResult, piece_of
@@ -28,16 +29,18 @@ from .reference import reference_binseg
 EVERY = 8  # samples between bridge evaluations, as for a pointwise map
 
 
-def _grid_stats(Z: np.ndarray, block_size: int) -> BlockStats:
-    """The block statistics of raw features ``Z`` (k, n, m) with ``scale`` 1,
-    as the data pass makes them (:func:`piece_stats` over the blocks)."""
+def _grid_stats(Z: np.ndarray, block_size: int, exponent: int = 0) -> BlockStats:
+    """The block statistics of raw features ``Z`` (k, n, m) on the grid
+    ``2**-exponent`` (``scale`` 1 by default), as the data pass makes them
+    (:func:`piece_stats` over the blocks)."""
     n, p = Z.shape[1], Z.shape[0] * Z.shape[2]
     edges = np.r_[np.arange(0, n, block_size), n].astype(np.int64)
     nb = len(edges) - 1
     S = np.empty((nb, p), np.int64)
     Q, M2, R = np.empty(nb), np.empty(nb), np.empty(nb)
-    piece_stats(Z, 1.0, edges, S, Q, M2, R, np.empty(nb, np.int64), -1.0, EVERY)
-    return BlockStats(n, block_size, 0, S, Q, M2, R)
+    scale = 2.0**exponent
+    piece_stats(Z, scale, edges, S, Q, M2, R, np.empty(nb, np.int64), -1.0, EVERY)
+    return BlockStats(n, block_size, exponent, S, Q, M2, R)
 
 
 def _grid_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int):
@@ -63,9 +66,9 @@ def _grid_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int):
         return stop.value
 
 
-def _held_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int, log=None):
+def _held_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int, log=None, lazy=None):
     steps = held_binseg_steps(
-        stats, Z, EVERY, min_size=min_size, n_bkps=n_bkps, allow_fewer=True, log=log
+        stats, Z, EVERY, min_size=min_size, n_bkps=n_bkps, allow_fewer=True, log=log, lazy=lazy
     )
     with pytest.raises(StopIteration) as stop:
         next(steps)  # it asks for no scan
@@ -108,6 +111,49 @@ def test_the_held_search_is_the_block_grid_search_and_brute_force(data, Z):
         s_held, q_held = held_stats.prefix_at(s.split)
         np.testing.assert_array_equal(s_held, s_grid)
         assert q_held == q_grid
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(2, 3000),
+    block_size=st.sampled_from([1, 3, 16, 64, 100]),
+    n_bkps=st.integers(0, 30),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_fourier_maps_blocks_featurized_as_scanned_give_the_whole_features_search(
+    n, block_size, n_bkps, seed
+):
+    # the lazy search featurizes runs of blocks into a buffer of its own and
+    # copies them in: the same bits in Z as the whole series featurized at
+    # once, so the same splits, gains and sums; only the blocks it scanned
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2))
+    x[n // 3 :] *= 3.0
+    m = 8
+    center = np.median(x, axis=0)
+    weights = rng.normal(size=(2, m)).astype(np.float32)
+    amplitudes = np.full(m, 0.25, np.float32)
+    whole = np.empty((2, n, m), np.float32)
+    rff_tile(x, center, weights, amplitudes, whole)
+    exponent = 20
+    eager_stats = _grid_stats(whole, block_size, exponent)
+    lazy_stats = _grid_stats(whole, block_size, exponent)
+    eager = _held_search(eager_stats, whole, 2, n_bkps)
+    lazy_z = np.full_like(whole, np.nan)
+    log = SearchLog()
+    lazy = _held_search(lazy_stats, lazy_z, 2, n_bkps, log, (x, center, weights, amplitudes))
+    assert [(s.start, s.end, s.split, s.gain) for s in lazy] == [
+        (s.start, s.end, s.split, s.gain) for s in eager
+    ]
+    for s in eager:
+        np.testing.assert_array_equal(
+            lazy_stats.prefix_at(s.split)[0], eager_stats.prefix_at(s.split)[0]
+        )
+    made = ~np.isnan(lazy_z[0, :, 0])  # the samples it featurized
+    np.testing.assert_array_equal(lazy_z[:, made], whole[:, made])
+    assert log.samples_featurized == made.sum()
+    starts = np.arange(0, n, block_size)  # whole blocks, never part of one
+    assert all(made[a : a + block_size].all() or not made[a : a + block_size].any() for a in starts)
 
 
 def test_a_tie_inside_a_block_goes_to_the_smaller_position():

@@ -37,15 +37,27 @@ def _ensure(Z, block_size, a, e, lazy, counts):
     ``Z`` holds; a block it lacks is featurized from the samples ``x`` by
     :func:`~kcpstream._kernels.featurize.rff_tile` (a Fourier map's features,
     the same bits wherever a sample sits in a tile).  ``counts[3]`` adds the
-    samples featurized."""
+    samples featurized.
+
+    Each run of blocks it lacks is featurized into a contiguous buffer and
+    copied: written in place, a block is a strided slice of ``Z``, on which
+    the tile's loops do not vectorize (``benchmarks/results/throughput.md``)."""
     have, x, center, weights, amplitudes = lazy
     n = Z.shape[1]
-    for b in range(a // block_size, (e - 1) // block_size + 1):
-        if not have[b]:
-            lo, hi = b * block_size, min(n, (b + 1) * block_size)
-            rff_tile(x[lo:hi], center, weights, amplitudes, Z[:, lo:hi, :])
+    b, last = a // block_size, (e - 1) // block_size
+    while b <= last:
+        if have[b]:
+            b += 1
+            continue
+        first = b
+        while b <= last and not have[b]:
             have[b] = True
-            counts[3] += hi - lo
+            b += 1
+        lo, hi = first * block_size, min(n, b * block_size)
+        buf = np.empty((Z.shape[0], hi - lo, Z.shape[2]), np.float32)
+        rff_tile(x[lo:hi], center, weights, amplitudes, buf)
+        Z[:, lo:hi, :] = buf
+        counts[3] += hi - lo
 
 
 @njit(nogil=True, cache=True)
