@@ -314,3 +314,68 @@ def test_groups_of_an_earlier_layout_are_removed_when_the_input_is_saved_again(t
     assert grown.diagnostics.checkpoint == "updated"
     assert not old.exists() and other.exists()
     assert len([k for k in os.listdir(ck) if not k.startswith(".")]) == 2
+
+
+def _files(ck):
+    """``{file: (inode, mtime)}`` of the one group in ``ck``."""
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    where = ck / key
+    return {
+        f: (os.stat(where / f).st_ino, os.stat(where / f).st_mtime_ns) for f in os.listdir(where)
+    }
+
+
+def test_a_group_loaded_and_used_as_it_is_is_not_written_again(tmp_path):
+    path, z, kw = _grown_store(tmp_path)
+    ck = tmp_path / "ck"
+    first = kcpstream.segment(path, checkpoint=ck, n_bkps=2, **kw)
+    written = _files(ck)
+    assert "kept_samples.npy" in written  # samples an append's refinement scans again
+    again = kcpstream.segment(path, checkpoint=ck, n_bkps=2, **kw)
+    assert again.diagnostics.checkpoint == "loaded" and _files(ck) == written
+    _same(again, first)
+    # a deeper search evaluates segments the group did not hold: it is written
+    # again with them, and the next deep call reads nothing
+    deeper = kcpstream.segment(path, checkpoint=ck, n_bkps=8, **kw)
+    assert deeper.diagnostics.checkpoint == "loaded" and deeper.diagnostics.samples_featurized > 0
+    assert _files(ck)["attrs.json"] != written["attrs.json"]
+    held = _files(ck)
+    last = kcpstream.segment(path, checkpoint=ck, n_bkps=8, **kw)
+    assert last.diagnostics.samples_featurized == 0 and _files(ck) == held
+    _same(last, deeper)
+    _same(last, kcpstream.segment(path, n_bkps=8, **kw))
+    # the samples kept for an append are still there: it reads only its chunk
+    z.resize((310_000,))
+    z[300_000:] = np.random.default_rng(9).normal(size=10_000).astype("f4") * 2
+    grown = kcpstream.segment(path, checkpoint=ck, n_bkps=8, **kw)
+    assert grown.diagnostics.checkpoint == "updated" and grown.diagnostics.chunks_read == 1
+    _same(grown, kcpstream.segment(path, n_bkps=8, **kw))
+
+
+def test_a_batch_reads_its_checkpoint_folder_once(tmp_path, monkeypatch):
+    # each series looks up its earlier versions, its fit and its outdated
+    # groups: the folder is listed once a call, not once a series
+    import xarray as xr
+
+    sensors = 24
+    x = np.random.default_rng(4).normal(size=(3000, sensors)).astype("f4")
+    x[1500:, ::2] += 1.0
+    path = tmp_path / "b.zarr"
+    xr.Dataset({"v": (("time", "sensor"), x)}).to_zarr(path, encoding={"v": {"chunks": (3000, 1)}})
+    reads = []
+    read_attrs = checkpoint.read_attrs
+    monkeypatch.setattr(
+        checkpoint, "read_attrs", lambda where: reads.append(where) or read_attrs(where)
+    )
+    ck = tmp_path / "ck"
+    da = xr.open_zarr(path, chunks=None)["v"]
+    first = kcpstream.segment(da, dim="time", batch_dims="sensor", checkpoint=ck)
+    assert {r.diagnostics.checkpoint for _, r in first} == {"written"}
+    assert len(reads) <= 2 * sensors  # each group read back once as it is written
+    reads.clear()
+    again = kcpstream.segment(da, dim="time", batch_dims="sensor", checkpoint=ck)
+    assert {r.diagnostics.checkpoint for _, r in again} == {"loaded"}
+    assert len(reads) <= 3 * sensors  # the listing, each group's load, and its fit record
+    fresh = kcpstream.segment(da, dim="time", batch_dims="sensor")
+    for (_, a), (_, b) in zip(again, fresh, strict=True):
+        _same(a, b)

@@ -205,6 +205,9 @@ class Stored:
     base_tail: Any = None  # that group's ``tail``
     base_known: dict = field(default_factory=dict)  # that group's exact segments
     fit: FitRecord | None = None  # what the feature map was fitted on
+    # the group as loaded: its attributes and how much it held (see
+    # :func:`kcpstream.engine.stored.save_checkpoints`), None if not loaded
+    loaded: Any = None
 
 
 @dataclass

@@ -150,6 +150,16 @@ def segment_signals(signals: list[Signal], features, st: Settings, t0: float) ->
     sample or by the data pass) is segmented as its valid samples alone
     (:mod:`kcpstream.inputs.gaps`), or with ``signal.skipna`` False is an
     :class:`InputError` saying how many samples are missing and where."""
+    if st.checkpoint is None:
+        return _segment_signals(signals, features, st, t0)
+    # every series looks up the groups of its lineage: the folder listed once
+    with checkpoint.listed(st.checkpoint):
+        return _segment_signals(signals, features, st, t0)
+
+
+def _segment_signals(
+    signals: list[Signal], features, st: Settings, t0: float
+) -> list[Segmentation]:
     # each series' fit is its own (its reads, its checks, its map), mostly numpy
     # and compiled code: a batch's are made side by side
     known = _known_gaps(signals, st)

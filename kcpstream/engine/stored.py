@@ -85,6 +85,7 @@ def open_checkpoint(job: Job, path, tile: int) -> None:
         job.stored.tail = _tail_of(found.attrs)  # written again with the group
         job.stored.like = (job.stored.key, job.stats.prefix, found.attrs.get("checksums"))
         job.reads.loaded = True
+        job.stored.loaded = (found.attrs, _held(job))
         _learn_positions(job, found.attrs, [])
         # the key holds for both searches: search as the stored statistics allow
         job.in_memory = job.stats.block_size == 1
@@ -203,7 +204,10 @@ def _pass_chunk(signal: Signal) -> int:
 
 def save_checkpoints(jobs: list[Job], path, tile: int) -> None:
     """Each job's statistics and exact splits, under its key; the earlier version's
-    statistics it was updated from removed."""
+    statistics it was updated from removed.  A group loaded and used as it was
+    is left as it is (:func:`_as_loaded`)."""
+    checkpoint.tidy(path)  # (whether or not a group is written)
+    unchanged = 0
     for job in jobs:
         attrs = {
             "kcpstream": __version__,
@@ -220,6 +224,9 @@ def save_checkpoints(jobs: list[Job], path, tile: int) -> None:
             attrs["fit"] = job.stored.fit.to_dict()
         if job.signal.valid is not None:  # the positions its results mapped back
             attrs["mapped"] = job.signal.valid.mapped()
+        if _as_loaded(job, attrs):
+            unchanged += 1
+            continue
         kept = _kept_samples(job)
         checkpoint.save(
             path, job.stored.key, job.stats, job.search.known, attrs, kept, like=job.stored.like
@@ -229,7 +236,32 @@ def save_checkpoints(jobs: list[Job], path, tile: int) -> None:
             checkpoint.remove(path, job.stored.base_key)
         if "lineage" in attrs:  # groups of an earlier layout: never used again
             checkpoint.remove_outdated(path, attrs["lineage"])
-    note("checkpoint: statistics of %d series written to %s", len(jobs), path)
+    kept = f" ({unchanged} loaded and left as they were)" if unchanged else ""
+    note("checkpoint: statistics of %d series written to %s%s", len(jobs) - unchanged, path, kept)
+
+
+def _held(job: Job) -> tuple[int, int]:
+    """How much a job's checkpoint would hold: its exact segments and the
+    exact splits inside blocks of its statistics."""
+    return sum(seg.exact for seg in job.search.known.values()), job.stats.n_points
+
+
+def _as_loaded(job: Job, attrs: dict) -> bool:
+    """Whether the job's group, loaded whole, would be written again as it is:
+    the search evaluated no segment and refined no split it did not hold, and
+    its attributes are those stored.  It is then left as it is: writing a
+    thousand unchanged groups again cost more than the call without a
+    checkpoint (``benchmarks/results/throughput.md``), and would drop the
+    samples it keeps for the next version (this run read none)."""
+    if job.stored.loaded is None or job.stored.reuse is not None:
+        return False
+    stored, held = job.stored.loaded
+    if _held(job) != held:
+        return False
+    # (the versions of its slabs, stored as arrays, are those of the objects the
+    # key's identity hashed: the same key, the same slabs)
+    written = checkpoint.as_written({k: v for k, v in attrs.items() if k != "slabs"})
+    return all(stored.get(k) == v for k, v in written.items())
 
 
 def _kept_samples(job: Job) -> dict:

@@ -62,8 +62,10 @@ import os
 import re
 import shutil
 import socket
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -349,6 +351,18 @@ def _groups_of(path: str | os.PathLike, lineage: str, series: bool = False):
     """``(key, folder, attrs)`` of the groups stored for inputs of ``lineage``
     (with ``series``, also for the windows of such an input), newest first."""
     root = _local_dir(path)
+    listing = _held_listing(root)
+    if listing is not None:
+        yield from listing.of(lineage, series)
+        return
+    for name, where, attrs in _list_groups(root):
+        if attrs.get("lineage") == lineage or (series and attrs.get("series_lineage") == lineage):
+            yield name, where, attrs
+
+
+def _list_groups(root: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """``(key, folder, attrs)`` of every readable group in ``root``, newest first
+    (each group's attributes read as it comes)."""
     groups = []
     try:
         for entry in os.scandir(root):
@@ -364,8 +378,102 @@ def _groups_of(path: str | os.PathLike, lineage: str, series: bool = False):
             attrs = read_attrs(where)
         except Exception:  # damaged, or being replaced
             continue
-        if attrs.get("lineage") == lineage or (series and attrs.get("series_lineage") == lineage):
-            yield name, where, attrs
+        yield name, where, attrs
+
+
+class _Listing:
+    """The groups of one checkpoint folder, listed and their attributes read
+    once while a call holds the folder (:func:`listed`), indexed by lineage,
+    and kept up to date with the call's own saves and removals.
+
+    A batch of a thousand series looks up each one's earlier versions and fit
+    records and removes its outdated groups: listing the folder for each made
+    that quadratic in the series (``benchmarks/results/throughput.md``).
+    Groups other processes write or remove meanwhile are not seen, as if the
+    folder were listed when the call began; everything a group gives is checked
+    when it is read (its checksums), so a group gone or replaced since is a
+    miss, never data."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.lock = threading.Lock()
+        # key -> (rank, folder, attrs), the newest of the lowest rank; and the
+        # keys of each lineage and of each series' lineage (a windows' group)
+        self.groups: dict[str, tuple[int, str, dict[str, Any]]] | None = None
+        self.index: dict[tuple[str, Any], set[str]] = {}
+        self.newest = 0
+        self.cleaned = False
+
+    def _add(self, name: str, rank: int, where: str, attrs: dict[str, Any]) -> None:
+        self.groups[name] = (rank, where, attrs)
+        for field in ("lineage", "series_lineage"):
+            value = attrs.get(field)
+            if isinstance(value, str):
+                self.index.setdefault((field, value), set()).add(name)
+
+    def _drop(self, name: str) -> None:
+        _, _, attrs = self.groups.pop(name)
+        for field in ("lineage", "series_lineage"):
+            self.index.get((field, attrs.get(field)), set()).discard(name)
+
+    def of(self, lineage: str, series: bool) -> list[tuple[str, str, dict[str, Any]]]:
+        with self.lock:
+            if self.groups is None:
+                self.groups = {}
+                for rank, (name, where, attrs) in enumerate(_list_groups(self.root)):
+                    self._add(name, rank, where, attrs)
+            names = set(self.index.get(("lineage", lineage), ()))
+            if series:
+                names |= self.index.get(("series_lineage", lineage), set())
+            found = sorted(self.groups[name][:2] + (name,) for name in names)
+            return [(name, where, self.groups[name][2]) for _, where, name in found]
+
+    def saved(self, name: str, where: str) -> None:
+        """The group ``name`` was written (the newest): its attributes as stored."""
+        try:
+            attrs = read_attrs(where)
+        except Exception:  # replaced meanwhile: as if not seen
+            attrs = None
+        with self.lock:
+            if self.groups is None:
+                return
+            if name in self.groups:
+                self._drop(name)
+            if attrs is not None:
+                self.newest -= 1
+                self._add(name, self.newest, where, attrs)
+
+    def removed(self, name: str) -> None:
+        with self.lock:
+            if self.groups is not None and name in self.groups:
+                self._drop(name)
+
+
+_LISTINGS: dict[str, _Listing] = {}
+_LISTINGS_LOCK = threading.Lock()
+
+
+def _held_listing(root: str) -> _Listing | None:
+    with _LISTINGS_LOCK:
+        return _LISTINGS.get(os.path.abspath(root))
+
+
+@contextlib.contextmanager
+def listed(path: str | os.PathLike):
+    """Within the block, the groups of the checkpoint folder ``path`` are
+    listed once (:class:`_Listing`), however many series look them up; an
+    inner block shares the outer one's listing."""
+    root = os.path.abspath(_local_dir(path))
+    with _LISTINGS_LOCK:
+        outer = root in _LISTINGS
+        if not outer:
+            _LISTINGS[root] = _Listing(root)
+    try:
+        yield
+    finally:
+        if not outer:
+            with _LISTINGS_LOCK:
+                _LISTINGS.pop(root, None)
 
 
 def stored_fits(path: str | os.PathLike, lineage: str):
@@ -427,6 +535,10 @@ def remove(path: str | os.PathLike, key: str) -> None:
             os.replace(final, old)
         except OSError:  # removed or replaced meanwhile
             return
+        finally:
+            listing = _held_listing(root)
+            if listing is not None:
+                listing.removed(key)
         shutil.rmtree(old, ignore_errors=True)
 
 
@@ -453,11 +565,17 @@ def read_attrs(where: str) -> dict[str, Any]:
     return attrs
 
 
+def as_written(attrs: dict[str, Any]) -> dict[str, Any]:
+    """``attrs`` as :func:`write_attrs` stores them (and :func:`read_attrs` gives
+    them back): JSON's lists for tuples, Python numbers for numpy's."""
+    return json.loads(json.dumps(attrs, default=_plain))
+
+
 def write_attrs(where: str, attrs: dict[str, Any]) -> None:
     """Write the attributes of the group in folder ``where`` with their
     checksum (not atomically: :func:`save` writes a group under a temporary
     name)."""
-    attrs = json.loads(json.dumps(attrs, default=_plain))  # as they will be read
+    attrs = as_written(attrs)  # as they will be read
     with open(os.path.join(where, ATTRS), "w", encoding="utf-8") as fh:
         json.dump({**attrs, _ATTRS_SUM: _attrs_checksum(attrs)}, fh)
 
@@ -595,6 +713,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def tidy(path: str | os.PathLike) -> None:
+    """Remove the temporary folders killed runs left in the checkpoint folder
+    ``path`` (:func:`_clean_leftovers`): before each save, or once while a
+    call holds the folder (:func:`listed`: each look scans the folder)."""
+    root = _local_dir(path)
+    listing = _held_listing(root)
+    if listing is not None and listing.cleaned:
+        return
+    if os.path.isdir(root):
+        _clean_leftovers(root)
+    if listing is not None:
+        listing.cleaned = True
+
+
 def _clean_leftovers(root: str) -> None:
     """Remove the temporary folders of runs that were killed: this machine's
     whose process is gone, other machines' after :data:`STALE_SECONDS`."""
@@ -684,7 +816,7 @@ def save(
     same sums are hard-linked, not written again."""
     root = _local_dir(path)
     os.makedirs(root, exist_ok=True)
-    _clean_leftovers(root)
+    tidy(root)
     final = os.path.join(root, key)
     tmp = _temp_name(root, key, "tmp")
     exact = [seg for seg in known.values() if seg.exact]
@@ -726,6 +858,9 @@ def save(
         _fsync_tree(tmp, linked)
         _publish(root, key, tmp, final)
         fsync_dir(root)
+        listing = _held_listing(root)
+        if listing is not None:
+            listing.saved(key, final)
     finally:
         if os.path.isdir(tmp):
             shutil.rmtree(tmp, ignore_errors=True)

@@ -285,6 +285,11 @@ class BlockStats:
             return float(self.bridge[j])
         return self._pieces[(start, end)].R
 
+    @property
+    def n_points(self) -> int:
+        """Exact splits inside blocks held: positions and the pieces they cut."""
+        return len(self._points) + len(self._pieces)
+
     def add_split(
         self, pos: int, piece_start: int, piece_end: int, left: PieceStats, right: PieceStats
     ) -> None:
