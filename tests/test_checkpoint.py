@@ -214,7 +214,7 @@ def test_an_update_links_the_prefix_slabs_the_append_did_not_change(tmp_path):
     # slab 0 (blocks before 4096) is the earlier group's file; slab 1 holds the append
     assert after["prefix.0.npy"] == before["prefix.0.npy"]
     assert after["prefix.1.npy"] != before["prefix.1.npy"]
-    # a run that loads the group writes it again with every slab linked
+    # a run that loads the group and needs nothing more leaves it as it is
     loaded = kcpstream.segment(path, checkpoint=ck, n_bkps=2, **kw)
     assert loaded.diagnostics.checkpoint == "loaded" and _inodes(ck) == after
     _same(loaded, kcpstream.segment(path, n_bkps=2, **kw))
