@@ -242,7 +242,9 @@ def save_checkpoints(jobs: list[Job], path, tile: int) -> None:
 
 def _held(job: Job) -> tuple[int, int]:
     """How much a job's checkpoint would hold: its exact segments and the
-    exact splits inside blocks of its statistics."""
+    exact splits inside blocks of its statistics.  Both only grow during a
+    call (a segment made exact stays so, a split once added is kept), so
+    the same counts are the same content."""
     return sum(seg.exact for seg in job.search.known.values()), job.stats.n_points
 
 

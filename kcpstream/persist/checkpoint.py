@@ -403,6 +403,7 @@ class _Listing:
         self.index: dict[tuple[str, Any], set[str]] = {}
         self.newest = 0
         self.cleaned = False
+        self.holders = 0  # the blocks of :func:`listed` holding it
 
     def _add(self, name: str, rank: int, where: str, attrs: dict[str, Any]) -> None:
         self.groups[name] = (rank, where, attrs)
@@ -461,18 +462,21 @@ def _held_listing(root: str) -> _Listing | None:
 @contextlib.contextmanager
 def listed(path: str | os.PathLike):
     """Within the block, the groups of the checkpoint folder ``path`` are
-    listed once (:class:`_Listing`), however many series look them up; an
-    inner block shares the outer one's listing."""
+    listed once (:class:`_Listing`), however many series look them up; a
+    block entered while another holds the folder (an inner one, or another
+    thread's call) shares its listing."""
     root = os.path.abspath(_local_dir(path))
     with _LISTINGS_LOCK:
-        outer = root in _LISTINGS
-        if not outer:
-            _LISTINGS[root] = _Listing(root)
+        listing = _LISTINGS.get(root)
+        if listing is None:
+            listing = _LISTINGS[root] = _Listing(root)
+        listing.holders += 1  # (calls in several threads may hold one folder)
     try:
         yield
     finally:
-        if not outer:
-            with _LISTINGS_LOCK:
+        with _LISTINGS_LOCK:
+            listing.holders -= 1
+            if not listing.holders:
                 _LISTINGS.pop(root, None)
 
 
