@@ -331,8 +331,12 @@ def test_a_group_loaded_and_used_as_it_is_is_not_written_again(tmp_path):
     first = kcpstream.segment(path, checkpoint=ck, n_bkps=2, **kw)
     written = _files(ck)
     assert "kept_samples.npy" in written  # samples an append's refinement scans again
+    (key,) = [k for k in os.listdir(ck) if not k.startswith(".")]
+    used = os.stat(ck / key).st_mtime_ns
     again = kcpstream.segment(path, checkpoint=ck, n_bkps=2, **kw)
     assert again.diagnostics.checkpoint == "loaded" and _files(ck) == written
+    # the newest group of its lineage, as one written again would be
+    assert os.stat(ck / key).st_mtime_ns > used
     _same(again, first)
     # a deeper search evaluates segments the group did not hold: it is written
     # again with them, and the next deep call reads nothing

@@ -43,10 +43,10 @@ def _grid_stats(Z: np.ndarray, block_size: int, exponent: int = 0) -> BlockStats
     return BlockStats(n, block_size, exponent, S, Q, M2, R)
 
 
-def _grid_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int):
+def _grid_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int, known=None):
     """:func:`binseg_steps`, every piece it asks for scanned from ``Z`` as
     :func:`kcpstream.passes.scan.scan_piece` scans a piece read again."""
-    steps = binseg_steps(stats, min_size=min_size, n_bkps=n_bkps, allow_fewer=True)
+    steps = binseg_steps(stats, min_size=min_size, n_bkps=n_bkps, allow_fewer=True, known=known)
     try:
         requests = next(steps)
         while True:
@@ -66,10 +66,13 @@ def _grid_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int):
         return stop.value
 
 
-def _held_search(stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int, log=None, lazy=None):
+def _held_search(
+    stats: BlockStats, Z: np.ndarray, min_size: int, n_bkps: int, log=None, lazy=None, known=None
+):
     steps = held_binseg_steps(
-        stats, Z, EVERY, min_size=min_size, n_bkps=n_bkps, allow_fewer=True, log=log, lazy=lazy
-    )
+        stats, Z, EVERY, min_size=min_size, n_bkps=n_bkps, allow_fewer=True, log=log, lazy=lazy,
+        known=known,
+    )  # fmt: skip
     with pytest.raises(StopIteration) as stop:
         next(steps)  # it asks for no scan
     return stop.value.value
@@ -154,6 +157,43 @@ def test_a_fourier_maps_blocks_featurized_as_scanned_give_the_whole_features_sea
     assert log.samples_featurized == made.sum()
     starts = np.arange(0, n, block_size)  # whole blocks, never part of one
     assert all(made[a : a + block_size].all() or not made[a : a + block_size].any() for a in starts)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), Z=held_series())
+def test_the_segments_a_held_search_records_are_the_grid_searchs(data, Z):
+    # what a checkpoint keeps: every segment the grid's search made exact is
+    # in the held search's record with the same split, gain and piece, and the
+    # statistics hold the same exact sums at its split; a deeper search from
+    # either record gives the same splits
+    n = Z.shape[1]
+    block_size = data.draw(st.sampled_from([1, 3, 16, 64]), label="block_size")
+    min_size = data.draw(st.integers(1, max(1, n // 4)), label="min_size")
+    n_bkps = data.draw(st.integers(0, 20), label="n_bkps")
+    grid_stats, held_stats = _grid_stats(Z, block_size), _grid_stats(Z, block_size)
+    grid_known, held_known = {}, {}
+    grid = _grid_search(grid_stats, Z, min_size, n_bkps, grid_known)
+    held = _held_search(held_stats, Z, min_size, n_bkps, known=held_known)
+    assert [(s.start, s.end, s.split, s.gain) for s in held] == [
+        (s.start, s.end, s.split, s.gain) for s in grid
+    ]
+    assert all(seg.exact for seg in held_known.values())
+    for key, seg in grid_known.items():
+        if not seg.exact or key not in held_known:  # (a guessed child it never formed)
+            continue
+        mine = held_known[key]
+        assert (mine.split, mine.gain, mine.piece) == (seg.split, seg.gain, seg.piece)
+        if seg.split >= 0:
+            s_grid, q_grid = grid_stats.prefix_at(seg.split)
+            s_held, q_held = held_stats.prefix_at(seg.split)
+            np.testing.assert_array_equal(s_held, s_grid)
+            assert q_held == q_grid
+    deeper = n_bkps + data.draw(st.integers(1, 10), label="more")
+    from_grid = _grid_search(grid_stats, Z, min_size, deeper, grid_known)
+    from_held = _grid_search(held_stats, Z, min_size, deeper, held_known)
+    assert [(s.start, s.end, s.split, s.gain) for s in from_held] == [
+        (s.start, s.end, s.split, s.gain) for s in from_grid
+    ]
 
 
 def test_a_tie_inside_a_block_goes_to_the_smaller_position():
@@ -244,13 +284,27 @@ def test_a_single_series_the_cache_does_not_hold_is_searched_on_the_grid(sensors
     assert_same_segmentation(res, kcpstream.segment(sensors.isel(sensor=2), dim="time"))
 
 
-def test_a_checkpointed_series_keeps_the_grid_search(sensors, tmp_path):
+def test_a_checkpointed_series_is_searched_held_and_its_segments_kept(sensors, tmp_path):
     x = sensors.isel(sensor=1).values
     path = tmp_path / "one.zarr"
-    zarr.create_array(path, shape=x.shape, chunks=(2**14,), dtype="f4")[:] = x
-    fresh = kcpstream.segment(zarr.open_array(path), checkpoint=tmp_path / "ck")
-    assert fresh.diagnostics.rounds > 0  # its segments are kept for a later version
+    z = zarr.create_array(path, shape=x.shape, chunks=(2**14,), dtype="f4")
+    z[:] = x
+    ck = tmp_path / "ck"
+    fresh = kcpstream.segment(zarr.open_array(path), checkpoint=ck)
+    assert fresh.diagnostics.checkpoint == "written" and fresh.diagnostics.rounds == 0
     assert_same_segmentation(fresh, kcpstream.segment(zarr.open_array(path)))
+    # every segment it evaluated is kept: other rules on them read nothing
+    for kw in ({}, {"n_bkps": 5}, {"n_bkps": 40}):
+        again = kcpstream.segment(zarr.open_array(path), checkpoint=ck, **kw)
+        assert again.diagnostics.checkpoint == "loaded"
+        assert again.diagnostics.samples_featurized == 0
+        assert_same_segmentation(again, kcpstream.segment(zarr.open_array(path), **kw))
+    # an update searches on the grid, reading only the chunks that changed
+    z.resize((x.shape[0] + 2**14,))
+    z[x.shape[0] :] = np.random.default_rng(1).normal(size=2**14).astype("f4") + 3
+    grown = kcpstream.segment(zarr.open_array(path), checkpoint=ck)
+    assert grown.diagnostics.checkpoint == "updated" and grown.diagnostics.chunks_read <= 2
+    assert_same_segmentation(grown, kcpstream.segment(zarr.open_array(path)))
 
 
 def test_several_channels_in_their_maps_order_equal_the_grid_search(monkeypatch):

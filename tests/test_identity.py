@@ -339,3 +339,23 @@ def test_a_chunk_removed_after_the_listing_is_an_error_not_fill_values(tmp_path,
     # what missing="fill" asks for: the fill value
     res = kcpstream.segment(str(path), missing="fill", **KW)
     assert res.n_samples == 60_000
+
+
+def test_a_series_identity_hashes_the_objects_it_reads_or_every_one_listed(tmp_path):
+    from kcpstream.inputs.provenance import StoredArray, chunk_versions, zarr_identity
+
+    z = zarr.create_array(str(tmp_path / "a.zarr"), shape=(100, 3), chunks=(50, 1), dtype="f4")
+    z[:] = 1.0
+    sensor_a = StoredArray(z, 0, (0, 100), (("i", 0),))
+    before = zarr_identity(sensor_a, chunk_versions(z)[1])
+    z[:, 1] = 2.0  # another sensor's objects
+    assert zarr_identity(sensor_a, chunk_versions(z)[1]) == before
+    z[60, 0] = 3.0  # one of its own
+    changed = zarr_identity(sensor_a, chunk_versions(z)[1])
+    assert changed != before
+    # a listing whose keys are not zarr's (no metadata among them): every object
+    # listed counts, so that a change anywhere still shows
+    listed = {f"x/{k}": v for k, v in chunk_versions(z)[1].items()}
+    other = zarr_identity(sensor_a, listed)
+    z[:, 2] = 4.0
+    assert zarr_identity(sensor_a, {f"x/{k}": v for k, v in chunk_versions(z)[1].items()}) != other

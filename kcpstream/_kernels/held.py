@@ -123,9 +123,24 @@ def segment_best(
 
 
 @njit(nogil=True, cache=True)
+def _segment_halves(Z, scale, block_size, a, e, c, lazy, counts, every, cut, S, Q, M2, R, cnt):
+    """The halves of the piece of ``[a, e)`` holding its split ``c`` (its block,
+    cut at the segment's ends) into ``S, Q, M2, R, cnt`` (rows of two), as
+    :func:`held_binseg` makes them for a split it makes; nothing for a split
+    on the grid or none."""
+    if c < 0 or c % block_size == 0:
+        return
+    _ensure(Z, block_size, c - 1, c, lazy, counts)
+    lo, hi = max(a, c - c % block_size), min(e, c - c % block_size + block_size)
+    cut[0], cut[1], cut[2] = 0, c - lo, hi - lo
+    piece_stats(Z[:, lo:hi, :], scale, cut, S, Q, M2, R, cnt, -1.0, every)
+
+
+@njit(nogil=True, cache=True)
 def held_binseg(
-    Z, scale, prefix, bridge, block_size, max_splits, min_size, qmax2, slack, most, lazy, every
-):
+    Z, scale, prefix, bridge, block_size, max_splits, min_size, qmax2, slack, most, lazy, every,
+    every_segment=False,
+):  # fmt: skip
     """Sequential binary segmentation of a series of ``Z.shape[1]`` samples
     over its block statistics (``prefix``, ``bridge``), every piece scanned
     from ``Z``: split the segment of the largest gain (ties: the smallest
@@ -144,6 +159,12 @@ def held_binseg(
     the blocks it scans, not all of them; with every block marked in
     ``lazy[0]``, ``Z`` holds every sample's features and the rest of
     ``lazy`` is not used.
+
+    With ``every_segment``, also ``segments = (bounds, gains, halves)``: every
+    segment evaluated (start, end and best split; ``-1`` when it has none),
+    its gain, and the halves of its best split's piece as above (count 0 on
+    the grid), what the block-grid search keeps of the segments it made
+    exact (a checkpoint stores them); empty arrays without it.
     """
     n = Z.shape[1]
     p = prefix.shape[0]
@@ -161,6 +182,12 @@ def held_binseg(
     half_count = np.zeros((max_splits, 2), np.int64)
     cut = np.empty(3, np.int64)
     counts = np.zeros(4, np.int64)
+    rows = cap if every_segment else 0
+    seg_S = np.zeros((rows, 2, p), np.int64)
+    seg_Q = np.zeros((rows, 2))
+    seg_M2 = np.zeros((rows, 2))
+    seg_R = np.zeros((rows, 2))
+    seg_count = np.zeros((rows, 2), np.int64)
     sums[0, 0, :] = 0
     sums[0, 1, :] = prefix[:, prefix.shape[1] - 1]
     seg[0, 0], seg[0, 1] = 0, n
@@ -169,6 +196,11 @@ def held_binseg(
         slack, most, lazy, counts,
     )  # fmt: skip
     open_[0] = True
+    if every_segment:
+        _segment_halves(
+            Z, scale, block_size, 0, n, seg[0, 2], lazy, counts, every, cut,
+            seg_S[0], seg_Q[0], seg_M2[0], seg_R[0], seg_count[0],
+        )  # fmt: skip
     count, made = 1, 0
     while made < max_splits:
         best = next_split(open_, seg_gain, seg[:, 2], count)
@@ -203,8 +235,19 @@ def held_binseg(
                 Z, scale, prefix, bridge, block_size, n, lo, hi, sums[count, 0],
                 sums[count, 1], min_size, qmax2, slack, most, lazy, counts,
             )  # fmt: skip
+            if every_segment:
+                _segment_halves(
+                    Z, scale, block_size, lo, hi, seg[count, 2], lazy, counts, every, cut,
+                    seg_S[count], seg_Q[count], seg_M2[count], seg_R[count], seg_count[count],
+                )  # fmt: skip
             open_[count] = True
             count += 1
     counts[0] = count
     halves = (half_S[:made], half_Q[:made], half_M2[:made], half_R[:made], half_count[:made])
-    return out[:made, 0], out[:made, 1], out[:made, 2], out_gain[:made], counts, halves
+    kept = min(count, rows)
+    segments = (
+        seg[:kept],
+        seg_gain[:kept],
+        (seg_S[:kept], seg_Q[:kept], seg_M2[:kept], seg_R[:kept], seg_count[:kept]),
+    )
+    return out[:made, 0], out[:made, 1], out[:made, 2], out_gain[:made], counts, halves, segments

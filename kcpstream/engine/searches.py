@@ -119,13 +119,16 @@ def holds_its_search(job: Job) -> bool:
     map, whose blocks are featurized as the search scans them) and
     :data:`~kcpstream.search.held.HELD_MAX_SAMPLE_BYTES` of samples, one sample per
     feature vector, blocks no longer than a scan featurizes whole, searched
-    in this process.  Not with a checkpoint, nor a :class:`~kcpstream.Segmenter`'s
-    later choices: they reuse the segments a grid search evaluated."""
+    in this process.  Not for an update from a checkpoint (its search reads
+    only the pieces that changed), nor a later search over segments already
+    evaluated (a loaded checkpoint's, a :class:`~kcpstream.Segmenter`'s later
+    choices).  With a checkpoint it records every segment it evaluates, which
+    the checkpoint keeps (:func:`_held_or_grid`)."""
     limit = HELD_MAX_VALUES_FOURIER if _fourier(job.fmap) else HELD_MAX_VALUES
     return (
         not job.in_memory
         and not job.reads.loaded
-        and job.stored.key is None
+        and job.stored.reuse is None
         and not job.search.known
         and job.windows.width == 1
         and job.windows.cuts is None
@@ -163,10 +166,12 @@ def _held_or_grid(job: Job, st: Settings, kw: dict, read_again: bool):
     else:
         z = featurize_range(fmap, x, st.tile)
     every = snapshot_every(fmap.window_samples)
+    # a checkpoint keeps every segment evaluated, exact (a later deeper search's)
+    known = job.search.known if job.stored.key is not None else None
     return (
         yield from held_binseg_steps(
             job.stats, z, every, min_size=job.min_size, n_bkps=job.d_max - 1,
-            log=job.search.log, allow_fewer=True, lazy=lazy,
+            log=job.search.log, allow_fewer=True, lazy=lazy, known=known,
         )
     )  # fmt: skip
 

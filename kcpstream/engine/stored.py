@@ -225,6 +225,7 @@ def save_checkpoints(jobs: list[Job], path, tile: int) -> None:
         if job.signal.valid is not None:  # the positions its results mapped back
             attrs["mapped"] = job.signal.valid.mapped()
         if _as_loaded(job, attrs):
+            checkpoint.touch(path, job.stored.key)
             unchanged += 1
             continue
         kept = _kept_samples(job)

@@ -617,7 +617,12 @@ def zarr_identity(stored: StoredArray, versions: dict[str, tuple] | None) -> str
     h = hashlib.sha256()
     h.update(json.dumps(_placed(stored, stored.rows), default=str).encode())
     h.update(json.dumps(meta, sort_keys=True, default=str).encode())
-    for key in sorted(key for _, key in _objects(stored)):
+    read = sorted(key for _, key in _objects(stored))
+    if not any(meta_key in versions for meta_key in ("zarr.json", ".zarray")):
+        # the listing's keys are not those zarr reads by (its metadata is not
+        # among them): every object listed, so that a change anywhere shows
+        read = sorted(versions)
+    for key in read:
         h.update(json.dumps([key, versions.get(key)], default=str).encode())
     return h.hexdigest()
 

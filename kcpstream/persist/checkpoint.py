@@ -444,6 +444,14 @@ class _Listing:
                 self.newest -= 1
                 self._add(name, self.newest, where, attrs)
 
+    def touched(self, name: str) -> None:
+        """The group ``name`` was used as it is: now the newest."""
+        with self.lock:
+            if self.groups is not None and name in self.groups:
+                _, where, attrs = self.groups[name]
+                self.newest -= 1
+                self.groups[name] = (self.newest, where, attrs)
+
     def removed(self, name: str) -> None:
         with self.lock:
             if self.groups is not None and name in self.groups:
@@ -544,6 +552,20 @@ def remove(path: str | os.PathLike, key: str) -> None:
             if listing is not None:
                 listing.removed(key)
         shutil.rmtree(old, ignore_errors=True)
+
+
+def touch(path: str | os.PathLike, key: str) -> None:
+    """Make the group ``key``, used as it is and not written again, the newest
+    of the folder (its modification time now): lookups of a lineage take its
+    groups newest first, as when a run that used a group wrote it again."""
+    root = _local_dir(path)
+    try:
+        os.utime(os.path.join(root, key))
+    except OSError:  # removed meanwhile
+        return
+    listing = _held_listing(root)
+    if listing is not None:
+        listing.touched(key)
 
 
 def remove_outdated(path: str | os.PathLike, lineage: str) -> None:

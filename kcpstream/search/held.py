@@ -34,6 +34,7 @@ def held_binseg_steps(
     log: SearchLog | None = None,
     allow_fewer: bool = False,
     lazy: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+    known: dict | None = None,
 ) -> Steps:
     """:func:`~kcpstream.search.binseg.binseg_steps` with ``n_bkps`` over ``stats``,
     whose series' raw features are ``Z`` (k, n, m): a generator that asks for
@@ -48,6 +49,12 @@ def held_binseg_steps(
     its piece's halves summed with ``every`` samples between bridge
     evaluations) as the block-grid search adds it, so later queries at the
     splits (costs, the choice, the dynamic programme) are exact and the same.
+
+    With ``known`` (a dict by ``(start, end)``), every segment the search
+    evaluated is put in it, exact, with its best split's halves added to
+    ``stats`` as the block-grid search adds those of the segments it makes
+    exact: what a checkpoint keeps for a later, deeper search (which then
+    splits them as the grid's search would, from the same statistics).
     """
     log = log if log is not None else SearchLog()
     B = stats.block_size
@@ -58,7 +65,7 @@ def held_binseg_steps(
         lazy_blocks = (np.ones(stats.n_blocks, np.bool_), *unused, np.zeros(1, np.float32))
     else:
         lazy_blocks = (np.zeros(stats.n_blocks, np.bool_), *lazy)
-    starts, ends, splits, gains, counts, halves = held_binseg(
+    starts, ends, splits, gains, counts, halves, segments = held_binseg(
         Z,
         scale,
         stats.prefix,
@@ -71,7 +78,10 @@ def held_binseg_steps(
         max(1, MAX_RUN_SAMPLES // B),
         lazy_blocks,
         every,
+        known is not None,
     )
+    if known is not None:
+        _record(stats, segments, known)
     log.segments_evaluated += int(counts[0])
     log.pieces_scanned += int(counts[1])
     log.samples_scanned += int(counts[2])
@@ -81,7 +91,7 @@ def held_binseg_steps(
     half_S, half_Q, half_M2, half_R, half_count = halves
     made = zip(starts.tolist(), ends.tolist(), splits.tolist(), gains.tolist(), strict=True)
     for k, (a, e, c, g) in enumerate(made):
-        seg = SegmentSplit(a, e, g, c, g)
+        seg = SegmentSplit(a, e, g, c, g) if known is None else known[(a, e)]
         if not stats.is_grid_point(c):
             # the piece of the segment holding the split: its block, cut at the
             # segment's ends, whose halves the kernel summed (split_piece's)
@@ -101,6 +111,27 @@ def held_binseg_steps(
     check_enough_splits(len(order), n_bkps, min_size, allow_fewer)
     return order
     yield  # a generator that asks for no scan  # pragma: no cover
+
+
+def _record(stats: BlockStats, segments, known: dict) -> None:
+    """Every segment :func:`~kcpstream._kernels.held.held_binseg` evaluated,
+    exact, into ``known``; the halves of each best split inside a block added
+    to ``stats``."""
+    B = stats.block_size
+    bounds, gains, (S, Q, M2, R, count) = segments
+    for i, ((a, e, c), g) in enumerate(zip(bounds.tolist(), gains.tolist(), strict=True)):
+        seg = SegmentSplit(a, e, g, c, g)
+        if c >= 0 and not stats.is_grid_point(c):
+            seg.piece = (max(a, c - c % B), min(e, c - c % B + B))
+            seg.left, seg.right = (
+                PieceStats(
+                    count=int(count[i, j]), S=S[i, j], Q=float(Q[i, j]), M2=float(M2[i, j]),
+                    R=float(R[i, j]),
+                )
+                for j in (0, 1)
+            )  # fmt: skip
+            stats.add_split(c, *seg.piece, seg.left, seg.right)
+        known[(a, e)] = seg
 
 
 #: Most raw features (``n`` samples times ``p`` features, float32: 64 MiB) a
