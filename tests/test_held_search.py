@@ -183,6 +183,14 @@ def test_the_segments_a_held_search_records_are_the_grid_searchs(data, Z):
             continue
         mine = held_known[key]
         assert (mine.split, mine.gain, mine.piece) == (seg.split, seg.gain, seg.piece)
+        for half, theirs in ((mine.left, seg.left), (mine.right, seg.right)):
+            if theirs is None:  # (a split on the grid: no piece cut)
+                assert half is None
+                continue
+            assert (half.count, half.Q, half.M2, half.R) == (
+                theirs.count, theirs.Q, theirs.M2, theirs.R,
+            )  # fmt: skip
+            np.testing.assert_array_equal(half.S, theirs.S)
         if seg.split >= 0:
             s_grid, q_grid = grid_stats.prefix_at(seg.split)
             s_held, q_held = held_stats.prefix_at(seg.split)
