@@ -123,9 +123,9 @@ def segment_best(
 
 
 @njit(nogil=True, cache=True)
-def _segment_halves(Z, scale, block_size, a, e, c, lazy, counts, every, cut, S, Q, M2, R, cnt):
+def _segment_halves(Z, scale, block_size, a, e, c, lazy, counts, every, cut, row):
     """The halves of the piece of ``[a, e)`` holding its split ``c`` (its block,
-    cut at the segment's ends) into ``S, Q, M2, R, cnt`` (rows of two), as
+    cut at the segment's ends) into ``row = (S, Q, M2, R, cnt)`` (rows of two), as
     :func:`held_binseg` makes them for a split it makes; nothing for a split
     on the grid or none."""
     if c < 0 or c % block_size == 0:
@@ -133,14 +133,26 @@ def _segment_halves(Z, scale, block_size, a, e, c, lazy, counts, every, cut, S, 
     _ensure(Z, block_size, c - 1, c, lazy, counts)
     lo, hi = max(a, c - c % block_size), min(e, c - c % block_size + block_size)
     cut[0], cut[1], cut[2] = 0, c - lo, hi - lo
+    S, Q, M2, R, cnt = row
     piece_stats(Z[:, lo:hi, :], scale, cut, S, Q, M2, R, cnt, -1.0, every)
 
 
 @njit(nogil=True, cache=True)
 def held_binseg(
-    Z, scale, prefix, bridge, block_size, max_splits, min_size, qmax2, slack, most, lazy, every,
+    Z,
+    scale,
+    prefix,
+    bridge,
+    block_size,
+    max_splits,
+    min_size,
+    qmax2,
+    slack,
+    most,
+    lazy,
+    every,
     every_segment=False,
-):  # fmt: skip
+):
     """Sequential binary segmentation of a series of ``Z.shape[1]`` samples
     over its block statistics (``prefix``, ``bridge``), every piece scanned
     from ``Z``: split the segment of the largest gain (ties: the smallest
@@ -197,10 +209,8 @@ def held_binseg(
     )  # fmt: skip
     open_[0] = True
     if every_segment:
-        _segment_halves(
-            Z, scale, block_size, 0, n, seg[0, 2], lazy, counts, every, cut,
-            seg_S[0], seg_Q[0], seg_M2[0], seg_R[0], seg_count[0],
-        )  # fmt: skip
+        row = (seg_S[0], seg_Q[0], seg_M2[0], seg_R[0], seg_count[0])
+        _segment_halves(Z, scale, block_size, 0, n, seg[0, 2], lazy, counts, every, cut, row)
     count, made = 1, 0
     while made < max_splits:
         best = next_split(open_, seg_gain, seg[:, 2], count)
@@ -236,10 +246,10 @@ def held_binseg(
                 sums[count, 1], min_size, qmax2, slack, most, lazy, counts,
             )  # fmt: skip
             if every_segment:
+                row = (seg_S[count], seg_Q[count], seg_M2[count], seg_R[count], seg_count[count])
                 _segment_halves(
-                    Z, scale, block_size, lo, hi, seg[count, 2], lazy, counts, every, cut,
-                    seg_S[count], seg_Q[count], seg_M2[count], seg_R[count], seg_count[count],
-                )  # fmt: skip
+                    Z, scale, block_size, lo, hi, seg[count, 2], lazy, counts, every, cut, row
+                )
             open_[count] = True
             count += 1
     counts[0] = count

@@ -125,11 +125,10 @@ def _record(stats: BlockStats, segments, known: dict) -> None:
             seg.piece = (max(a, c - c % B), min(e, c - c % B + B))
             seg.left, seg.right = (
                 PieceStats(
-                    count=int(count[i, j]), S=S[i, j], Q=float(Q[i, j]), M2=float(M2[i, j]),
-                    R=float(R[i, j]),
+                    int(count[i, j]), S[i, j], float(Q[i, j]), float(M2[i, j]), float(R[i, j])
                 )
                 for j in (0, 1)
-            )  # fmt: skip
+            )
             stats.add_split(c, *seg.piece, seg.left, seg.right)
         known[(a, e)] = seg
 
