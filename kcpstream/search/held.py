@@ -80,57 +80,46 @@ def held_binseg_steps(
         every,
         known is not None,
     )
-    if known is not None:
-        _record(stats, segments, known)
     log.segments_evaluated += int(counts[0])
     log.pieces_scanned += int(counts[1])
     log.samples_scanned += int(counts[2])
     log.samples_featurized += Z.shape[1] if lazy is None else int(counts[3])
     log.held_searches += 1
-    order = []
-    half_S, half_Q, half_M2, half_R, half_count = halves
     made = zip(starts.tolist(), ends.tolist(), splits.tolist(), gains.tolist(), strict=True)
-    for k, (a, e, c, g) in enumerate(made):
-        seg = SegmentSplit(a, e, g, c, g) if known is None else known[(a, e)]
-        if not stats.is_grid_point(c):
-            # the piece of the segment holding the split: its block, cut at the
-            # segment's ends, whose halves the kernel summed (split_piece's)
-            seg.piece = (max(a, c - c % B), min(e, c - c % B + B))
-            seg.left, seg.right = (
-                PieceStats(
-                    count=int(half_count[k, i]),
-                    S=half_S[k, i],
-                    Q=float(half_Q[k, i]),
-                    M2=float(half_M2[k, i]),
-                    R=float(half_R[k, i]),
-                )
-                for i in (0, 1)
-            )
-            stats.add_split(c, *seg.piece, seg.left, seg.right)
-        order.append(seg)
+    if known is not None:  # (every segment recorded, these among them)
+        _record(stats, segments, known)
+        order = [known[(a, e)] for a, e, _, _ in made]
+    else:
+        order = [_exact(stats, a, e, c, g, halves, k) for k, (a, e, c, g) in enumerate(made)]
     check_enough_splits(len(order), n_bkps, min_size, allow_fewer)
     return order
     yield  # a generator that asks for no scan  # pragma: no cover
 
 
+def _exact(stats: BlockStats, a: int, e: int, c: int, g: float, halves, k: int) -> SegmentSplit:
+    """The exact segment ``[a, e)`` with its best split ``c`` of gain ``g``; a
+    split inside a block gets its piece (its block, cut at the segment's
+    ends) and the halves the kernel summed of it (row ``k`` of ``halves``,
+    split_piece's), added to ``stats``."""
+    seg = SegmentSplit(a, e, g, c, g)
+    if c >= 0 and not stats.is_grid_point(c):
+        B = stats.block_size
+        S, Q, M2, R, count = halves
+        seg.piece = (max(a, c - c % B), min(e, c - c % B + B))
+        seg.left, seg.right = (
+            PieceStats(int(count[k, i]), S[k, i], float(Q[k, i]), float(M2[k, i]), float(R[k, i]))
+            for i in (0, 1)
+        )
+        stats.add_split(c, *seg.piece, seg.left, seg.right)
+    return seg
+
+
 def _record(stats: BlockStats, segments, known: dict) -> None:
     """Every segment :func:`~kcpstream._kernels.held.held_binseg` evaluated,
-    exact, into ``known``; the halves of each best split inside a block added
-    to ``stats``."""
-    B = stats.block_size
-    bounds, gains, (S, Q, M2, R, count) = segments
+    exact, into ``known`` (:func:`_exact`)."""
+    bounds, gains, halves = segments
     for i, ((a, e, c), g) in enumerate(zip(bounds.tolist(), gains.tolist(), strict=True)):
-        seg = SegmentSplit(a, e, g, c, g)
-        if c >= 0 and not stats.is_grid_point(c):
-            seg.piece = (max(a, c - c % B), min(e, c - c % B + B))
-            seg.left, seg.right = (
-                PieceStats(
-                    int(count[i, j]), S[i, j], float(Q[i, j]), float(M2[i, j]), float(R[i, j])
-                )
-                for j in (0, 1)
-            )
-            stats.add_split(c, *seg.piece, seg.left, seg.right)
-        known[(a, e)] = seg
+        known[(a, e)] = _exact(stats, a, e, c, g, halves, i)
 
 
 #: Most raw features (``n`` samples times ``p`` features, float32: 64 MiB) a
