@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import dask.array as da
@@ -15,6 +16,7 @@ import kcpstream
 from kcpstream import datasets
 from kcpstream.selection.permutation import best_gains
 from kcpstream.selection.significance import (
+    SPAN_NODES,
     LongRunNoise,
     RangeGrams,
     cycle_noise,
@@ -66,6 +68,23 @@ def test_the_overshoot_factor():
     assert nu[0] == pytest.approx(1.0) and np.all(np.diff(nu) < 0) and np.all(nu > 0)
     # the small-x expansion nu(x) ~ exp(-0.583 x)
     np.testing.assert_allclose(nu[1:3], np.exp(-0.583 * x[1:3]), rtol=0.01)
+
+
+@given(
+    b=st.floats(0.05, 20.0),
+    log_t0=st.floats(-6.0, math.log10(0.49)),
+    log_steps=st.floats(0.0, 14.0),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_compiled_span_is_the_overshoot_summed_at_every_node(b, log_t0, log_steps):
+    # the reference: the vectorised overshoot at SPAN_NODES nodes, trapezoid in numpy
+    t0, steps = 10.0**log_t0, 10.0**log_steps
+    edge = math.log((1.0 - t0) / t0)
+    u = np.linspace(-edge, edge, SPAN_NODES)
+    t = 1.0 / (1.0 + np.exp(-u))
+    nu = overshoot(b / np.sqrt(steps * t * (1.0 - t)))
+    reference = float(((nu[1:] + nu[:-1]) * 0.5 * np.diff(u)).sum())
+    assert discrete_span(b, t0, steps) == pytest.approx(reference, rel=1e-12)
 
 
 @pytest.mark.parametrize("t0", [1e-4, 0.02, 0.3])
@@ -505,3 +524,16 @@ def test_range_grams_are_the_masked_products_with_the_same_bits_in_any_order(k, 
         assert np.array_equal(again.gram(lo, hi, keep), product)
         assert np.array_equal(RangeGrams(diffs).gram(lo, hi, keep), product)
     np.testing.assert_array_equal(first.ss, (diffs**2).sum(axis=0))
+
+
+@given(
+    values=st.lists(
+        st.one_of(st.just(0.0), st.floats(0.0, 1e12, allow_nan=False)), min_size=1, max_size=300
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_the_median_of_squared_differences_is_numpys(values):
+    from kcpstream.selection.significance import _median
+
+    a = np.asarray(values)
+    assert _median(a) == float(np.median(a))
