@@ -134,3 +134,33 @@ def test_a_client_is_found_once_distributed_is_imported():
         with Client(cluster) as client:
             assert active_client() is client
     assert active_client() is None
+
+
+def test_what_follows_the_searches_is_made_once_each_and_one_at_a_time():
+    # searches end in several threads; their choices (which hold the GIL) are
+    # made by one thread at a time while the others go on, each exactly once
+    import threading
+    import time
+
+    from kcpstream.passes.drive import _Ended
+    from kcpstream.tasks.threads import each_in_threads
+
+    outcomes: list = [None] * 64
+    running, most, made = [0], [0], []
+    lock = threading.Lock()
+
+    def then(i, value):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.001)  # (a choice's length: the other threads end searches meanwhile)
+        with lock:
+            running[0] -= 1
+            made.append(i)
+        return value * 2
+
+    ended = _Ended(then, outcomes)
+    each_in_threads(lambda i: ended.add(i, i), range(64), least=1, most=4)
+    ended.drain()
+    assert outcomes == [2 * i for i in range(64)]
+    assert sorted(made) == list(range(64)) and most[0] == 1

@@ -5,6 +5,8 @@ their results sent back to the searches (I/O-free generators of
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -39,13 +41,15 @@ def drive_many(
     in threads (:func:`~kcpstream.passes.scan.scan_many`).
 
     With ``then``, a search's outcome is ``then(i, value)`` of the value it
-    returned, called in the thread that advanced it last: what follows a
-    search (a series' choice, which holds the GIL) runs beside the other
-    series' searches (compiled, without it) instead of after all of them."""
+    returned, made as soon as a thread is free to: what follows a search (a
+    series' choice, which holds the GIL) runs beside the other series'
+    searches (compiled, without it) instead of after all of them, one at a
+    time (:class:`_Ended`)."""
     outcomes: list[Any] = [None] * len(runs)
     asked: dict[int, list[ScanRequest]] = {}
     alone = [0] * len(runs)  # pieces each search scanned on its own
     on_its_own = len(runs) >= MIN_THREAD_SEARCHES
+    ended = _Ended(then, outcomes)
 
     def advance(i: int, value) -> None:
         steps, _, fmap, cache = runs[i]
@@ -59,14 +63,16 @@ def drive_many(
                 asked[i] = steps.send(found)
         except StopIteration as stop:
             asked.pop(i, None)
-            outcomes[i] = stop.value if then is None else then(i, stop.value)
+            ended.add(i, stop.value)
 
     each_in_threads(lambda i: advance(i, None), range(len(runs)), MIN_THREAD_SEARCHES)
+    ended.drain()
     while asked:
         ids = sorted(asked)  # the series' order, whichever advanced first
         batches = [(runs[i][1], runs[i][2], asked[i], runs[i][3]) for i in ids]
         scans = zip(ids, scan_many(batches, min_size, tile), strict=True)
         each_in_threads(lambda scan: advance(*scan), list(scans), MIN_THREAD_SEARCHES)
+        ended.drain()
         if on_round is not None:
             on_round(sum(r.pieces for b in batches for r in b[2]), True)
     if on_round is not None and any(alone):
@@ -78,3 +84,44 @@ def drive_many(
 #: compiled and release the GIL, and a batch's searches are independent
 #: (:mod:`kcpstream.tasks.threads`).
 MIN_THREAD_SEARCHES = 4
+
+
+class _Ended:
+    """The searches that ended, and what follows each (``then``): made by one
+    thread at a time, the others searching meanwhile.
+
+    What follows a search (a series' choice) holds the GIL most of the time;
+    two threads choosing at once mostly wait for each other, while a thread
+    searching (compiled, without the GIL) beside one that chooses does not.
+    A thread that ends a search queues it and, unless another thread is
+    choosing, makes every queued choice; the last are made by :meth:`drain`.
+    Each ``then(i, value)`` runs once, in some thread: the outcomes do not
+    depend on which.
+    """
+
+    def __init__(self, then: Callable[[int, Any], Any] | None, outcomes: list) -> None:
+        self._then = then
+        self._outcomes = outcomes
+        self._queue: deque = deque()
+        self._choosing = threading.Lock()
+
+    def add(self, i: int, value) -> None:
+        if self._then is None:
+            self._outcomes[i] = value
+            return
+        self._queue.append((i, value))
+        if self._choosing.acquire(blocking=False):
+            try:
+                self._make()
+            finally:
+                self._choosing.release()
+
+    def drain(self) -> None:
+        """Every queued ``then`` made (no search is running)."""
+        with self._choosing:
+            self._make()
+
+    def _make(self) -> None:
+        while self._queue:
+            i, value = self._queue.popleft()
+            self._outcomes[i] = self._then(i, value)
