@@ -182,3 +182,52 @@ def test_a_batch_in_groups_keeps_every_series_in_its_checkpoint(store, tmp_path,
     assert {r.diagnostics.checkpoint for _, r in loaded} == {"loaded"}
     assert sum(r.diagnostics.samples_featurized for _, r in loaded) == 0
     assert _answers(loaded) == _answers(written)
+
+
+def _reads(monkeypatch) -> list:
+    """Every read of the store's chunks, as the tuple of chunk positions read."""
+    import kcpstream.inputs.signal as signal_module
+
+    seen: list = []
+    real = signal_module.SourceSlice._read_chunks
+
+    def counting(self, indices):
+        seen.append(tuple(int(i) for i in indices))
+        return real(self, indices)
+
+    monkeypatch.setattr(signal_module.SourceSlice, "_read_chunks", counting)
+    return seen
+
+
+@pytest.mark.parametrize("cache_bytes", [2**28, 2**18])
+def test_a_batchs_fit_reads_are_made_together_and_give_each_series_its_own_answer(
+    store, monkeypatch, cache_bytes
+):
+    # the samples "auto" reads of every series in one graph (in groups of at
+    # most cache_bytes), then each series fitted: the answers and the counts
+    # of the fits made apart, as many chunk reads, and each series' answer alone
+    together: list[int] = []
+    real = kcpstream.engine.run.fit_samples
+
+    def recorded(reads):
+        together.append(len(reads))
+        return real(reads)
+
+    monkeypatch.setattr(kcpstream.engine.run, "fit_samples", recorded)
+    reads = _reads(monkeypatch)
+    batch = _segment(store, cache_bytes=cache_bytes)
+    assert sum(together) == SENSORS
+    assert len(together) == (1 if cache_bytes == 2**28 else SENSORS)  # 160 kB of float64 each
+    read_together = len(reads)
+    monkeypatch.setattr(kcpstream.engine.run, "_reads_together", lambda *a: False)
+    apart = _segment(store, cache_bytes=cache_bytes)
+    assert len(together) == (1 if cache_bytes == 2**28 else SENSORS)
+    assert len(reads) - read_together == read_together
+    assert _answers(batch) == _answers(apart)
+    for (_, got), (_, want) in zip(batch, apart, strict=True):
+        assert got.diagnostics.reads == want.diagnostics.reads
+    da_ = xr.open_zarr(store, chunks=None, consolidated=False)["v"]
+    for s, (_, got) in enumerate(batch):
+        want = kcpstream.segment(da_.isel(sensor=s), dim="time", missing="skip")
+        assert got.changepoints.tolist() == want.changepoints.tolist()
+        assert got.gains.tolist() == want.gains.tolist()

@@ -49,16 +49,21 @@ BLOCK_CYCLE_POINTS = 1 << 15
 
 
 def auto_features(
-    signal: Signal, sample_size: int, seed: int | None, cache: SampleCache
+    signal: Signal,
+    sample_size: int,
+    seed: int | None,
+    cache: SampleCache,
+    values: np.ndarray | None = None,
 ) -> tuple[FeatureMap | str, np.ndarray | None, Cycle | None]:
     """The feature map ``"auto"`` stands for on ``signal``, and the cycle found.
 
     Returns ``(Temporal(window=window), None, cycle)`` when the signal has a
     cycle (:func:`auto_window`), or ``("auto", fit_sample, cycle)``: the
     pointwise default and the fit sample of :meth:`Signal.sample` with
-    ``sample_size`` points, cut from the stretches.
+    ``sample_size`` points, cut from the stretches.  ``values``: the samples
+    of :func:`stretch_reads` when already read (through ``cache``).
     """
-    pieces, read = _stretches(signal, sample_size, cache)
+    pieces, read = _stretches(signal, sample_size, cache, values)
     if not all(np.isfinite(v).all() for v in read[1]):
         raise NonFiniteInput(f"the fit sample of {signal.description} holds NaN or inf")
     cycle = signal_period(pieces)
@@ -175,12 +180,18 @@ def stretch_windows(
     return [(a, b) for a, b in merged], disjoint
 
 
-def _stretches(signal: Signal, sample_size: int, cache: SampleCache):
-    """The stretches of :func:`stretch_windows` and the samples read for them:
-    ``(pieces, (windows, values))`` with ``windows`` the merged ``[start,
-    end)`` read and ``values`` their samples (m_i, d)."""
+def stretch_reads(n: int, sample_size: int) -> list[tuple[int, int]]:
+    """The ``[start, end)`` :func:`auto_features` reads of a series of ``n`` samples."""
+    return stretch_windows(n, sample_size)[0]
+
+
+def _stretches(signal: Signal, sample_size: int, cache: SampleCache, values=None):
+    """The stretches of :func:`stretch_windows` and the samples read for them
+    (``values``, when given): ``(pieces, (windows, values))`` with ``windows``
+    the merged ``[start, end)`` read and ``values`` their samples (m_i, d)."""
     windows, disjoint = stretch_windows(signal.n, sample_size)
-    values = fit_sample(signal, windows, cache)
+    if values is None:
+        values = fit_sample(signal, windows, cache)
     bounds = np.cumsum([0] + [b - a for a, b in windows])
     read = [values[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
     pieces = [_cut(windows, read, a, b) for a, b in disjoint]

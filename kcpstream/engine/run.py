@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from kcpstream.engine.autofeatures import auto_features, block_cycle
+from kcpstream.engine.autofeatures import auto_features, block_cycle, stretch_reads
 from kcpstream.engine.fitting import FitRecord, fit_reads, fitted_map, seed_of
 from kcpstream.engine.headroom import check_after_pass, check_before_pass
 from kcpstream.engine.pair import answer_of_pair, halved, shape_twin
@@ -52,7 +52,7 @@ from kcpstream.inputs import provenance as pv
 from kcpstream.inputs.gaps import GapMap, compact, kept_summaries
 from kcpstream.inputs.signal import NonFiniteInput, Signal, window_signal
 from kcpstream.passes.cache import SampleCache, release_worker_caches
-from kcpstream.passes.data import data_passes, fit_sample, in_memory_passes
+from kcpstream.passes.data import data_passes, fit_sample, fit_samples, in_memory_passes
 from kcpstream.passes.drive import MIN_THREAD_SEARCHES
 from kcpstream.passes.gaps import find_gaps
 from kcpstream.persist import checkpoint
@@ -66,8 +66,10 @@ from kcpstream.tasks.threads import MIN_THREAD_ITEMS, each_in_threads, one_blas_
 MOSTLY_MISSING = 0.5
 
 
-def prepare(signal: Signal, features, st: Settings) -> Job:
-    """Checks that depend on the series, the fitted feature map, the block size."""
+def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -> Job:
+    """Checks that depend on the series, the fitted feature map, the block size
+    (``read``: ``(cache, values)``, the samples ``features="auto"`` reads, read
+    already through that cache; see :func:`_fitted`)."""
     given = features
     cache = sample = cycle = None
     fit_chunks = 0  # chunks read for the fit
@@ -80,8 +82,8 @@ def prepare(signal: Signal, features, st: Settings) -> Job:
         if is_auto(features):
             # the stretches are read whole-chunk through the cache the pointwise
             # search would use, which keeps them for the data pass and the fit
-            cache = _job_cache(block_size_of(signal.n, st), st)
-            features, sample, cycle = auto_features(signal, st.sample_size, st.seed, cache)
+            cache, values = read or (_job_cache(block_size_of(signal.n, st), st), None)
+            features, sample, cycle = auto_features(signal, st.sample_size, st.seed, cache, values)
             fit_chunks = len(cache.fit_chunks)
             if sample is None:
                 cache = None  # the windows are another signal, with a grid of their own
@@ -163,8 +165,7 @@ def _segment_signals(
     # each series' fit is its own (its reads, its checks, its map), mostly numpy
     # and compiled code: a batch's are made side by side
     known = _known_gaps(signals, st)
-    with one_blas_thread(len(known) >= MIN_THREAD_ITEMS):
-        jobs: list = each_in_threads(lambda sig: _prepare(sig, features, st), known)
+    jobs = _fitted(known, features, st)
     note("fit: feature maps of %d series fitted (%.1f s)", len(jobs), time.perf_counter() - t0)
     limit_in_memory(jobs)  # over the whole batch: a group's answers are the batch's
     groups = state_groups(jobs)
@@ -251,10 +252,62 @@ def _gap_record(signal: Signal, st: Settings) -> GapMap | dict | None:
     return gaps
 
 
-def _prepare(signal: Signal, features, st: Settings) -> Job:
+def _fitted(signals: list[Signal], features, st: Settings) -> list[Job]:
+    """Every series prepared (:func:`_prepare`), side by side in threads.
+
+    In this process, the samples ``features="auto"`` reads of a batch's series
+    are read first, together (:func:`~kcpstream.passes.data.fit_samples`),
+    in groups of at most ``cache_bytes``: a read in a thread beside fits
+    that hold the GIL waits for them at every hand-over between its threads.
+    Not with a checkpoint, whose fit records may make those reads needless."""
+    if not _reads_together(signals, features, st):
+        with one_blas_thread(len(signals) >= MIN_THREAD_ITEMS):
+            return each_in_threads(lambda sig: _prepare(sig, features, st), signals)
+    jobs: list[Job] = []
+    for group in _read_groups(signals, st):
+        part = [signals[i] for i in group]
+        caches = [_job_cache(block_size_of(sig.n, st), st) for sig in part]
+        values = fit_samples(
+            [
+                (sig, stretch_reads(sig.n, st.sample_size), cache)
+                for sig, cache in zip(part, caches, strict=True)
+            ]
+        )
+        reads = list(zip(part, caches, values, strict=True))
+        with one_blas_thread(len(part) >= MIN_THREAD_ITEMS):
+            jobs += each_in_threads(lambda r: _prepare(r[0], features, st, r[1:]), reads)
+    return jobs
+
+
+def _reads_together(signals: list[Signal], features, st: Settings) -> bool:
+    """Whether :func:`_fitted` reads the series' stretches together first."""
+    return (
+        is_auto(features)
+        and st.checkpoint is None
+        and len(signals) >= MIN_THREAD_ITEMS
+        and in_process_scheduler()
+    )
+
+
+def _read_groups(signals: list[Signal], st: Settings) -> list[list[int]]:
+    """Consecutive series in groups whose :func:`stretch_reads` samples (float64)
+    take at most ``cache_bytes`` together (a series alone when its own do not)."""
+    groups: list[list[int]] = [[]]
+    held = 0
+    for i, sig in enumerate(signals):
+        size = 8 * sig.d * sum(b - a for a, b in stretch_reads(sig.n, st.sample_size))
+        if groups[-1] and held + size > st.cache_bytes:
+            groups.append([])
+            held = 0
+        groups[-1].append(i)
+        held += size
+    return groups
+
+
+def _prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -> Job:
     """:func:`prepare`, on the valid samples when the fit sample holds NaN."""
     try:
-        return prepare(signal, features, st)
+        return prepare(signal, features, st, read)
     except NonFiniteInput:
         pass  # (out of the handler: what the fit read is freed before the series is read)
     (signal,) = without_gaps([signal], st)

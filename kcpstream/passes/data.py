@@ -494,39 +494,86 @@ def fit_sample(signal: Signal, windows: list[tuple[int, int]], cache: SampleCach
     then sent there), so the data pass does not read them again.  Where no
     cache outlives a compute (a process pool) only the windows are read.
     """
-    reader = signal.reader
-    starts = reader.starts
+    return fit_samples([(signal, windows, cache)])[0]
+
+
+def fit_samples(
+    reads: list[tuple[Signal, list[tuple[int, int]], SampleCache]],
+) -> list[np.ndarray]:
+    """:func:`fit_sample` of several series (``(signal, windows, cache)`` each),
+    their reads in one graph.
+
+    A batch's series fitted side by side in threads each waited on the store's
+    reads while another held the GIL: a read hands over between threads a few
+    times, each hand-over waiting for the interpreter's switch interval, and
+    128 reads of one chunk took 1.6 s beside a busy thread against 0.09 s
+    alone (``benchmarks/results/throughput.md``).  Read together first, they
+    leave the fits nothing to wait for.
+    """
+    if not caches_reachable():
+        for sig, windows, cache in reads:
+            starts = sig.reader.starts
+            cache.fit_chunks.update(int(starts[i]) for i in _chunk_ranges(starts, windows)[0])
+        rows = dask.compute(*[sig.data[a:b] for sig, windows, _ in reads for a, b in windows])
+        out, k = [], 0
+        for _, windows, _ in reads:
+            part = rows[k : k + len(windows)]
+            out.append(np.concatenate([np.asarray(r, dtype=np.float64) for r in part], axis=0))
+            k += len(windows)
+        return out
+    batch = TaskBatch("fit")
+    plans = [_fit_tasks(batch, *read) for read in reads]
+    results = iter(batch.compute())
+    return [finish(results) for finish in plans]
+
+
+def _chunk_ranges(starts: np.ndarray, windows: list[tuple[int, int]]):
+    """``(ranges, order)``: the ``[lo, hi)`` rows of each chunk (by position)
+    the windows take, and the windows' parts in order as ``(chunk, index of
+    its range)``."""
     ranges: dict[int, list[tuple[int, int]]] = {}
-    order = []  # (chunk, index of its range)
+    order = []
     for a, b in windows:
         first, last = chunks_holding(starts, a, b)
         for i in range(first, last + 1):
             lo, hi = max(a, starts[i]) - starts[i], min(b, starts[i + 1]) - starts[i]
             ranges.setdefault(i, []).append((int(lo), int(hi)))
             order.append((i, len(ranges[i]) - 1))
+    return ranges, order
+
+
+def _fit_tasks(batch: TaskBatch, signal: Signal, windows: list[tuple[int, int]], cache):
+    """Add the tasks reading ``windows`` of ``signal`` to ``batch``; returns the
+    function that takes their results (an iterator over the batch's, in order)
+    and gives the samples (:func:`fit_sample`)."""
+    reader = signal.reader
+    starts = reader.starts
+    ranges, order = _chunk_ranges(starts, windows)
     needed = sorted(ranges)
     cache.fit_chunks.update(int(starts[i]) for i in needed)
-    if not caches_reachable():
-        rows = dask.compute(*[signal.data[a:b] for a, b in windows])
-        return np.concatenate([np.asarray(r, dtype=np.float64) for r in rows], axis=0)
     runs = pass_runs(signal.read_starts, signal.row_bytes)  # the data pass's tasks
     in_run: dict[int, list[int]] = {}
     firsts = [first for first, _ in runs]
     for i in needed:
         in_run.setdefault(bisect.bisect_right(firsts, i) - 1, []).append(i)
-    batch, groups = TaskBatch("fit"), []
+    groups = []
     for r, members in in_run.items():
         first, last = runs[r]
         groups.append((first, members))
         ranges_in_run = {i - first: ranges[i] for i in members}
         reader.add_task(batch, read_rows, first, last, ranges_in_run, cache.handle)
-    read: dict[int, list[np.ndarray]] = {}
-    for (first, members), (rows, worker) in zip(groups, batch.compute(), strict=True):
-        for i in members:
-            read[i] = rows[i - first]
-            if worker is not None:
-                cache.homes[int(starts[i])] = worker
-    return np.concatenate([read[i][k] for i, k in order], axis=0)
+
+    def finish(results) -> np.ndarray:
+        read: dict[int, list[np.ndarray]] = {}
+        for first, members in groups:
+            rows, worker = next(results)
+            for i in members:
+                read[i] = rows[i - first]
+                if worker is not None:
+                    cache.homes[int(starts[i])] = worker
+        return np.concatenate([read[i][k] for i, k in order], axis=0)
+
+    return finish
 
 
 @dataclass(frozen=True)
