@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
-from kcpstream._kernels.blockstats import piece_stats, scan_piece, segment_pending
+from kcpstream._kernels.blockstats import piece_stats, scan_run, segment_pending
 from kcpstream._kernels.dense import next_split
 from kcpstream._kernels.featurize import rff_tile
 
@@ -114,7 +114,7 @@ def segment_best(
             for f in range(p):
                 left[f] = prefix[f, a // block_size] - s_start[f]
         _ensure(Z, block_size, a, e, lazy, counts)
-        g, pos = scan_piece(Z[:, a:e, :], scale, a, start, end, left, total, min_size, grids[r])
+        g, pos = scan_run(Z, a, e, scale, a, start, end, left, total, min_size, grids[r])
         counts[1] += (e - 1) // block_size - a // block_size + 1
         counts[2] += e - a
         if pos >= 0 and (split < 0 or g > gain or (g == gain and pos < split)):
