@@ -222,10 +222,14 @@ def test_a_batchs_fit_reads_are_made_together_and_give_each_series_its_own_answe
     monkeypatch.setattr(kcpstream.engine.run, "_reads_together", lambda *a: False)
     apart = _segment(store, cache_bytes=cache_bytes)
     assert len(together) == (1 if cache_bytes == 2**28 else SENSORS)
-    assert len(reads) - read_together == read_together
     assert _answers(batch) == _answers(apart)
-    for (_, got), (_, want) in zip(batch, apart, strict=True):
-        assert got.diagnostics.reads == want.diagnostics.reads
+    if cache_bytes == 2**28:  # every chunk kept from its fit to its pass, either way
+        assert len(reads) - read_together == read_together
+        for (_, got), (_, want) in zip(batch, apart, strict=True):
+            assert got.diagnostics.reads == want.diagnostics.reads
+    else:  # a chunk past a series' share: which are read again depends on the threads' order
+        for (_, got), (_, want) in zip(batch, apart, strict=True):
+            assert got.diagnostics.reads.fit_chunks_read == want.diagnostics.reads.fit_chunks_read
     da_ = xr.open_zarr(store, chunks=None, consolidated=False)["v"]
     for s, (_, got) in enumerate(batch):
         want = kcpstream.segment(da_.isel(sensor=s), dim="time", missing="skip")

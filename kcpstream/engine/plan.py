@@ -409,6 +409,21 @@ def state_bytes(job: Job) -> int:
     return 8 * (job.fmap.n_features_out_ + 4) * rows + SEARCH_RECORD_BYTES
 
 
+def consecutive_groups(sizes: list[int], budget: int) -> list[list[int]]:
+    """Consecutive items (their ``sizes``) in groups of at most ``budget``
+    together, in order, a group closed when the next item would pass it (an
+    item larger than ``budget`` alone)."""
+    groups: list[list[int]] = [[]]
+    held = 0
+    for i, size in enumerate(sizes):
+        if groups[-1] and held + size > budget:
+            groups.append([])
+            held = 0
+        groups[-1].append(i)
+        held += size
+    return groups
+
+
 def state_groups(jobs: list[Job], budget: int | None = None) -> list[list[int]]:
     """Consecutive jobs in as few groups as ``budget`` (:data:`BATCH_STATE_BYTES`)
     of :func:`state_bytes` allows, ``ceil(total / budget)`` (each job alone

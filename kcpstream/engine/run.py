@@ -25,6 +25,7 @@ from kcpstream.engine.plan import (
     Settings,
     Windows,
     block_size_of,
+    consecutive_groups,
     d_max_of,
     is_auto,
     limit_in_memory,
@@ -292,16 +293,10 @@ def _reads_together(signals: list[Signal], features, st: Settings) -> bool:
 def _read_groups(signals: list[Signal], st: Settings) -> list[list[int]]:
     """Consecutive series in groups whose :func:`stretch_reads` samples (float64)
     take at most ``cache_bytes`` together (a series alone when its own do not)."""
-    groups: list[list[int]] = [[]]
-    held = 0
-    for i, sig in enumerate(signals):
-        size = 8 * sig.d * sum(b - a for a, b in stretch_reads(sig.n, st.sample_size))
-        if groups[-1] and held + size > st.cache_bytes:
-            groups.append([])
-            held = 0
-        groups[-1].append(i)
-        held += size
-    return groups
+    sizes = [
+        8 * sig.d * sum(b - a for a, b in stretch_reads(sig.n, st.sample_size)) for sig in signals
+    ]
+    return consecutive_groups(sizes, st.cache_bytes)
 
 
 def _prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -> Job:

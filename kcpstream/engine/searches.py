@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from kcpstream._kernels.blockstats import snapshot_every
-from kcpstream.engine.plan import Job, Settings
+from kcpstream.engine.plan import Job, Settings, consecutive_groups
 from kcpstream.features.rff import FourierFeatures
 from kcpstream.passes.drive import drive_many
 from kcpstream.passes.ranges import as_2d, featurize_range
@@ -83,15 +83,7 @@ def cache_groups(jobs: list[Job], st: Settings) -> list[list[int]] | None:
     sizes = [_series_bytes(j) for j in jobs]
     if sum(sizes) <= st.cache_bytes or max(sizes) > st.cache_bytes // 2:
         return None
-    groups: list[list[int]] = [[]]
-    held = 0
-    for i, size in enumerate(sizes):
-        if groups[-1] and held + size > st.cache_bytes:
-            groups.append([])
-            held = 0
-        groups[-1].append(i)
-        held += size
-    return groups
+    return consecutive_groups(sizes, st.cache_bytes)
 
 
 def path_steps(job: Job, st: Settings, read_again: bool = False):
