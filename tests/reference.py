@@ -330,3 +330,20 @@ def bennett_tail_reference(q, gain, trim, most):
         u = b * t / (m * v)
         total += 2.0 * 2.0 * math.exp(-(m * v / b**2) * ((1 + u) * math.log1p(u) - u))
     return total
+
+
+def overshoot(x: np.ndarray) -> np.ndarray:
+    """Siegmund's ``nu(x)`` in numpy, element by element as written: the erf of
+    Abramowitz & Stegun 7.1.26 (its Taylor series below 0.05), then
+    ``(2 / x) (Phi(h) - 1/2) / (h Phi(h) + phi(h))`` at ``h = x / 2``."""
+    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-12)
+    h = 0.5 * x
+    z = h / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
+    series = (2.0 / math.sqrt(math.pi)) * z * (1.0 - z * z / 3.0 + z**4 / 10.0)
+    half = 0.5 * np.where(z < 0.05, series, 1.0 - poly * np.exp(-z * z))
+    pdf = np.exp(-0.5 * h * h) / math.sqrt(2.0 * math.pi)
+    return (2.0 / x) * half / (h * (0.5 + half) + pdf)

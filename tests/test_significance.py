@@ -27,6 +27,8 @@ from kcpstream.selection.significance import (
     split_pvalue,
 )
 
+from . import reference
+
 
 def _ar1(n: int, phi: float, seed: int) -> np.ndarray:
     e = np.random.default_rng(seed).standard_normal(n + 500)
@@ -68,6 +70,9 @@ def test_the_overshoot_factor():
     assert nu[0] == pytest.approx(1.0) and np.all(np.diff(nu) < 0) and np.all(nu > 0)
     # the small-x expansion nu(x) ~ exp(-0.583 x)
     np.testing.assert_allclose(nu[1:3], np.exp(-0.583 * x[1:3]), rtol=0.01)
+    # the compiled factor is the formula as written, in numpy (both sides of erf's switch)
+    wide = np.concatenate([x, np.geomspace(1e-6, 50.0, 400)])
+    np.testing.assert_allclose(overshoot(wide), reference.overshoot(wide), rtol=1e-13)
 
 
 @given(
@@ -77,14 +82,14 @@ def test_the_overshoot_factor():
 )
 @settings(max_examples=300, deadline=None)
 def test_the_compiled_span_is_the_overshoot_summed_at_every_node(b, log_t0, log_steps):
-    # the reference: the vectorised overshoot at SPAN_NODES nodes, trapezoid in numpy
+    # the reference: the overshoot in numpy at SPAN_NODES nodes, trapezoid in numpy
     t0, steps = 10.0**log_t0, 10.0**log_steps
     edge = math.log((1.0 - t0) / t0)
     u = np.linspace(-edge, edge, SPAN_NODES)
     t = 1.0 / (1.0 + np.exp(-u))
-    nu = overshoot(b / np.sqrt(steps * t * (1.0 - t)))
-    reference = float(((nu[1:] + nu[:-1]) * 0.5 * np.diff(u)).sum())
-    assert discrete_span(b, t0, steps) == pytest.approx(reference, rel=1e-12)
+    nu = reference.overshoot(b / np.sqrt(steps * t * (1.0 - t)))
+    expected = float(((nu[1:] + nu[:-1]) * 0.5 * np.diff(u)).sum())
+    assert discrete_span(b, t0, steps) == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("t0", [1e-4, 0.02, 0.3])

@@ -55,7 +55,7 @@ from statistics import NormalDist
 import numpy as np
 
 from kcpstream._kernels.batches import batch_difference_tiles
-from kcpstream._kernels.span import span_quadrature
+from kcpstream._kernels.span import overshoot_at, span_quadrature
 
 __all__ = [
     "BatchSums",
@@ -687,23 +687,11 @@ def overshoot(x: np.ndarray) -> np.ndarray:
     standard deviation ``x`` (in units of the boundary's scale) exceeds a
     boundary less often than Brownian motion, which crosses it between the
     steps too; 1 at ``x = 0``, about ``exp(-0.583 x)`` for small ``x``
-    (the approximation of Siegmund & Yakir, 2007, eq. 4.38)."""
-    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-12)
-    h = 0.5 * x
-    half = 0.5 * _erf(h / math.sqrt(2.0))  # Phi(h) - 1/2, without cancellation
-    pdf = np.exp(-0.5 * h * h) / math.sqrt(2.0 * math.pi)
-    return (2.0 / x) * half / (h * (0.5 + half) + pdf)
-
-
-def _erf(z: np.ndarray) -> np.ndarray:
-    """``erf`` of ``z >= 0`` to 1.5e-7 (Abramowitz & Stegun 7.1.26), vectorised;
-    below 0.05 its Taylor series (the rational form loses relative accuracy there)."""
-    t = 1.0 / (1.0 + 0.3275911 * z)
-    poly = t * (
-        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
-    )
-    series = (2.0 / math.sqrt(math.pi)) * z * (1.0 - z * z / 3.0 + z**4 / 10.0)
-    return np.where(z < 0.05, series, 1.0 - poly * np.exp(-z * z))
+    (the approximation of Siegmund & Yakir, 2007, eq. 4.38), element by
+    element (:func:`~kcpstream._kernels.span.overshoot_at`, which
+    :func:`discrete_span` integrates)."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.array([overshoot_at(v) for v in x.ravel().tolist()]).reshape(x.shape)
 
 
 #: Points of the quadrature over the split's position (on the log-odds scale).
@@ -720,8 +708,7 @@ def discrete_span(b: float, t0: float, steps: float) -> float:
     one position to the next: largest near the ends, where the continuous
     formula counts crossings no walk of that length makes.  Trapezoid rule
     over ``log(t / (1 - t))``, where the integrand is smooth, compiled
-    (:func:`~kcpstream._kernels.span.span_quadrature`; :func:`overshoot` at
-    every node, summed in numpy, is the reference it is tested against)."""
+    (:func:`~kcpstream._kernels.span.span_quadrature`)."""
     return float(span_quadrature(b, math.log((1.0 - t0) / t0), steps, SPAN_NODES))
 
 
