@@ -221,17 +221,13 @@ def held_binseg(
         out[made, 0], out[made, 1], out[made, 2] = a, e, c
         out_gain[made] = seg_gain[best]
         at_c = np.empty(p, np.int64)  # the exact sums of the samples before c
-        if c % block_size:  # its block's samples before it (scanned: featurized)
-            _ensure(Z, block_size, c - 1, c, lazy, counts)
+        if c % block_size:
             # the halves of its piece: the block holding it, cut at the segment's ends
-            lo, hi = max(a, c - c % block_size), min(e, c - c % block_size + block_size)
-            cut[0], cut[1], cut[2] = 0, c - lo, hi - lo
-            piece_stats(
-                Z[:, lo:hi, :], scale, cut, half_S[made], half_Q[made], half_M2[made],
-                half_R[made], half_count[made], -1.0, every,
-            )  # fmt: skip
+            row = (half_S[made], half_Q[made], half_M2[made], half_R[made], half_count[made])
+            _segment_halves(Z, scale, block_size, a, e, c, lazy, counts, every, cut, row)
             # the sums at the piece's start (the segment's, or a grid column) and
             # its first half (integers: exact)
+            lo = max(a, c - c % block_size)
             at_lo = sums[best, 0] if lo == a else prefix[:, lo // block_size]
             at_c[:] = at_lo + half_S[made, 0]
         else:  # a grid point (a split lies strictly inside its segment: never n)
