@@ -264,15 +264,15 @@ def _fitted(signals: list[Signal], features, st: Settings) -> list[Job]:
     if not _reads_together(signals, features, st):
         with one_blas_thread(len(signals) >= MIN_THREAD_ITEMS):
             return each_in_threads(lambda sig: _prepare(sig, features, st), signals)
+    windows = [stretch_reads(sig.n, st.sample_size) for sig in signals]
+    # each group's samples (float64) at most cache_bytes together
+    sizes = [8 * sig.d * sum(b - a for a, b in w) for sig, w in zip(signals, windows, strict=True)]
     jobs: list[Job] = []
-    for group in _read_groups(signals, st):
+    for group in consecutive_groups(sizes, st.cache_bytes):
         part = [signals[i] for i in group]
         caches = [_job_cache(block_size_of(sig.n, st), st) for sig in part]
         values = fit_samples(
-            [
-                (sig, stretch_reads(sig.n, st.sample_size), cache)
-                for sig, cache in zip(part, caches, strict=True)
-            ]
+            [(signals[i], windows[i], c) for i, c in zip(group, caches, strict=True)]
         )
         reads = list(zip(part, caches, values, strict=True))
         with one_blas_thread(len(part) >= MIN_THREAD_ITEMS):
@@ -288,15 +288,6 @@ def _reads_together(signals: list[Signal], features, st: Settings) -> bool:
         and len(signals) >= MIN_THREAD_ITEMS
         and in_process_scheduler()
     )
-
-
-def _read_groups(signals: list[Signal], st: Settings) -> list[list[int]]:
-    """Consecutive series in groups whose :func:`stretch_reads` samples (float64)
-    take at most ``cache_bytes`` together (a series alone when its own do not)."""
-    sizes = [
-        8 * sig.d * sum(b - a for a, b in stretch_reads(sig.n, st.sample_size)) for sig in signals
-    ]
-    return consecutive_groups(sizes, st.cache_bytes)
 
 
 def _prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -> Job:
