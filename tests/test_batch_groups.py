@@ -235,3 +235,35 @@ def test_a_batchs_fit_reads_are_made_together_and_give_each_series_its_own_answe
         want = kcpstream.segment(da_.isel(sensor=s), dim="time", missing="skip")
         assert got.changepoints.tolist() == want.changepoints.tolist()
         assert got.gains.tolist() == want.gains.tolist()
+
+
+def test_a_chunk_lost_before_the_fit_reads_together_is_named_as_without_them(
+    tmp_path, monkeypatch
+):
+    # the batch's fit reads made together meet a lost chunk: the same one-line
+    # error as the reads made series by series (which series, which samples);
+    # with missing="skip" its samples are a gap either way, the same answers
+    x = np.stack(
+        [datasets.changing_distribution(N, 2, seed=60 + s).x for s in range(SENSORS)], axis=1
+    )
+    path = tmp_path / "lost.zarr"
+    da_ = xr.DataArray(x.astype("f4"), dims=("time", "sensor"), name="v")
+    da_.to_dataset().chunk({"time": 5_000, "sensor": 1}).to_zarr(path, consolidated=False)
+    (path / "v" / "c" / "2" / "3").unlink()  # samples [10000, 15000) of sensor 3
+
+    def run(**kw):
+        v = xr.open_zarr(path, chunks=None, consolidated=False)["v"]
+        return kcpstream.segment(v, dim="time", batch_dims="sensor", **kw)
+
+    messages, answers = [], []
+    for together in (True, False):
+        if not together:
+            monkeypatch.setattr(kcpstream.engine.run, "_reads_together", lambda *a: False)
+        with pytest.raises(kcpstream.InputError) as err:
+            run()
+        messages.append(str(err.value))
+        answers.append(_answers(run(missing="skip")))
+    assert "sensor=3" in messages[0] and "[10000, 15000)" in messages[0]
+    assert len(messages[0].splitlines()) == 1
+    assert messages[0] == messages[1]
+    assert answers[0] == answers[1]
