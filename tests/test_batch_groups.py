@@ -237,9 +237,7 @@ def test_a_batchs_fit_reads_are_made_together_and_give_each_series_its_own_answe
         assert got.gains.tolist() == want.gains.tolist()
 
 
-def test_a_chunk_lost_before_the_fit_reads_together_is_named_as_without_them(
-    tmp_path, monkeypatch
-):
+def test_a_chunk_lost_before_the_fit_reads_together_is_named_as_without_them(tmp_path, monkeypatch):
     # the batch's fit reads made together meet a lost chunk: the same one-line
     # error as the reads made series by series (which series, which samples);
     # with missing="skip" its samples are a gap either way, the same answers
