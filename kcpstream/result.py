@@ -162,7 +162,9 @@ class Diagnostics:
     samples_read_again : int
         Samples read from the source a second time because no sample cache
         (the client's, or a worker's under a distributed client) held them:
-        by the data pass (chunks the fit sample had read) and by refinement.
+        by the data pass (chunks the fit sample had read), by refinement, and
+        by the nearest neighbours' test of a short series with a cycle (its
+        samples, once: :mod:`kcpstream.engine.pair`).
         0 means the data was read exactly once.
     pass_tasks : int
         Tasks of the data pass: one per run of consecutive chunks holding about
@@ -258,7 +260,9 @@ class Segmentation:
     gains : numpy.ndarray of float64
         Gain (cost decrease, feature units) of each change-point: with a
         numeric ``pen`` and binary segmentation, of the split when it was
-        made; otherwise, of the change-point between its two neighbours.
+        made; otherwise, of the change-point between its two neighbours
+        (for the nearest neighbours' answer, the window edge nearest each, in
+        the windows' features: :mod:`kcpstream.engine.pair`).
     order : numpy.ndarray of int64
         The change-points in the order binary segmentation's path found them
         (sorted for dynamic programming).
@@ -289,9 +293,11 @@ class Segmentation:
         the call's settings (``method``, ``rule``, ``n_bkps``, ``pen``,
         ``alpha``, ``d_max``, ``min_size``, ``min_duration``, ``block_size``,
         ``seed``, ``sample_size``, ``features``, ``window``, ``period``; and
-        ``shape``, ``"invariant"`` or ``"canonical"``, where ``features="auto"``
-        segmented a cycle's windows with both shape parts, each at ``alpha /
-        2``, and this part's answer was kept: see :mod:`kcpstream.engine.pair`);
+        ``shape``, ``"invariant"``, ``"canonical"`` or ``"neighbours"``, where
+        ``features="auto"`` segmented a cycle's windows with both shape parts
+        (and a short series' subsequences by their nearest neighbours), each
+        at ``alpha`` divided by the parts, and this part's answer was kept:
+        see :mod:`kcpstream.engine.pair`);
         kept by :meth:`to_json`.
     pvalues : numpy.ndarray of float64
         How sure each change-point is: the p-value of its split between its
@@ -300,7 +306,10 @@ class Segmentation:
         stretch without change, with serial dependence accounted for; small
         is sure).  ``pen="auto"`` keeps only change-points with
         ``p <= alpha``, so thresholding these values needs no new run.  NaN where the noise
-        could not be estimated.
+        could not be estimated.  Where the nearest neighbours' part answered
+        (``params["shape"] == "neighbours"``), the block permutation p-value
+        of each split when binary segmentation made it
+        (:mod:`kcpstream.selection.neighbours`).
     gaps : Gaps
         Where the missing samples lie beside the change-points (``earliest``,
         ``segment_valid``, below).
@@ -376,9 +385,9 @@ class Segmentation:
         samples (a cycle of 8640 samples found)"``, ``"windows of 73 samples
         (10 cycles of 7.3 samples found)"``, ``"windows of 700 samples
         (window=)"``, or ``""`` for samples one by one.  With
-        ``features="auto"``, which of the two shape parts it tried answered
-        (:mod:`kcpstream.engine.pair`): ``"..., canonical shapes"`` or
-        ``"..., invariant shapes"``."""
+        ``features="auto"``, which of the parts it tried answered
+        (:mod:`kcpstream.engine.pair`): ``"..., canonical shapes"``,
+        ``"..., invariant shapes"`` or ``"..., nearest-neighbour shapes"``."""
         params = self.params or {}
         window = params.get("window")
         if not window:
@@ -389,7 +398,9 @@ class Segmentation:
         cycles = round(window / period)
         held = f"{cycles} cycles" if cycles > 1 else "a cycle"
         text = f"windows of {window} samples ({held} of {period:g} samples found)"
-        shape = params.get("shape")  # which of the two shape parts tried answered
+        shape = params.get("shape")  # which of the parts tried answered
+        if shape == "neighbours":
+            shape = "nearest-neighbour"
         return text if shape is None else f"{text}, {shape} shapes"
 
     def __repr__(self) -> str:

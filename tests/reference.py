@@ -347,3 +347,49 @@ def overshoot(x: np.ndarray) -> np.ndarray:
     half = 0.5 * np.where(z < 0.05, series, 1.0 - poly * np.exp(-z * z))
     pdf = np.exp(-0.5 * h * h) / math.sqrt(2.0 * math.pi)
     return (2.0 / x) * half / (h * (0.5 + half) + pdf)
+
+
+def nearest_subsequences_reference(x, m, lo, hi, exclusion, k, seed):
+    """Each subsequence's ``k`` nearest among ``lo .. hi - 1`` (the
+    subsequences ``x[q : q + m]``; positions relative to ``lo``, ``-1``
+    where fewer exist), from the full matrix of z-normalised
+    Euclidean distances: a flat subsequence is 0 from another flat one and
+    ``m`` from any other; ties go to the lower ``tie_rank``."""
+    from kcpstream._kernels.neighbours import FLAT, GRID, tie_rank
+
+    subs = np.lib.stride_tricks.sliding_window_view(np.asarray(x, dtype=float), m)
+    subs = subs[lo:hi]
+    sd = subs.std(axis=1)
+    flat = sd < FLAT
+    centred = subs - subs.mean(axis=1, keepdims=True)
+    z = np.where(flat[:, None], 0.0, centred / np.where(flat, 1, sd)[:, None])
+    d = ((z[:, None, :] - z[None, :, :]) ** 2).sum(axis=2)
+    d[flat[:, None] != flat[None, :]] = m
+    d[flat[:, None] & flat[None, :]] = 0.0
+    n_nodes = hi - lo
+    out = np.full((n_nodes, k), -1, dtype=np.int64)
+    for i in range(n_nodes):
+        allowed = [j for j in range(n_nodes) if abs(i - j) >= max(exclusion, 1)]
+        # (on the kernel's grid: equal shapes at equal distances)
+        ranked = sorted(
+            allowed, key=lambda j: (np.floor(d[i, j] / m * GRID + 0.5), tie_rank(seed, i, j))
+        )
+        out[i, : min(k, len(ranked))] = ranked[:k]
+    return out
+
+
+def crossing_statistics(position, edges, min_side):
+    """``Z(t)`` of :func:`kcpstream._kernels.neighbours.crossing_scan` at every
+    ``t`` (NaN outside ``[min_side, N - min_side]``), edge by edge."""
+    n_nodes = edges.shape[0]
+    pairs = [(position[i], position[j]) for i in range(n_nodes) for j in edges[i] if j >= 0]
+    z = np.full(n_nodes, np.nan)
+    for t in range(1, n_nodes):
+        if t < min_side or t > n_nodes - min_side:
+            continue
+        expected = len(pairs) * 2.0 * t * (n_nodes - t) / (n_nodes * (n_nodes - 1.0))
+        if expected <= 0:
+            continue
+        crossing = sum(1 for a, b in pairs if min(a, b) < t <= max(a, b))
+        z[t] = (expected - crossing) / np.sqrt(expected)
+    return z

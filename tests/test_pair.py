@@ -1,4 +1,6 @@
-"""features="auto" on a cycle: windows segmented with both shape parts, each at half the level."""
+"""features="auto" on a cycle: windows segmented with both shape parts, each at its share of
+the level (half, or a third where a short series' nearest neighbours are the third part:
+tests/test_neighbours.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import zarr
 
 import kcpstream
 from kcpstream.features import Temporal
+from kcpstream.selection.neighbours import NEIGHBOUR_SAMPLES
 
 
 def _sawtooth(flip: bool = True, seed: int = 0, cycles: int = 300) -> np.ndarray:
@@ -49,14 +52,20 @@ def _drifting(seed: int, n: int = 30_000) -> np.ndarray:
     return 2 * np.sin(2 * np.pi * t / 24.3) + t / n + e
 
 
+def _share(x) -> float:
+    """Each part's level: a third where the series is short enough for the
+    nearest neighbours' part too, else half."""
+    return 0.01 / 3 if x.size <= NEIGHBOUR_SAMPLES else 0.01 / 2
+
+
 def _half(x, res) -> dict:
-    """Each shape part alone, at half the level, on the windows ``res`` used."""
+    """Each shape part alone, at its share of the level, on the windows ``res`` used."""
     window, period = res.params["window"], res.params["period"]
     cycles = round(window / period)
     canonical = Temporal(window=window, shape="canonical", cycles=cycles, level=False)
     return {
-        "invariant": kcpstream.segment(x, features=Temporal(window=window), alpha=0.005),
-        "canonical": kcpstream.segment(x, features=canonical, alpha=0.005),
+        "invariant": kcpstream.segment(x, features=Temporal(window=window), alpha=_share(x)),
+        "canonical": kcpstream.segment(x, features=canonical, alpha=_share(x)),
     }
 
 
@@ -74,19 +83,27 @@ def test_the_default_tries_both_shape_parts_and_says_which_answered():
 
 
 @pytest.mark.parametrize(
-    "make", [_sawtooth, lambda: _sawtooth(seed=1), lambda: _level_step(1), lambda: _level_step(2)]
+    "make",
+    [
+        _sawtooth,
+        lambda: _sawtooth(seed=1),
+        lambda: _level_step(1),
+        lambda: _level_step(2),
+        lambda: _sawtooth(cycles=800),  # longer than the neighbours' test takes
+    ],
 )
-def test_the_answer_is_the_map_with_more_change_points_each_at_half_the_level(make):
+def test_the_answer_is_the_map_with_more_change_points_each_at_its_share_of_the_level(make):
     x = make()
     res = kcpstream.segment(x)
+    assert res.selection.alpha == pytest.approx(_share(x))
     half = _half(x, res)
     twin = half["canonical"].n_changepoints > half["invariant"].n_changepoints
     assert res.params["shape"] == ("canonical" if twin else "invariant")
     chosen = half[res.params["shape"]]  # each map is fitted as an explicit one would be
     np.testing.assert_array_equal(res.changepoints, chosen.changepoints)
     np.testing.assert_array_equal(res.pvalues, chosen.pvalues)
-    # a level was tested at half the default's: a p-value above it is never kept
-    assert (np.asarray(res.pvalues) <= 0.005).all()
+    # a level was tested at its share of the default's: a p-value above it is never kept
+    assert (np.asarray(res.pvalues) <= _share(x)).all()
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -160,6 +177,8 @@ def test_a_checkpointed_cycle_gives_the_answer_of_a_fresh_call(tmp_path):
         np.testing.assert_array_equal(res.changepoints, fresh.changepoints)
         assert res.params["shape"] == fresh.params["shape"] == "canonical"
     assert second.diagnostics.reads.samples_featurized == 0
+    # the nearest neighbours' test read the short series' samples once more
+    assert second.diagnostics.reads.samples_read_again == x.size
 
 
 def test_a_checkpointed_cycle_that_grows_gives_the_answer_of_a_fresh_call(tmp_path):

@@ -1,4 +1,4 @@
-"""The second shape part ``features="auto"`` tries on windows of a cycle.
+"""The other parts ``features="auto"`` tries on a series with a cycle.
 
 A series with a cycle is segmented as windows of whole cycles
 (:mod:`kcpstream.engine.autofeatures`).  Two window maps see different
@@ -24,22 +24,47 @@ Only the test's rule (``pen="auto"``, the default) tries both; ``n_bkps``
 and a penalty keep the invariant map.  So does a series with gaps: a window
 of its valid samples that holds a gap joins two pieces of the cycle at a
 phase that is no whole number of cycles apart, a waveform of its own.
+
+A short series of one channel (at most
+:data:`~kcpstream.selection.neighbours.NEIGHBOUR_SAMPLES` samples) is also
+tested by its samples' nearest neighbours
+(:mod:`kcpstream.selection.neighbours`): its every subsequence of a window's
+length, not its few whole windows.  The level is then shared three ways,
+each part tested at a third of ``alpha``, and the answer is the part's with
+the most change-points (the invariant, the canonical, the neighbours' on a
+tie, in that order).  The neighbours' change-points have the samples'
+resolution; the answer's gains and costs are the invariant map's, between
+the window edges nearest them, and its p-values the neighbours' test's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from kcpstream.engine.fitting import TWIN_FIT, FitRecord, fit_reads, fitted_map, seed_of
 from kcpstream.engine.headroom import check_before_pass
-from kcpstream.engine.plan import Job, Settings, searched_in_memory
+from kcpstream.engine.plan import Job, Settings, consecutive_groups, searched_in_memory
 from kcpstream.engine.stored import open_checkpoint, stored_fit
 from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
 from kcpstream.passes.cache import SampleCache
+from kcpstream.passes.data import fit_samples
 from kcpstream.result import DataReads, Segmentation
-from kcpstream.selection.choose import Rule
+from kcpstream.selection.choose import Rule, local_gains
+from kcpstream.selection.neighbours import NEIGHBOUR_SAMPLES, NeighbourAnswer, neighbour_changes
+from kcpstream.tasks.threads import each_in_threads
 
-__all__ = ["SHAPE", "answer_of_pair", "fundamental_cycles", "halved", "shape_twin"]
+__all__ = [
+    "SHAPE",
+    "answer_of_pair",
+    "answer_of_parts",
+    "fundamental_cycles",
+    "level_share",
+    "neighbour_answers",
+    "pair_up",
+    "shape_twin",
+]
 
 #: The shape part of the twin (see the module docstring).
 SHAPE = "canonical"
@@ -97,7 +122,6 @@ def shape_twin(job: Job, period: float, st: Settings, cache: SampleCache) -> Job
     twin.in_memory = searched_in_memory(job.signal.n, fitted.n_features_out_, st)
     twin.reads.fit_chunks = len(cache.fit_chunks) - fit_chunks
     twin.stored.fit = record  # kept with its statistics: a later version may fit alike
-    twin.auto.paired = job.auto.paired = True
     if st.checkpoint is not None:  # its statistics kept under a key of their own
         open_checkpoint(twin, st.checkpoint, st.tile)
     return twin
@@ -109,9 +133,107 @@ def fundamental_cycles(window: int, period: float) -> int:
     return min(max(1, round(window / period)), window // 2)
 
 
-def halved(rule: Rule) -> Rule:
-    """The test's rule at half its level (each map of a pair)."""
-    return dataclasses.replace(rule, alpha=rule.alpha / 2.0)
+def pair_up(job: Job) -> None:
+    """Mark ``job`` and its twin ``paired``, with the parts that share the level:
+    the two shape parts, and the nearest neighbours' test where the series is
+    short and of one channel."""
+    segmented = job.original if job.original is not None else job.signal
+    short = segmented.d == 1 and segmented.n <= NEIGHBOUR_SAMPLES
+    parts = 3 if short else 2
+    for each in (job, job.auto.twin):
+        each.auto.paired, each.auto.parts = True, parts
+
+
+def level_share(rule: Rule, parts: int) -> Rule:
+    """The test's rule at its level divided among ``parts`` (Bonferroni)."""
+    return dataclasses.replace(rule, alpha=rule.alpha / parts)
+
+
+#: Samples read at once for the nearest neighbours' tests of a batch (bytes).
+NEIGHBOUR_READ_BYTES = 1 << 27
+
+
+def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswer | None]:
+    """The nearest neighbours' test of each paired job's samples, at its share
+    of the level (None where the job has no such part), by ``id(job)``.
+
+    The samples are read again, and kept nowhere (the jobs' caches hold their
+    windows): a batch's in groups of at most :data:`NEIGHBOUR_READ_BYTES`, each
+    group's reads in one graph, then tested in threads (the kernels release
+    the GIL)."""
+    tested = [job for job in jobs if job.auto.parts >= 3]
+    out: dict[int, NeighbourAnswer | None] = {id(job): None for job in jobs}
+    signals = [job.original if job.original is not None else job.signal for job in tested]
+    for group in consecutive_groups([8 * s.n for s in signals], NEIGHBOUR_READ_BYTES):
+        reads = [(signals[i], [(0, signals[i].n)], SampleCache(1, max_bytes=0)) for i in group]
+        samples = fit_samples(reads)
+
+        def test(k: int, samples=samples, group=group) -> NeighbourAnswer:
+            job = tested[group[k]]
+            return neighbour_changes(
+                samples[k][:, 0],
+                job.window,
+                st.choice.alpha / job.auto.parts,
+                min_size=job.min_size * job.window,
+                max_changes=job.d_max - 1,
+                seed=0 if st.seed is None else int(st.seed),
+            )
+
+        for k, answer in enumerate(each_in_threads(test, range(len(group)), least=2)):
+            out[id(tested[group[k]])] = answer
+    return out
+
+
+def answer_of_parts(
+    job: Job, invariant: Segmentation, twin: Segmentation, neighbours: NeighbourAnswer | None
+) -> Segmentation:
+    """The answer of a series' parts: the pair's (:func:`answer_of_pair`), or
+    the nearest neighbours' where they found more change-points."""
+    pair = answer_of_pair(invariant, twin)
+    if neighbours is None:
+        return pair
+    segmented = job.original if job.original is not None else job.signal
+    reads = pair.diagnostics.reads
+    reads = dataclasses.replace(reads, samples_read_again=reads.samples_read_again + segmented.n)
+    pair = dataclasses.replace(pair, diagnostics=dataclasses.replace(pair.diagnostics, reads=reads))
+    if len(neighbours.changepoints) <= pair.n_changepoints:
+        return pair
+    return _neighbours_result(job, pair, neighbours)
+
+
+def _neighbours_result(job: Job, pair: Segmentation, found: NeighbourAnswer) -> Segmentation:
+    """The pair's answer with the neighbours' change-points (see the module
+    docstring for its gains and costs)."""
+    stats, window = job.stats, job.window
+    changepoints = found.changepoints
+    edges = np.clip(np.rint(changepoints / window).astype(np.int64), 1, stats.n - 1)
+    bounds = np.array([0, *edges, stats.n])
+    segment_costs = np.array(
+        [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    )
+    segmented = job.original if job.original is not None else job.signal
+    times = None
+    if pair.times is not None:
+        sample_bounds = np.array([0, *changepoints, segmented.n], dtype=np.int64)
+        axis = segmented.time
+        times = {
+            "dim": axis.dim,
+            "start": axis.at(sample_bounds[:-1]),
+            "end": axis.at(sample_bounds[1:] - 1),
+        }
+    selection = dataclasses.replace(pair.selection, n_segments=len(changepoints) + 1)
+    return dataclasses.replace(
+        pair,
+        changepoints=changepoints,
+        gains=local_gains(stats, edges) if len(edges) else np.zeros(0),
+        order=found.order,
+        cost=float(segment_costs.sum()),
+        segment_costs=segment_costs,
+        selection=selection,
+        times=times,
+        pvalues=found.pvalues,
+        params={**pair.params, "shape": "neighbours"},
+    )
 
 
 def answer_of_pair(invariant: Segmentation, twin: Segmentation) -> Segmentation:

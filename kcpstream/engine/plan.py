@@ -244,11 +244,14 @@ class Auto:
     (``pointwise``; a cycle too long for the period check may still show in
     the block sums), or windows of a cycle, which its ``twin`` segments with
     the canonical shape part (:mod:`kcpstream.engine.pair`); each job of
-    such a pair is ``paired``, and tested at half the level."""
+    such a pair is ``paired``, and tested at the level divided by the
+    ``parts`` that answer for the series (3 where a short series' samples
+    are also tested by their nearest neighbours, else 2)."""
 
     pointwise: bool = False
     twin: Job | None = None
     paired: bool = False
+    parts: int = 1
 
 
 @dataclass

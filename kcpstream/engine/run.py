@@ -19,7 +19,13 @@ import numpy as np
 from kcpstream.engine.autofeatures import auto_features, block_cycle, stretch_reads
 from kcpstream.engine.fitting import FitRecord, fit_reads, fitted_map, seed_of
 from kcpstream.engine.headroom import check_after_pass, check_before_pass
-from kcpstream.engine.pair import answer_of_pair, halved, shape_twin
+from kcpstream.engine.pair import (
+    answer_of_parts,
+    level_share,
+    neighbour_answers,
+    pair_up,
+    shape_twin,
+)
 from kcpstream.engine.plan import (
     Job,
     Settings,
@@ -134,6 +140,7 @@ def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -
         # at half the level; see kcpstream.engine.pair); not across gaps, where a
         # window of the valid samples joins two phases of the cycle
         job.auto.twin = shape_twin(job, period, st, _job_cache(B, st))
+        pair_up(job)
     if st.checkpoint is not None:
         open_checkpoint(job, st.checkpoint, st.tile)
     return job
@@ -424,7 +431,7 @@ def reselect(fitted: Job, st: Settings, known: dict) -> Job:
     twin = fitted.auto.twin
     if twin is not None and st.choice.kind == "auto":  # (only the test tries both)
         job.auto.twin = reselect(twin, st, known.setdefault("twin", {}))
-        job.auto.paired = job.auto.twin.auto.paired = True
+        pair_up(job)
     return job
 
 
@@ -598,11 +605,15 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
         of_job = {id(j): c for j, c in zip(jobs, chosen, strict=True)}
         refined = drive(jobs, lambda j: refinement(j, of_job[id(j)]), st.tile, "exact positions")
         chosen = [c.refined(cps) for c, cps in zip(chosen, refined, strict=True)]
+    # the nearest neighbours' test of short series reads their samples once more
+    tested = neighbour_answers(jobs[:singles], st)
     check_unchanged(stored + twins)  # (before a checkpoint keeps what was read)
     results = [build_result(j, c, st, t0, seconds_pass) for j, c in zip(jobs, chosen, strict=True)]
     of_twin = {id(twin): res for twin, res in zip(twins, results[singles:], strict=True)}
     results = [
-        res if job.auto.twin is None else answer_of_pair(res, of_twin[id(job.auto.twin)])
+        res
+        if job.auto.twin is None
+        else answer_of_parts(job, res, of_twin[id(job.auto.twin)], tested[id(job)])
         for job, res in zip(jobs[:singles], results[:singles], strict=True)
     ]
     if st.checkpoint is not None:  # (with the positions the results mapped back, see gaps)
@@ -651,7 +662,7 @@ def _choose(job: Job, order, st: Settings) -> Choice:
     """:func:`~kcpstream.selection.choose.choose` on the job's statistics."""
     memo = Memo(job.stats, job.min_size, job.window == 1, job.signal.description)
     memo.mixtures = job.windows.cuts is not None
-    rule = halved(st.choice) if job.auto.paired else st.choice
+    rule = level_share(st.choice, job.auto.parts) if job.auto.paired else st.choice
     return choose(memo, order, rule, job.d_max)
 
 

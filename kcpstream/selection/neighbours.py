@@ -1,0 +1,165 @@
+"""The nearest-neighbour test of a short series with a cycle.
+
+On a series of a few dozen cycles, the windows of whole cycles the kernel
+test compares are too few for it to tell a change of waveform from the
+windows' own variation (``benchmarks/results/real.md``): two classes of
+recorded instances, one after the other, are told apart by eye and not by
+the test.  Every subsequence of a window's length, at every offset, says
+more.  Each subsequence ``x[i:i+m]`` is joined to its ``k`` nearest others
+under the z-normalised Euclidean distance (the shape, not the level or the
+scale), those within ``L`` samples of it in time left out (they overlap it,
+or follow from it).  Where the series changes at ``t``, the subsequences on
+either side have their neighbours on their own side; where it does not,
+anywhere.  The statistic of a segment of ``N`` subsequences is the largest,
+over the splits ``t`` that leave ``min_side`` on each side, of the
+standardised deficit of edges that cross ``t``,
+
+``Z(t) = (E(t) - X(t)) / sqrt(E(t))``, ``E(t) = K 2 t (N - t) / (N (N - 1))``,
+
+``X(t)`` the edges that cross, ``K`` the edges in all (the edge-count scan
+of Chen & Zhang 2015, on the subsequences of a series, as ClaSP's
+classification score is).
+
+**The null.** Neighbouring subsequences overlap, so their edges come in runs
+(``i + 1``'s neighbour is often ``i``'s plus one): the edges are not
+independent, and a permutation of single subsequences would understate the
+statistic's spread.  The p-value is that of a block permutation: the
+subsequences are cut into blocks of ``L`` consecutive ones, the blocks put in
+a random order (the runs inside a block kept), and the statistic taken again
+over ``PERMUTATIONS`` orders.  Under no change, a stationary series whose
+shapes depend on each other over fewer than ``L`` samples gives every block
+order the same law; ``L`` is twice the window.  A shape that drifts over
+longer spans than that (a cycle whose rate wanders for hundreds of samples)
+is beyond what this null holds: measured in ``benchmarks/results/real.md``.
+
+Binary segmentation applies the test top down, the neighbours found again
+within each segment it tests, as :func:`~kcpstream.selection.rules.significant_splits`
+does with the kernel test: a segment is split only if its parent's split was
+significant.  I/O-free: it works on the samples it is given.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kcpstream._kernels.neighbours import block_exceedances, crossing_scan, nearest_subsequences
+
+__all__ = [
+    "NEIGHBOURS",
+    "NEIGHBOUR_SAMPLES",
+    "PERMUTATIONS",
+    "NeighbourAnswer",
+    "neighbour_changes",
+    "split_statistic",
+]
+
+#: Nearest subsequences joined to each (ClaSP's ``k``).
+NEIGHBOURS = 3
+
+#: Block orders drawn per test: the smallest p-value is ``1 / (PERMUTATIONS + 1)``.
+PERMUTATIONS = 1999
+
+#: Longest series the test is made on: its work grows as the square of the
+#: length (a few seconds at this one, on one core).
+NEIGHBOUR_SAMPLES = 1 << 15
+
+
+@dataclass(frozen=True)
+class NeighbourAnswer:
+    """The change-points of :func:`neighbour_changes`, in samples: sorted, with
+    the p-value and the statistic of each split when it was made, and the order
+    they were made in."""
+
+    changepoints: np.ndarray
+    pvalues: np.ndarray
+    statistics: np.ndarray
+    order: np.ndarray
+
+
+def split_statistic(
+    x: np.ndarray, window: int, lo: int, hi: int, *, seed: int = 0
+) -> tuple[float, int, np.ndarray]:
+    """The scan statistic of the subsequences ``lo .. hi - 1`` of ``x`` (of
+    ``window`` samples each): ``(statistic, split, edges)``, the split
+    relative to ``lo`` (``-1`` if the segment is too short) and the ``(N,
+    NEIGHBOURS)`` edges relative to ``lo``."""
+    return _scan_segment(np.ascontiguousarray(x, dtype=np.float64), window, lo, hi, seed)
+
+
+def _apart(window: int) -> int:
+    """Two windows: the time apart within which neighbours are left out, the
+    permutation's blocks and the fewest subsequences on either side of a split."""
+    return 2 * window
+
+
+def _scan_segment(x, window, lo, hi, seed):
+    ties = np.random.default_rng([seed, lo, hi]).integers(0, 2**62)
+    edges = nearest_subsequences(x, window, lo, hi, _apart(window), NEIGHBOURS, ties)
+    position = np.arange(hi - lo, dtype=np.int64)
+    statistic, split = crossing_scan(position, edges, _apart(window))
+    return float(statistic), int(split), edges
+
+
+def _block_pvalue(edges, window, statistic, alpha, seed) -> float:
+    """``(1 + k) / (1 + R)`` for ``k`` of ``R = PERMUTATIONS`` block orders
+    whose statistic is at least ``statistic`` (less its float rounding); drawn
+    until ``k`` shows the p-value above ``alpha`` (then a lower bound of it)."""
+    block = _apart(window)
+    n_blocks = -(-edges.shape[0] // block)
+    rng = np.random.default_rng(seed)
+    orders = rng.permuted(np.broadcast_to(np.arange(n_blocks), (PERMUTATIONS, n_blocks)), axis=1)
+    orders = np.ascontiguousarray(orders, dtype=np.int64)
+    # the smallest count whose p-value exceeds alpha: no need to draw on
+    stop = max(1, math.floor(alpha * (PERMUTATIONS + 1)))
+    threshold = statistic - 1e-9 * abs(statistic)
+    count, _ = block_exceedances(edges, orders, block, block, threshold, stop)
+    return (1 + count) / (1 + PERMUTATIONS)
+
+
+def neighbour_changes(
+    x: np.ndarray,
+    window: int,
+    alpha: float,
+    *,
+    min_size: int = 0,
+    max_changes: int | None = None,
+    seed: int = 0,
+) -> NeighbourAnswer:
+    """Binary segmentation of ``x`` (one channel, finite) by the
+    nearest-neighbour test of subsequences of ``window`` samples at level
+    ``alpha`` (see the module docstring).
+
+    Each side of a split holds at least ``max(2 window, min_size)``
+    subsequences; at most ``max_changes`` change-points are kept.  A
+    change-point is at the split's subsequence plus half a window: the
+    subsequences that straddle a change hold some of each side.  The draws
+    come from ``seed``: the same answer every time."""
+    x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+    if window < 2 or x.size < 8 * window:
+        return _answer([], window)
+    side = max(_apart(window), int(min_size))
+    found: list[tuple[int, float, float]] = []
+    pending = [(0, x.size - window + 1)]
+    while pending and (max_changes is None or len(found) < max_changes):
+        lo, hi = pending.pop(0)  # (breadth first: the order binary segmentation tests in)
+        if hi - lo < max(2 * side, 4 * _apart(window)):
+            continue
+        statistic, split, edges = _scan_segment(x, window, lo, hi, seed)
+        if split < side or hi - lo - split < side:
+            continue
+        p = _block_pvalue(edges, window, statistic, alpha, [seed, lo, hi, 1])
+        if p <= alpha:
+            found.append((lo + split, p, statistic))
+            pending += [(lo, lo + split), (lo + split, hi)]
+    return _answer(found, window)
+
+
+def _answer(found, window: int) -> NeighbourAnswer:
+    order = np.array([f[0] for f in found], dtype=np.int64) + window // 2
+    rank = np.argsort(order, kind="stable")
+    pvalues = np.array([f[1] for f in found], dtype=np.float64)
+    statistics = np.array([f[2] for f in found], dtype=np.float64)
+    return NeighbourAnswer(order[rank], pvalues[rank], statistics[rank], order)

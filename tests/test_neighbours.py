@@ -1,0 +1,205 @@
+"""The nearest-neighbour test of short series with a cycle
+(kcpstream.selection.neighbours), its kernels against the obvious
+implementation, and its part in features="auto"."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kcpstream
+from kcpstream._kernels.neighbours import block_exceedances, crossing_scan, nearest_subsequences
+from kcpstream.selection.neighbours import NEIGHBOUR_SAMPLES, neighbour_changes
+from tests.reference import crossing_statistics, nearest_subsequences_reference
+
+
+def _classes(seed: int, cycles: int = 15, period: int = 40, noise: float = 0.3) -> np.ndarray:
+    # two classes of recorded instances, one after the other, each instance of
+    # its own amplitude: a sine, then a sine with a second harmonic at a phase
+    # of its own; too few windows for the kernel test to tell them apart
+    rng = np.random.default_rng(seed)
+    t = np.arange(period) / period
+    out = []
+    for c in range(2 * cycles):
+        shape = np.sin(2 * np.pi * t)
+        if c >= cycles:
+            shape = shape + 0.6 * np.sin(4 * np.pi * t + rng.uniform(0, 2 * np.pi))
+        out.append(rng.uniform(0.6, 1.4) * shape)
+    x = np.concatenate(out)
+    return x + noise * rng.standard_normal(x.size)
+
+
+def _steady(seed: int, cycles: int = 60, period: int = 40) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(cycles * period)
+    return np.sin(2 * np.pi * t / period + rng.uniform(0, 6)) + 0.4 * rng.standard_normal(t.size)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(30, 200),
+    m=st.integers(2, 9),
+    exclusion=st.integers(0, 12),
+    k=st.integers(1, 4),
+    values=st.sampled_from(["normal", "flag", "steps", "offset"]),
+    seed=st.integers(0, 2**16),
+)
+def test_the_nearest_subsequences_are_the_obvious_ones(n, m, exclusion, k, values, seed):
+    # (ties, which flags and steps make many of, go to each subsequence's own draw)
+    rng = np.random.default_rng(seed)
+    x = {
+        "normal": lambda: rng.standard_normal(n),
+        # equal distances everywhere: flat stretches and repeated shapes
+        "flag": lambda: (rng.random(n) < 0.1).astype(float),
+        "steps": lambda: np.repeat(rng.integers(0, 3, n // 5 + 1), 5)[:n].astype(float),
+        # far from 0: the distances from dot products less the means' product
+        "offset": lambda: 1e3 + rng.standard_normal(n),
+    }[values]()
+    nodes = n - m + 1
+    lo = int(rng.integers(0, 3))
+    hi = nodes - int(rng.integers(0, 3))
+    got = nearest_subsequences(x, m, lo, hi, exclusion, k, seed)
+    want = nearest_subsequences_reference(x, m, lo, hi, exclusion, k, seed)
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(4, 80), k=st.integers(1, 3), side=st.integers(1, 6), seed=st.integers(0, 2**16)
+)
+def test_the_scan_counts_the_crossing_edges(n, k, side, seed):
+    rng = np.random.default_rng(seed)
+    edges = rng.integers(-1, n, (n, k)).astype(np.int64)
+    position = rng.permutation(n).astype(np.int64)
+    statistic, at = crossing_scan(position, edges, side)
+    z = crossing_statistics(position, edges, side)
+    if not np.isfinite(z).any():
+        assert at == -1
+        return
+    assert at == int(np.nanargmax(z)) and statistic == pytest.approx(np.nanmax(z), rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(8, 60),
+    block=st.integers(1, 9),
+    stop=st.integers(1, 30),
+    seed=st.integers(0, 2**16),
+)
+def test_the_block_orders_are_counted_until_the_stop(n, block, stop, seed):
+    rng = np.random.default_rng(seed)
+    edges = rng.integers(0, n, (n, 2)).astype(np.int64)
+    n_blocks = -(-n // block)
+    orders = np.stack([rng.permutation(n_blocks) for _ in range(50)]).astype(np.int64)
+    threshold = float(np.nanmax(crossing_statistics(np.arange(n), edges, 2)))
+    count, done = block_exceedances(edges, orders, block, 2, threshold, stop)
+    seen = 0
+    for r, order in enumerate(orders):
+        position = np.concatenate([np.arange(b * block, min((b + 1) * block, n)) for b in order])
+        place = np.empty(n, np.int64)
+        place[position] = np.arange(n)
+        if np.nanmax(crossing_statistics(place, edges, 2)) >= threshold:
+            seen += 1
+            if seen == stop:
+                assert (count, done) == (stop, r + 1)
+                return
+    assert (count, done) == (seen, len(orders))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_change_of_waveform_is_found_where_it_is(seed):
+    x = _classes(seed)
+    found = neighbour_changes(x, 40, 0.01)
+    assert found.changepoints.tolist() == pytest.approx([600], abs=20)
+    assert (found.pvalues <= 0.01).all() and found.order.tolist() == found.changepoints.tolist()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_steady_cycle_gets_none(seed):
+    assert neighbour_changes(_steady(seed), 40, 0.01).changepoints.size == 0
+
+
+def test_the_answer_is_drawn_from_the_seed():
+    x = _classes(0)
+    a, b = neighbour_changes(x, 40, 0.01, seed=3), neighbour_changes(x, 40, 0.01, seed=3)
+    np.testing.assert_array_equal(a.pvalues, b.pvalues)
+    np.testing.assert_array_equal(a.changepoints, b.changepoints)
+
+
+def test_too_short_a_series_or_too_few_changes_allowed():
+    x = _classes(0, cycles=3)
+    assert neighbour_changes(x, 40, 0.01).changepoints.size == 0
+    assert neighbour_changes(_classes(0), 40, 0.01, max_changes=0).changepoints.size == 0
+
+
+def test_the_default_answers_with_the_neighbours_where_they_find_more():
+    x = _classes(1)
+    res = kcpstream.segment(x)
+    assert res.params["shape"] == "neighbours" and res.params["window"] == 40
+    assert res.changepoints.tolist() == pytest.approx([600], abs=20)
+    assert res.windowing.endswith(", nearest-neighbour shapes")
+    # each of the three parts is tested at a third of the level
+    alone = neighbour_changes(x, 40, 0.01 / 3)
+    np.testing.assert_array_equal(res.changepoints, alone.changepoints)
+    np.testing.assert_array_equal(res.pvalues, alone.pvalues)
+    assert res.selection.alpha == pytest.approx(0.01 / 3)
+    assert res.selection.n_segments == res.n_changepoints + 1
+    # costs in the windows' features at the nearest window edges, and whole
+    assert res.segment_costs.shape == (res.n_changepoints + 1,)
+    assert res.cost == pytest.approx(res.segment_costs.sum())
+    back = kcpstream.Segmentation.from_json(res.to_json())
+    np.testing.assert_array_equal(back.changepoints, res.changepoints)
+    assert back.params["shape"] == "neighbours"
+
+
+def test_a_store_gives_the_answer_of_its_samples(tmp_path):
+    x = _classes(0)
+    z = zarr.open_array(tmp_path / "x.zarr", mode="w", shape=x.shape, chunks=(256,), dtype="f8")
+    z[:] = x
+    a, b = kcpstream.segment(x), kcpstream.segment(str(tmp_path / "x.zarr"))
+    np.testing.assert_array_equal(a.changepoints, b.changepoints)
+    np.testing.assert_array_equal(a.pvalues, b.pvalues)
+    assert b.params["shape"] == a.params["shape"] == "neighbours"
+
+
+def test_a_long_series_keeps_two_parts_at_half_the_level():
+    cycles = NEIGHBOUR_SAMPLES // 40 + 10
+    res = kcpstream.segment(_steady(0, cycles=cycles))
+    assert res.params["shape"] == "invariant" and res.selection.alpha == pytest.approx(0.005)
+
+
+def test_a_segmenter_and_a_batch_give_the_answer_of_a_single_call():
+    xs = np.stack([_classes(0), _classes(3), _steady(1, cycles=30)])
+    alone = [kcpstream.segment(x) for x in xs]
+    assert alone[0].params["shape"] == "neighbours"
+    again = kcpstream.Segmenter().fit(xs[0]).predict()
+    np.testing.assert_array_equal(again.changepoints, alone[0].changepoints)
+    assert again.params["shape"] == "neighbours"
+    da = xr.DataArray(xs, dims=("sensor", "time"))
+    for (_, got), want in zip(da.kcp.segment(dim="time", batch_dims="sensor"), alone, strict=True):
+        np.testing.assert_array_equal(got.changepoints, want.changepoints)
+        np.testing.assert_array_equal(got.pvalues, want.pvalues)
+        assert got.params["shape"] == want.params["shape"]
+
+
+def test_several_channels_or_a_count_keep_the_pair():
+    x = _classes(0)
+    assert "shape" not in kcpstream.segment(x, n_bkps=1).params
+    both = kcpstream.segment(np.stack([x, x[::-1]], axis=1))
+    assert both.params.get("shape") != "neighbours"
+
+
+def test_equal_shapes_are_drawn_apart_for_each_subsequence():
+    # a flag's flat stretches are all at distance 0 from each other: each
+    # subsequence draws its own neighbours among them, rather than every one
+    # taking the same few (a hub that makes the edges' positions a draw of
+    # three, not of thousands)
+    x = (np.random.default_rng(0).random(4000) < 0.005).astype(float)
+    edges = nearest_subsequences(x, 20, 0, x.size - 19, 40, 3, 7)
+    flat = np.lib.stride_tricks.sliding_window_view(x, 20).std(axis=1) < 1e-8
+    targets = edges[flat].ravel()
+    assert np.unique(targets).size > 0.3 * flat.sum()
