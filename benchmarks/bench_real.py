@@ -29,6 +29,17 @@ Three parts, every call with kcpstream's defaults (``segment(x)``) unless said:
   (``_pair.paired``: each at half the level, the answer with more
   change-points): mean covering over all 75 series (a series without windows
   keeps its defaults' answer in every column).
+* ``neighbours``: the nearest neighbours' test of short series
+  (``kcpstream.selection.neighbours``) alone, at the full level 0.01 (the
+  defaults test it at a third of it), on stationary series without change:
+  the null families above with subsequences of 20 samples, and cycles
+  (the seasonal family, a cycle whose period jitters by 5 % or 20 % or whose
+  rate wanders as an AR(0.99), a cycle on AR(0.6) noise and a drift) with
+  windows of their cycle, at n = 1000, 3000, 10^4: the share of series
+  given any change-point (its false-alarm rate; the level is 0.01).
+* ``cyclenull``: the defaults on the same cycles (n = 1000, 3000, 10^4): the
+  share of series given any change-point, segmented in windows, and
+  answered by the nearest neighbours' part.
 * ``gaps``: the TSSB series with gaps made in them (three outages of 1 % of
   the series each at random places, and 1 % of the samples dropped one by
   one; seeded by the series' position): mean covering of the defaults on the
@@ -270,6 +281,81 @@ def run_null(reps: int, max_n: int) -> dict:
     return out
 
 
+# -- the nearest neighbours' test alone on stationary series -------------------
+
+
+def _wandering(n: int, rng, jitter: float = 0.0, rho: float = 0.0) -> np.ndarray:
+    # a cycle of 50 samples whose period jitters from cycle to cycle (jitter) or
+    # whose rate wanders as an AR(rho) (benchmarks/bench_phase_wander.py)
+    z = rng.standard_normal(n)
+    if rho:
+        z = lfilter([0.02], [1.0, -rho], z)
+    phase = np.cumsum(2 * np.pi / 50 * (1 + (jitter * z if jitter else z))) + rng.uniform(0, 6)
+    return np.sin(phase) + 0.3 * rng.standard_normal(n)
+
+
+def _cycle_on_noise(n: int, rng) -> np.ndarray:
+    # a cycle of 37.3 samples on AR(0.6) noise and a drift (bench_cycles' series)
+    t = np.arange(n)
+    noise = lfilter([1.0], [1.0, -0.6], rng.standard_normal(n)) * 0.4
+    drift = rng.uniform(-1, 1) * t / n
+    return 3 * np.sin(2 * np.pi * t / 37.3 + rng.uniform(0, 6)) + noise + drift
+
+
+#: Stationary series with a cycle and the window of their cycle (``n -> window``).
+CYCLES = {
+    "seasonal": (NULLS["seasonal"], lambda n: n // 20),
+    "jitter 5 %": (lambda n, rng: _wandering(n, rng, jitter=0.05), lambda n: 50),
+    "jitter 20 %": (lambda n, rng: _wandering(n, rng, jitter=0.2), lambda n: 50),
+    "AR(0.99) rate": (lambda n, rng: _wandering(n, rng, rho=0.99), lambda n: 50),
+    "cycle, AR(0.6) noise, drift": (_cycle_on_noise, lambda n: 37),
+}
+
+
+def run_neighbours(reps: int, max_n: int) -> dict:
+    from kcpstream.selection.neighbours import neighbour_changes
+
+    sizes = [n for n in (1_000, 3_000, 10_000) if n <= max_n]
+    cells = {f"{k} (window 20)": (draw, lambda n: 20) for k, draw in NULLS.items()}
+    cells.update({f"{k} (its cycle)": v for k, v in CYCLES.items()})
+    out = {}
+    for label, (draw, window) in cells.items():
+        for n in sizes:
+            counts = []
+            for seed in range(reps):
+                x = draw(n, np.random.default_rng([31, n, seed]))
+                counts.append(len(neighbour_changes(x, window(n), 0.01).changepoints))
+            out[f"{label} | {n}"] = {
+                "family": label,
+                "n": n,
+                "draws": reps,
+                "any": float(np.mean(np.array(counts) > 0)),
+                "mean_count": float(np.mean(counts)),
+            }
+    return out
+
+
+def run_cycle_nulls(reps: int, max_n: int) -> dict:
+    sizes = [n for n in (1_000, 3_000, 10_000) if n <= max_n]
+    out = {}
+    for label, (draw, _) in CYCLES.items():
+        for n in sizes:
+            found = [
+                kcpstream.segment(draw(n, np.random.default_rng([37, n, s]))) for s in range(reps)
+            ]
+            out[f"{label} | {n}"] = {
+                "family": label,
+                "n": n,
+                "draws": reps,
+                "any": float(np.mean([r.n_changepoints > 0 for r in found])),
+                "windowed": float(np.mean([bool(r.params.get("window")) for r in found])),
+                "by_neighbours": float(
+                    np.mean([r.params.get("shape") == "neighbours" for r in found])
+                ),
+            }
+    return out
+
+
 # -- one change ----------------------------------------------------------------
 
 
@@ -421,6 +507,27 @@ def markdown(result: dict) -> str:
                 f"{1 - r['found']:.3f} | {r['edge']:.3f} | {r['next']:.3f} | {r['far']:.3f} |"
             )
         lines.append("")
+    if "cyclenull" in result:
+        lines += ["## Stationary series with a cycle, defaults: share given any", "",
+                  "(share of the series segmented in windows; share answered by the nearest "
+                  "neighbours' part)", "",
+                  "| family | n | any | in windows | by the neighbours |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for r in result["cyclenull"].values():
+            lines.append(
+                f"| {r['family']} | {r['n']} | {r['any']:.2f} ({r['draws']}) | "
+                f"{r['windowed']:.2f} | {r['by_neighbours']:.2f} |"
+            )
+        lines.append("")
+    if "neighbours" in result:
+        rows = result["neighbours"].values()
+        sizes = sorted({r["n"] for r in rows})
+        lines += ["## The nearest neighbours' test alone, level 0.01: share given any", "",
+                  "| series | " + " | ".join(f"n = {n}" for n in sizes) + " |",
+                  "|---|" + "---|" * len(sizes)]  # fmt: skip
+        for family in dict.fromkeys(r["family"] for r in rows):
+            lines.append(_null_row(family, rows, sizes))
+        lines.append("")
     if "gaps" in result:
         g = result["gaps"]
         lines += ["## TSSB with gaps: mean covering (3 outages of 1 % and 1 % dropped)", "",
@@ -516,6 +623,10 @@ def main() -> None:
         result["onechange"] = run_one_change(args.reps, args.max_n, args.seed_prefix)
     if "scenarios" in parts:
         result["scenarios"] = run_scenarios(args.reps)
+    if "neighbours" in parts:
+        result["neighbours"] = run_neighbours(args.reps, args.max_n)
+    if "cyclenull" in parts:
+        result["cyclenull"] = run_cycle_nulls(args.reps, args.max_n)
     if "shapes" in parts:
         if args.tssb is None:
             ap.error("the shapes part needs --tssb DIR")

@@ -203,3 +203,18 @@ def test_equal_shapes_are_drawn_apart_for_each_subsequence():
     flat = np.lib.stride_tricks.sliding_window_view(x, 20).std(axis=1) < 1e-8
     targets = edges[flat].ravel()
     assert np.unique(targets).size > 0.3 * flat.sum()
+
+
+def test_a_store_on_a_cluster_gives_the_answer_of_threads(tmp_path):
+    from tests.helpers import routed_cluster
+
+    x = _classes(0)
+    path = str(tmp_path / "x.zarr")
+    z = zarr.open_array(path, mode="w", shape=x.shape, chunks=(256,), dtype="f8")
+    z[:] = x
+    here = kcpstream.segment(path)
+    with routed_cluster():
+        there = kcpstream.segment(path)
+    assert there.params["shape"] == here.params["shape"] == "neighbours"
+    np.testing.assert_array_equal(there.changepoints, here.changepoints)
+    np.testing.assert_array_equal(there.pvalues, here.pvalues)
