@@ -40,6 +40,12 @@ Three parts, every call with kcpstream's defaults (``segment(x)``) unless said:
 * ``cyclenull``: the defaults on the same cycles (n = 1000, 3000, 10^4): the
   share of series given any change-point, segmented in windows, and
   answered by the nearest neighbours' part.
+* ``classes``: generated series of recorded instances, one class of
+  waveform after another (each class a random smooth cycle of 20-80
+  samples, each instance of its own amplitude and phase, with noise; 1-3
+  changes, 8-30 cycles a segment, a class may come back): mean covering
+  and the share with the true count, the defaults against the same call
+  without the nearest neighbours' part (``--reps`` series).
 * ``gaps``: the TSSB series with gaps made in them (three outages of 1 % of
   the series each at random places, and 1 % of the samples dropped one by
   one; seeded by the series' position): mean covering of the defaults on the
@@ -335,6 +341,52 @@ def run_neighbours(reps: int, max_n: int) -> dict:
     return out
 
 
+def _instances(rng) -> tuple[np.ndarray, list[int]]:
+    """A series of recorded instances of a few classes of waveform, and where
+    the class changes."""
+    period = int(rng.integers(20, 81))
+    t = np.arange(period) / period
+    classes = []
+    for _ in range(3):
+        h = np.arange(1, 4)[:, None]
+        wave = rng.normal(size=(3, 1)) / h * np.sin(2 * np.pi * h * t + rng.uniform(0, 6, (3, 1)))
+        classes.append(wave.sum(axis=0) / wave.sum(axis=0).std())
+    k = int(rng.integers(1, 4))
+    labels = [0]
+    for _ in range(k):
+        labels.append(int(rng.choice([c for c in range(3) if c != labels[-1]])))
+    noise = rng.choice([0.2, 0.5])
+    pieces, true = [], []
+    for label in labels:
+        for _ in range(int(rng.integers(8, 31))):
+            shift = int(rng.integers(-period // 20, period // 20 + 1))
+            pieces.append(rng.uniform(0.7, 1.3) * np.roll(classes[label], shift))
+        true.append(sum(p.size for p in pieces))
+    x = np.concatenate(pieces)
+    return x + noise * rng.standard_normal(x.size), true[:-1]
+
+
+def run_classes(reps: int) -> dict:
+    import kcpstream.engine.pair as pair
+
+    cap = pair.NEIGHBOUR_SAMPLES
+    out: dict = {}
+    for label, limit in (("without the neighbours' part", 0), ("defaults", cap)):
+        pair.NEIGHBOUR_SAMPLES = limit
+        try:
+            covers, counts = [], []
+            for seed in range(reps):
+                x, true = _instances(np.random.default_rng([41, seed]))
+                found = kcpstream.segment(x).changepoints.tolist()
+                covers.append(metrics.covering(true, found, x.size))
+                counts.append(len(found) == len(true))
+        finally:
+            pair.NEIGHBOUR_SAMPLES = cap
+        out[label] = {"draws": reps, "covering": float(np.mean(covers)),
+                      "true_count": float(np.mean(counts))}  # fmt: skip
+    return out
+
+
 def run_cycle_nulls(reps: int, max_n: int) -> dict:
     sizes = [n for n in (1_000, 3_000, 10_000) if n <= max_n]
     out = {}
@@ -507,6 +559,13 @@ def markdown(result: dict) -> str:
                 f"{1 - r['found']:.3f} | {r['edge']:.3f} | {r['next']:.3f} | {r['far']:.3f} |"
             )
         lines.append("")
+    if "classes" in result:
+        lines += ["## Generated series of recorded instances: mean covering", "",
+                  "| answer | draws | mean covering | true count |",
+                  "|---|---|---|---|"]  # fmt: skip
+        for k, v in result["classes"].items():
+            lines.append(f"| {k} | {v['draws']} | {v['covering']:.3f} | {v['true_count']:.2f} |")
+        lines.append("")
     if "cyclenull" in result:
         lines += ["## Stationary series with a cycle, defaults: share given any", "",
                   "(share of the series segmented in windows; share answered by the nearest "
@@ -627,6 +686,8 @@ def main() -> None:
         result["neighbours"] = run_neighbours(args.reps, args.max_n)
     if "cyclenull" in parts:
         result["cyclenull"] = run_cycle_nulls(args.reps, args.max_n)
+    if "classes" in parts:
+        result["classes"] = run_classes(args.reps)
     if "shapes" in parts:
         if args.tssb is None:
             ap.error("the shapes part needs --tssb DIR")
