@@ -218,3 +218,13 @@ def test_a_store_on_a_cluster_gives_the_answer_of_threads(tmp_path):
     assert there.params["shape"] == here.params["shape"] == "neighbours"
     np.testing.assert_array_equal(there.changepoints, here.changepoints)
     np.testing.assert_array_equal(there.pvalues, here.pvalues)
+
+
+def test_a_labelled_series_has_the_times_of_the_neighbours_change_points():
+    x = _classes(0)
+    time = np.datetime64("2026-01-01T00:00") + np.arange(x.size) * np.timedelta64(1, "m")
+    res = xr.DataArray(x, dims="time", coords={"time": time}).kcp.segment()
+    assert res.params["shape"] == "neighbours"
+    bounds = [0, *res.changepoints.tolist(), x.size]
+    np.testing.assert_array_equal(res.times["start"], time[bounds[:-1]])
+    np.testing.assert_array_equal(res.times["end"], time[np.array(bounds[1:]) - 1])

@@ -46,6 +46,7 @@ import numpy as np
 from kcpstream.engine.fitting import TWIN_FIT, FitRecord, fit_reads, fitted_map, seed_of
 from kcpstream.engine.headroom import check_before_pass
 from kcpstream.engine.plan import Job, Settings, consecutive_groups, searched_in_memory
+from kcpstream.engine.results import segment_times
 from kcpstream.engine.stored import open_checkpoint, stored_fit
 from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
 from kcpstream.passes.cache import SampleCache
@@ -212,15 +213,7 @@ def _neighbours_result(job: Job, pair: Segmentation, found: NeighbourAnswer) -> 
         [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     )
     segmented = job.original if job.original is not None else job.signal
-    times = None
-    if pair.times is not None:
-        sample_bounds = np.array([0, *changepoints, segmented.n], dtype=np.int64)
-        axis = segmented.time
-        times = {
-            "dim": axis.dim,
-            "start": axis.at(sample_bounds[:-1]),
-            "end": axis.at(sample_bounds[1:] - 1),
-        }
+    times = segment_times(segmented, np.array([0, *changepoints, segmented.n], dtype=np.int64))
     selection = dataclasses.replace(pair.selection, n_segments=len(changepoints) + 1)
     return dataclasses.replace(
         pair,

@@ -32,13 +32,7 @@ def build_result(
     order = job.windows.samples(order)
     sample_bounds = np.array([0, *changepoints, n_samples], dtype=np.int64)
     time_axis = segmented.time
-    times = None
-    if time_axis is not None:
-        times = {
-            "dim": time_axis.dim,
-            "start": time_axis.at(sample_bounds[:-1]),
-            "end": time_axis.at(sample_bounds[1:] - 1),
-        }
+    times = segment_times(segmented, sample_bounds)
     valid = segmented.valid  # the series' valid samples were segmented: the input's positions
     gaps, missing = Gaps(), Missing()
     if valid is not None:
@@ -77,6 +71,19 @@ def build_result(
         pvalues=local_pvalues(chosen.memo, positions),
         gaps=gaps,
     )
+
+
+def segment_times(segmented, sample_bounds: np.ndarray) -> dict | None:
+    """The time coordinate at each segment's first and last sample (the
+    :attr:`~kcpstream.Segmentation.times` of a labelled series), or None."""
+    axis = segmented.time
+    if axis is None:
+        return None
+    return {
+        "dim": axis.dim,
+        "start": axis.at(sample_bounds[:-1]),
+        "end": axis.at(sample_bounds[1:] - 1),
+    }
 
 
 def _reads(job: Job) -> DataReads:
