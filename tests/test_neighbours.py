@@ -228,3 +228,15 @@ def test_a_labelled_series_has_the_times_of_the_neighbours_change_points():
     bounds = [0, *res.changepoints.tolist(), x.size]
     np.testing.assert_array_equal(res.times["start"], time[bounds[:-1]])
     np.testing.assert_array_equal(res.times["end"], time[np.array(bounds[1:]) - 1])
+
+
+def test_the_block_orders_drawn_at_once_do_not_change_the_answer(monkeypatch):
+    import kcpstream.selection.neighbours as neighbours
+
+    x = _steady(3)
+    statistic, _, edges = neighbours.split_statistic(x, 40, 0, x.size - 39)
+    # (alpha 1: every order drawn; alpha 0.2: drawn until the count passes it)
+    whole = [neighbours._block_pvalue(edges, 40, statistic, a, [1]) for a in (1.0, 0.2)]
+    assert 0.01 < whole[0] < 1.0 and whole[1] > 0.2
+    monkeypatch.setattr(neighbours, "ORDERS", 7)
+    assert [neighbours._block_pvalue(edges, 40, statistic, a, [1]) for a in (1.0, 0.2)] == whole

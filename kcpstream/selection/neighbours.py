@@ -62,6 +62,11 @@ NEIGHBOURS = 3
 #: Block orders drawn per test: the smallest p-value is ``1 / (PERMUTATIONS + 1)``.
 PERMUTATIONS = 1999
 
+#: Block orders drawn at once (bounds their memory: ``ORDERS * N / (2 window)``
+#: integers; the rows are drawn in turn from one stream, so the orders are the
+#: same whatever this is).
+ORDERS = 200
+
 #: Longest series the test is made on: its work grows as the square of the
 #: length (a few seconds at this one, on one core).
 NEIGHBOUR_SAMPLES = 1 << 15
@@ -106,16 +111,22 @@ def _scan_segment(x, window, lo, hi, seed):
 def _block_pvalue(edges, window, statistic, alpha, seed) -> float:
     """``(1 + k) / (1 + R)`` for ``k`` of ``R = PERMUTATIONS`` block orders
     whose statistic is at least ``statistic`` (less its float rounding); drawn
-    until ``k`` shows the p-value above ``alpha`` (then a lower bound of it)."""
+    :data:`ORDERS` at a time until ``k`` shows the p-value above ``alpha``
+    (then a lower bound of it)."""
     block = _apart(window)
     n_blocks = -(-edges.shape[0] // block)
     rng = np.random.default_rng(seed)
-    orders = rng.permuted(np.broadcast_to(np.arange(n_blocks), (PERMUTATIONS, n_blocks)), axis=1)
-    orders = np.ascontiguousarray(orders, dtype=np.int64)
     # the smallest count whose p-value exceeds alpha: no need to draw on
     stop = max(1, math.floor(alpha * (PERMUTATIONS + 1)))
     threshold = statistic - 1e-9 * abs(statistic)
-    count, _ = block_exceedances(edges, orders, block, block, threshold, stop)
+    count = drawn = 0
+    while drawn < PERMUTATIONS and count < stop:
+        size = min(ORDERS, PERMUTATIONS - drawn)
+        orders = rng.permuted(np.broadcast_to(np.arange(n_blocks), (size, n_blocks)), axis=1)
+        orders = np.ascontiguousarray(orders, dtype=np.int64)
+        found, _ = block_exceedances(edges, orders, block, block, threshold, stop - count)
+        count += found
+        drawn += size
     return (1 + count) / (1 + PERMUTATIONS)
 
 
