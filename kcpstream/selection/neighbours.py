@@ -68,7 +68,8 @@ PERMUTATIONS = 1999
 ORDERS = 200
 
 #: Longest series the test is made on: its work grows as the square of the
-#: length (a few seconds at this one, on one core).
+#: length (1.2 s at this one with a cycle of 40 samples,
+#: ``benchmarks/bench_neighbours.py``).
 NEIGHBOUR_SAMPLES = 1 << 15
 
 
