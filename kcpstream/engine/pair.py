@@ -46,7 +46,7 @@ import numpy as np
 from kcpstream.engine.fitting import TWIN_FIT, FitRecord, fit_reads, fitted_map, seed_of
 from kcpstream.engine.headroom import check_before_pass
 from kcpstream.engine.plan import Job, Settings, consecutive_groups, searched_in_memory
-from kcpstream.engine.results import segment_times
+from kcpstream.engine.results import costs_between, segment_times
 from kcpstream.engine.stored import open_checkpoint, stored_fit
 from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
 from kcpstream.passes.cache import SampleCache
@@ -138,11 +138,10 @@ def pair_up(job: Job) -> None:
     """Mark ``job`` and its twin ``paired``, with the parts that share the level:
     the two shape parts, and the nearest neighbours' test where the series is
     short and of one channel."""
-    segmented = job.original if job.original is not None else job.signal
+    segmented = job.segmented
     short = segmented.d == 1 and segmented.n <= NEIGHBOUR_SAMPLES
     parts = 3 if short else 2
-    for each in (job, job.auto.twin):
-        each.auto.paired, each.auto.parts = True, parts
+    job.auto.parts = job.auto.twin.auto.parts = parts
 
 
 def level_share(rule: Rule, parts: int) -> Rule:
@@ -164,7 +163,7 @@ def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswe
     the GIL)."""
     tested = [job for job in jobs if job.auto.parts >= 3]
     out: dict[int, NeighbourAnswer | None] = {id(job): None for job in jobs}
-    signals = [job.original if job.original is not None else job.signal for job in tested]
+    signals = [job.segmented for job in tested]
     for group in consecutive_groups([8 * s.n for s in signals], NEIGHBOUR_READ_BYTES):
         reads = [(signals[i], [(0, signals[i].n)], SampleCache(1, max_bytes=0)) for i in group]
         samples = fit_samples(reads)
@@ -193,7 +192,7 @@ def answer_of_parts(
     pair = answer_of_pair(invariant, twin)
     if neighbours is None:
         return pair
-    segmented = job.original if job.original is not None else job.signal
+    segmented = job.segmented
     reads = pair.diagnostics.reads
     reads = dataclasses.replace(reads, samples_read_again=reads.samples_read_again + segmented.n)
     pair = dataclasses.replace(pair, diagnostics=dataclasses.replace(pair.diagnostics, reads=reads))
@@ -208,11 +207,8 @@ def _neighbours_result(job: Job, pair: Segmentation, found: NeighbourAnswer) -> 
     stats, window = job.stats, job.window
     changepoints = found.changepoints
     edges = np.clip(np.rint(changepoints / window).astype(np.int64), 1, stats.n - 1)
-    bounds = np.array([0, *edges, stats.n])
-    segment_costs = np.array(
-        [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    )
-    segmented = job.original if job.original is not None else job.signal
+    segment_costs = costs_between(stats, edges)
+    segmented = job.segmented
     times = segment_times(segmented, np.array([0, *changepoints, segmented.n], dtype=np.int64))
     selection = dataclasses.replace(pair.selection, n_segments=len(changepoints) + 1)
     return dataclasses.replace(

@@ -250,8 +250,11 @@ class Auto:
 
     pointwise: bool = False
     twin: Job | None = None
-    paired: bool = False
     parts: int = 1
+
+    @property
+    def paired(self) -> bool:
+        return self.parts > 1
 
 
 @dataclass
@@ -279,6 +282,11 @@ class Job:
     def window(self) -> int:
         """Samples per feature vector (on average, for windows that follow a cycle)."""
         return self.windows.width
+
+    @property
+    def segmented(self) -> Signal:
+        """The series segmented: its samples (the signal before windowing)."""
+        return self.original if self.original is not None else self.signal
 
 
 def searched_in_memory(n: int, p: int, st: Settings) -> bool:

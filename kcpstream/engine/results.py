@@ -20,12 +20,9 @@ def build_result(
     """The :class:`Segmentation` of one job and its choice."""
     stats, signal, fmap, log = job.stats, job.signal, job.fmap, job.search.log
     changepoints, order = chosen.changepoints, chosen.order
-    bounds = np.array([0, *map(int, changepoints), stats.n], dtype=np.int64)
-    segment_costs = np.array(
-        [stats.cost(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    )
+    segment_costs = costs_between(stats, changepoints)
     cost = float(segment_costs.sum())
-    segmented = job.original if job.original is not None else signal
+    segmented = job.segmented
     n_samples = segmented.n
     positions = np.asarray(changepoints, dtype=np.int64)
     changepoints = job.windows.samples(positions)  # feature vectors' -> samples'
@@ -71,6 +68,12 @@ def build_result(
         pvalues=local_pvalues(chosen.memo, positions),
         gaps=gaps,
     )
+
+
+def costs_between(stats, changepoints) -> np.ndarray:
+    """The cost of each segment between ``changepoints`` (feature vectors')."""
+    bounds = [0, *map(int, changepoints), stats.n]
+    return np.array([stats.cost(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
 
 
 def segment_times(segmented, sample_bounds: np.ndarray) -> dict | None:

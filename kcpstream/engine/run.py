@@ -136,9 +136,9 @@ def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -
     period = job.params.get("period")
     paired = st.choice.kind == "auto" and original.valid is None
     if is_auto(given) and period is not None and paired:
-        # the windows of a cycle, also with the canonical shape part (each tested
-        # at half the level; see kcpstream.engine.pair); not across gaps, where a
-        # window of the valid samples joins two phases of the cycle
+        # the windows of a cycle, also with the canonical shape part (each part
+        # tested at its share of the level; see kcpstream.engine.pair); not across
+        # gaps, where a window of the valid samples joins two phases of the cycle
         job.auto.twin = shape_twin(job, period, st, _job_cache(B, st))
         pair_up(job)
     if st.checkpoint is not None:
@@ -645,7 +645,7 @@ def check_unchanged(jobs: list[Job]) -> None:
     One listing of each store, after the last read of the data."""
     listed: dict = {}
     for job in jobs:
-        signal = job.original if job.original is not None else job.signal
+        signal = job.segmented
         if signal.origin is None:
             continue
         changed = pv.changed_objects(signal.origin, listed)
