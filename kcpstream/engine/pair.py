@@ -40,6 +40,7 @@ the window edges nearest them, and its p-values the neighbours' test's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -49,11 +50,12 @@ from kcpstream.engine.plan import Job, Settings, consecutive_groups, searched_in
 from kcpstream.engine.results import costs_between, segment_times
 from kcpstream.engine.stored import open_checkpoint, stored_fit
 from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
-from kcpstream.passes.cache import SampleCache
-from kcpstream.passes.data import fit_samples
+from kcpstream.passes.cache import SampleCache, caches_reachable
+from kcpstream.passes.data import add_on_samples, fit_samples
 from kcpstream.result import DataReads, Segmentation
 from kcpstream.selection.choose import Rule, local_gains
 from kcpstream.selection.neighbours import NEIGHBOUR_SAMPLES, NeighbourAnswer, neighbour_changes
+from kcpstream.tasks.graph import TaskBatch
 from kcpstream.tasks.threads import each_in_threads
 
 __all__ = [
@@ -158,30 +160,47 @@ def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswe
     of the level (None where the job has no such part), by ``id(job)``.
 
     The samples are read again, and kept nowhere (the jobs' caches hold their
-    windows): a batch's in groups of at most :data:`NEIGHBOUR_READ_BYTES`, each
-    group's reads in one graph, then tested in threads (the kernels release
-    the GIL)."""
+    windows): a batch's in groups of at most :data:`NEIGHBOUR_READ_BYTES`,
+    each group in one graph whose tasks test each series where its samples
+    were read (the kernels release the GIL; on a distributed cluster the
+    tests run on the workers, and only their answers come back)."""
     tested = [job for job in jobs if job.auto.parts >= 3]
     out: dict[int, NeighbourAnswer | None] = {id(job): None for job in jobs}
     signals = [job.segmented for job in tested]
+    tests = [
+        functools.partial(
+            _test_samples,
+            window=job.window,
+            alpha=st.choice.alpha / job.auto.parts,
+            min_size=job.min_size * job.window,
+            max_changes=job.d_max - 1,
+            seed=0 if st.seed is None else int(st.seed),
+        )
+        for job in tested
+    ]
     for group in consecutive_groups([8 * s.n for s in signals], NEIGHBOUR_READ_BYTES):
         reads = [(signals[i], [(0, signals[i].n)], SampleCache(1, max_bytes=0)) for i in group]
-        samples = fit_samples(reads)
-
-        def test(k: int, samples=samples, group=group) -> NeighbourAnswer:
-            job = tested[group[k]]
-            return neighbour_changes(
-                samples[k][:, 0],
-                job.window,
-                st.choice.alpha / job.auto.parts,
-                min_size=job.min_size * job.window,
-                max_changes=job.d_max - 1,
-                seed=0 if st.seed is None else int(st.seed),
+        if caches_reachable():
+            batch = TaskBatch("neighbours")
+            for i, read in zip(group, reads, strict=True):
+                add_on_samples(batch, *read, tests[i])
+            answers = batch.compute()
+        else:  # (a pool of processes: the samples come here)
+            samples = fit_samples(reads)
+            answers = each_in_threads(
+                lambda k, samples=samples, group=group: tests[group[k]](samples[k]),
+                range(len(group)),
+                least=2,
             )
-
-        for k, answer in enumerate(each_in_threads(test, range(len(group)), least=2)):
-            out[id(tested[group[k]])] = answer
+        for i, answer in zip(group, answers, strict=True):
+            out[id(tested[i])] = answer
     return out
+
+
+def _test_samples(samples: np.ndarray, **test) -> NeighbourAnswer:
+    """:func:`~kcpstream.selection.neighbours.neighbour_changes` of a series'
+    samples (n, 1), a task of :func:`neighbour_answers`."""
+    return neighbour_changes(samples[:, 0], **test)
 
 
 def answer_of_parts(

@@ -11,6 +11,7 @@ samples kept for them, :mod:`kcpstream.passes.cache`.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import sys
@@ -546,34 +547,74 @@ def _fit_tasks(batch: TaskBatch, signal: Signal, windows: list[tuple[int, int]],
     """Add the tasks reading ``windows`` of ``signal`` to ``batch``; returns the
     function that takes their results (an iterator over the batch's, in order)
     and gives the samples (:func:`fit_sample`)."""
-    reader = signal.reader
-    starts = reader.starts
+    groups, order, runs = _read_plan(signal, windows, cache)
+    for first, last, ranges in runs:
+        signal.reader.add_task(batch, read_rows, first, last, ranges, cache.handle)
+    starts = signal.reader.starts
+
+    def finish(results) -> np.ndarray:
+        parts = [next(results) for _ in groups]
+        for (_, members), (_, worker) in zip(groups, parts, strict=True):
+            if worker is not None:
+                for i in members:
+                    cache.homes[int(starts[i])] = worker
+        return _assembled(groups, order, parts)
+
+    return finish
+
+
+def add_on_samples(
+    batch: TaskBatch, signal: Signal, windows: list[tuple[int, int]], cache, func
+) -> None:
+    """Add a call ``func(samples)`` to ``batch``: the samples of ``windows``
+    (float64, in order, as :func:`fit_sample` gives them) read by tasks it
+    depends on, so that on a distributed cluster it runs where they were read
+    and only its value comes back."""
+    groups, order, runs = _read_plan(signal, windows, cache)
+    refs = [
+        signal.reader.add_dependency(batch, read_rows, first, last, ranges, cache.handle)
+        for first, last, ranges in runs
+    ]
+    # (a partial: dask takes the plan's lists as they are, not as tasks)
+    batch.add(functools.partial(_on_samples, func, groups, order), *refs)
+
+
+def _on_samples(func, groups, order, *parts):
+    """``func`` of the samples the read tasks ``parts`` give (:func:`add_on_samples`)."""
+    return func(_assembled(groups, order, parts))
+
+
+def _read_plan(signal: Signal, windows: list[tuple[int, int]], cache):
+    """``(groups, order, runs)``: the read tasks of ``windows``, one per data
+    pass run of chunks it needs (``runs``: first and last chunk, and each
+    chunk's row ranges), the chunks each task gives (``groups``: its first
+    chunk and the chunks it reads) and the windows' parts in order
+    (:func:`_chunk_ranges`); the chunks are noted in ``cache.fit_chunks``."""
+    starts = signal.reader.starts
     ranges, order = _chunk_ranges(starts, windows)
     needed = sorted(ranges)
     cache.fit_chunks.update(int(starts[i]) for i in needed)
-    runs = pass_runs(signal.read_starts, signal.row_bytes)  # the data pass's tasks
+    passes = pass_runs(signal.read_starts, signal.row_bytes)  # the data pass's tasks
     in_run: dict[int, list[int]] = {}
-    firsts = [first for first, _ in runs]
+    firsts = [first for first, _ in passes]
     for i in needed:
         in_run.setdefault(bisect.bisect_right(firsts, i) - 1, []).append(i)
-    groups = []
+    groups, runs = [], []
     for r, members in in_run.items():
-        first, last = runs[r]
+        first, last = passes[r]
         groups.append((first, members))
-        ranges_in_run = {i - first: ranges[i] for i in members}
-        reader.add_task(batch, read_rows, first, last, ranges_in_run, cache.handle)
+        runs.append((first, last, {i - first: ranges[i] for i in members}))
+    return groups, order, runs
 
-    def finish(results) -> np.ndarray:
-        read: dict[int, list[np.ndarray]] = {}
-        for first, members in groups:
-            rows, worker = next(results)
-            for i in members:
-                read[i] = rows[i - first]
-                if worker is not None:
-                    cache.homes[int(starts[i])] = worker
-        return np.concatenate([read[i][k] for i, k in order], axis=0)
 
-    return finish
+def _assembled(groups, order, parts) -> np.ndarray:
+    """The samples of the read tasks' values ``parts`` (``(rows, worker)``
+    each), in the windows' order."""
+    read: dict[int, list[np.ndarray]] = {}
+    for (first, members), (rows, _) in zip(groups, parts, strict=True):
+        for i in members:
+            read[i] = rows[i - first]
+    return np.concatenate([read[i][k] for i, k in order], axis=0)
 
 
 @dataclass(frozen=True)
