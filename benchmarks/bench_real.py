@@ -452,12 +452,18 @@ def one_change_kinds(found: list[int], true: int, n: int) -> dict[str, int]:
     return kinds
 
 
-def run_one_change(reps: int, max_n: int, seed_prefix: int = 20_261_127) -> dict:
-    sizes = [n for n in (10_000, 100_000, 1_000_000, 10_000_000) if n <= max_n]
+def run_one_change(
+    reps: int, max_n: int, seed_prefix: int = 20_261_127, sizes: list[int] | None = None
+) -> dict:
+    """The one-change table; ``sizes`` (given) are each drawn ``reps`` times,
+    else 10^4 .. ``max_n``, with a quarter of the draws at 10^7."""
+    given = sizes is not None
+    if sizes is None:
+        sizes = [n for n in (10_000, 100_000, 1_000_000, 10_000_000) if n <= max_n]
     out = {}
     for family, (before, after) in ONE_CHANGE.items():
         for n in sizes:
-            r = reps if n <= 1_000_000 else max(5, reps // 4)
+            r = reps if given or n <= 1_000_000 else max(5, reps // 4)
             rows = []
             for seed in range(r):
                 rng = np.random.default_rng([seed_prefix, n, seed])
@@ -666,6 +672,12 @@ def main() -> None:
     ap.add_argument(
         "--seed-prefix", type=int, default=20_261_127, help="first seed of the one-change draws"
     )
+    ap.add_argument(
+        "--sizes",
+        type=lambda v: [int(float(x)) for x in v.split(",")],
+        default=None,
+        help="one-change lengths, each drawn --reps times (e.g. 1e7)",
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument("--markdown", default=None)
     args = ap.parse_args()
@@ -679,7 +691,7 @@ def main() -> None:
     if "null" in parts:
         result["null"] = run_null(args.reps, args.max_n)
     if "onechange" in parts:
-        result["onechange"] = run_one_change(args.reps, args.max_n, args.seed_prefix)
+        result["onechange"] = run_one_change(args.reps, args.max_n, args.seed_prefix, args.sizes)
     if "scenarios" in parts:
         result["scenarios"] = run_scenarios(args.reps)
     if "neighbours" in parts:
