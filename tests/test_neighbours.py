@@ -156,6 +156,17 @@ def test_the_default_answers_with_the_neighbours_where_they_find_more():
     assert back.params["shape"] == "neighbours"
 
 
+def test_the_phase_says_what_it_found(caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="kcpstream.progress"):
+        kcpstream.segment(_classes(1))
+        kcpstream.segment(_steady(0), n_bkps=1)  # no such part: nothing said of it
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("nearest")]
+    assert len(said) == 1
+    assert said[0].startswith("nearest neighbours: 1 change-point in 1 short series with a cycle")
+
+
 def test_a_store_gives_the_answer_of_its_samples(tmp_path):
     x = _classes(0)
     z = zarr.open_array(tmp_path / "x.zarr", mode="w", shape=x.shape, chunks=(256,), dtype="f8")

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 
 import numpy as np
 
@@ -52,7 +53,8 @@ from kcpstream.engine.stored import open_checkpoint, stored_fit
 from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
 from kcpstream.passes.cache import SampleCache, caches_reachable
 from kcpstream.passes.data import add_on_samples, fit_samples
-from kcpstream.result import DataReads, Segmentation
+from kcpstream.progress import note
+from kcpstream.result import DataReads, Segmentation, count
 from kcpstream.selection.choose import Rule, local_gains
 from kcpstream.selection.neighbours import NEIGHBOUR_SAMPLES, NeighbourAnswer, neighbour_changes
 from kcpstream.tasks.graph import TaskBatch
@@ -166,6 +168,9 @@ def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswe
     tests run on the workers, and only their answers come back)."""
     tested = [job for job in jobs if job.auto.parts >= 3]
     out: dict[int, NeighbourAnswer | None] = {id(job): None for job in jobs}
+    if not tested:
+        return out
+    t0 = time.perf_counter()
     signals = [job.segmented for job in tested]
     tests = [
         functools.partial(
@@ -184,7 +189,7 @@ def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswe
             batch = TaskBatch("neighbours")
             for i, read in zip(group, reads, strict=True):
                 add_on_samples(batch, *read, tests[i])
-            answers = batch.compute()
+            answers = batch.compute(st.progress)
         else:  # (a pool of processes: the samples come here)
             samples = fit_samples(reads)
             answers = each_in_threads(
@@ -194,6 +199,15 @@ def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswe
             )
         for i, answer in zip(group, answers, strict=True):
             out[id(tested[i])] = answer
+    found = sum(len(out[id(job)].changepoints) for job in tested)
+    seconds = time.perf_counter() - t0
+    what = count(found, "change-point")
+    note(
+        "nearest neighbours: %s in %d short series with a cycle (%.1f s)",
+        what,
+        len(tested),
+        seconds,
+    )
     return out
 
 
