@@ -1,13 +1,15 @@
-"""What the nearest neighbours' part costs a short series with a cycle, in one run.
+"""What the nearest neighbours' part costs a short series, in one run.
 
 A series of one channel and at most ``NEIGHBOUR_SAMPLES`` samples in which
-``features="auto"`` finds a cycle is also tested by its subsequences' nearest
-neighbours (``kcpstream.selection.neighbours``), ``O(n^2)`` work.  This script
-times the default call with the part and without it (the baseline: the same
-call with the engine's cap set to 0 for the measurement, so that the two
-shape parts answer alone), on ``sin(2 pi t / 40) + 0.4 e_t`` of 10^3, 10^4
-and 2^15 samples, and a batch of 128 series of 10^4 (``batch_dims``).  Best
-of ``--repeat`` calls after one warm-up; ``ratio`` = with / without.
+``features="auto"`` finds a cycle, or whose samples depend on each other, is
+also tested by its subsequences' nearest neighbours
+(``kcpstream.selection.neighbours``), ``O(n^2)`` work.  This script times the
+default call with the part and without it (the baseline: the same call with
+the engine's cap set to 0 for the measurement, so that the other parts
+answer alone), on ``sin(2 pi t / 40) + 0.4 e_t`` of 10^3, 10^4 and 2^15
+samples, a batch of 128 series of 10^4 (``batch_dims``), and an AR(1) with
+``phi = 0.9`` (no cycle, dependent samples) of 10^4 and 2^15.  Best of
+``--repeat`` calls after one warm-up; ``ratio`` = with / without.
 
 Usage: python benchmarks/bench_neighbours.py [--repeat 3] [--out neighbours.json]
 """
@@ -31,6 +33,15 @@ def _cycle(n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     t = np.arange(n)
     return np.sin(2 * np.pi * t / 40 + rng.uniform(0, 6)) + 0.4 * rng.standard_normal(n)
+
+
+def _ar(n: int, seed: int) -> np.ndarray:
+    e = np.random.default_rng(seed).standard_normal(n)
+    x = np.empty(n)
+    x[0] = e[0]
+    for i in range(1, n):
+        x[i] = 0.9 * x[i - 1] + e[i]
+    return x
 
 
 def _best(call, repeat: int) -> float:
@@ -67,6 +78,9 @@ def main() -> None:
     xs = xr.DataArray(np.stack([_cycle(10_000, s) for s in range(128)]), dims=("sensor", "time"))
     batch = lambda: kcpstream.segment(xs, dim="time", batch_dims="sensor")  # noqa: E731
     result["128 series of 10000"] = _timed(batch, args.repeat)
+    for n in (10_000, 1 << 15):
+        x = _ar(n, 2)
+        result[f"AR(0.9), {n}"] = _timed(lambda x=x: kcpstream.segment(x), args.repeat)
     report(result, args.out, None)
 
 

@@ -387,10 +387,14 @@ class Segmentation:
         (window=)"``, or ``""`` for samples one by one.  With
         ``features="auto"``, which of the parts it tried answered
         (:mod:`kcpstream.engine.pair`): ``"..., canonical shapes"``,
-        ``"..., invariant shapes"`` or ``"..., nearest-neighbour shapes"``."""
+        ``"..., invariant shapes"`` or ``"..., nearest-neighbour shapes"``;
+        for samples one by one whose subsequences' nearest neighbours
+        answered, ``"nearest-neighbour shapes of 12 samples"``."""
         params = self.params or {}
         window = params.get("window")
-        if not window:
+        if not window:  # samples one by one (their subsequences' shapes may answer)
+            if params.get("shape") == "neighbours":
+                return f"nearest-neighbour shapes of {params.get('subsequence')} samples"
             return ""
         period = params.get("period")
         if period is None:

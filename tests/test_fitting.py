@@ -100,3 +100,20 @@ def test_a_fit_record_keeps_the_period_and_its_error():
     old = {k: v for k, v in record.to_dict().items() if k != "period_error"}
     with pytest.raises(TypeError):
         FitRecord.from_dict(old)
+
+
+def test_a_fit_record_keeps_the_subsequences_of_dependent_samples():
+    record = dataclasses.replace(_record(EPOCH_MIN), subsequence=12)
+    again = FitRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again == record and again.subsequence == 12
+    independent = _record(EPOCH_MIN)
+    assert FitRecord.from_dict(independent.to_dict()).subsequence is None
+    # a pointwise record from before the dependence check is not one (the map is
+    # fitted again, and its samples checked): a fresh call may test them otherwise
+    old = {k: v for k, v in record.to_dict().items() if k != "subsequence"}
+    with pytest.raises(KeyError):
+        FitRecord.from_dict(old)
+    # a record of windows needs none
+    windows = dataclasses.replace(_record(EPOCH_MIN, window=73, period=7.3), auto=False).to_dict()
+    del windows["subsequence"]
+    assert FitRecord.from_dict(windows).subsequence is None

@@ -13,7 +13,11 @@ from hypothesis import strategies as st
 
 import kcpstream
 from kcpstream._kernels.neighbours import block_exceedances, crossing_scan, nearest_subsequences
-from kcpstream.selection.neighbours import NEIGHBOUR_SAMPLES, neighbour_changes
+from kcpstream.selection.neighbours import (
+    NEIGHBOUR_SAMPLES,
+    neighbour_changes,
+    serial_dependence,
+)
 from tests.reference import crossing_statistics, nearest_subsequences_reference
 
 
@@ -271,3 +275,73 @@ def test_the_block_orders_drawn_at_once_do_not_change_the_answer(monkeypatch):
     assert 0.01 < whole[0] < 1.0 and whole[1] > 0.2
     monkeypatch.setattr(neighbours, "ORDERS", 7)
     assert [neighbours._block_pvalue(edges, 40, statistic, a, [1]) for a in (1.0, 0.2)] == whole
+
+
+def _ramps(seed: int, n: int = 3000) -> np.ndarray:
+    # ramps of random lengths (no cycle), rising, then falling: the same values
+    # on both sides in another order -- a change of shape, not of the law
+    rng = np.random.default_rng(seed)
+
+    def part(up: bool) -> np.ndarray:
+        out = []
+        while sum(map(len, out)) < n // 2:
+            ramp = np.linspace(0.0, 1.0, int(rng.integers(8, 40)))
+            out.append(ramp if up else ramp[::-1])
+        return np.concatenate(out)[: n // 2]
+
+    return np.concatenate([part(True), part(False)]) + 0.1 * rng.standard_normal(n)
+
+
+def test_serial_dependence_sees_dependent_samples_not_changes():
+    rng = np.random.default_rng(9)
+    assert serial_dependence([rng.standard_normal(4000)]) is None
+    shifted = np.r_[rng.standard_normal(2000), 2.0 + rng.standard_normal(2000)]
+    assert serial_dependence([shifted]) is None  # a change of level is no dependence
+    assert serial_dependence([(rng.random(4000) < 0.05).astype(float)]) is None
+    ar = np.zeros(4000)
+    for i in range(1, ar.size):
+        ar[i] = 0.9 * ar[i - 1] + rng.standard_normal()
+    length = serial_dependence([ar])
+    assert length is not None and length >= 10  # about where its correlation fades
+    assert serial_dependence([ar[:40]]) is None  # pieces too short to tell
+
+
+def test_dependent_samples_are_also_tested_by_their_subsequences():
+    x = _ramps(0)
+    res = kcpstream.segment(x)
+    m = serial_dependence([x])
+    assert res.params["shape"] == "neighbours" and res.params["subsequence"] == m
+    assert res.windowing == f"nearest-neighbour shapes of {m} samples"
+    assert res.changepoints.tolist() == pytest.approx([1500], abs=15)
+    # two parts, each at half the level
+    assert res.selection.alpha == pytest.approx(0.005)
+    alone = neighbour_changes(x, m, 0.005, min_size=res.params["min_size"])
+    np.testing.assert_array_equal(res.changepoints, alone.changepoints)
+    np.testing.assert_array_equal(res.pvalues, alone.pvalues)
+    # the same from a store, a Segmenter, a batch and a checkpoint's second call
+    again = kcpstream.Segmenter().fit(x).predict()
+    np.testing.assert_array_equal(again.changepoints, res.changepoints)
+    da = xr.DataArray(np.stack([x, _ramps(1)]), dims=("sensor", "time"))
+    (_, first), _ = da.kcp.segment(dim="time", batch_dims="sensor")
+    np.testing.assert_array_equal(first.changepoints, res.changepoints)
+
+
+def test_a_checkpoint_keeps_the_subsequences_of_dependent_samples(tmp_path):
+    x = _ramps(2)
+    path = str(tmp_path / "x.zarr")
+    z = zarr.open_array(path, mode="w", shape=x.shape, chunks=(512,), dtype="f8")
+    z[:] = x
+    first = kcpstream.segment(path, checkpoint=str(tmp_path / "ck"))
+    second = kcpstream.segment(path, checkpoint=str(tmp_path / "ck"))
+    assert second.diagnostics.checkpoint == "loaded"
+    assert first.params["shape"] == second.params["shape"] == "neighbours"
+    np.testing.assert_array_equal(first.changepoints, second.changepoints)
+    np.testing.assert_array_equal(first.changepoints, kcpstream.segment(x).changepoints)
+
+
+def test_independent_samples_keep_the_whole_level():
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.standard_normal(2000), rng.exponential(1.0, 2000) - 1.0]
+    res = kcpstream.segment(x)
+    assert "shape" not in res.params and res.selection.alpha == pytest.approx(0.01)
+    assert res.changepoints.tolist() == pytest.approx([2000], abs=40)

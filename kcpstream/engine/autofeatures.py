@@ -29,6 +29,7 @@ from kcpstream.features.period import (
 from kcpstream.inputs.signal import NonFiniteInput, Signal, fit_windows
 from kcpstream.passes.cache import SampleCache
 from kcpstream.passes.data import fit_sample
+from kcpstream.selection.neighbours import serial_dependence
 from kcpstream.selection.significance import MIN_BATCHES
 
 
@@ -54,14 +55,17 @@ def auto_features(
     seed: int | None,
     cache: SampleCache,
     values: np.ndarray | None = None,
-) -> tuple[FeatureMap | str, np.ndarray | None, Cycle | None]:
+) -> tuple[FeatureMap | str, np.ndarray | None, Cycle | None, int | None]:
     """The feature map ``"auto"`` stands for on ``signal``, and the cycle found.
 
-    Returns ``(Temporal(window=window), None, cycle)`` when the signal has a
-    cycle (:func:`auto_window`), or ``("auto", fit_sample, cycle)``: the
-    pointwise default and the fit sample of :meth:`Signal.sample` with
-    ``sample_size`` points, cut from the stretches.  ``values``: the samples
-    of :func:`stretch_reads` when already read (through ``cache``).
+    Returns ``(Temporal(window=window), None, cycle, None)`` when the signal
+    has a cycle (:func:`auto_window`), or ``("auto", fit_sample, cycle,
+    dependent)``: the pointwise default, the fit sample of
+    :meth:`Signal.sample` with ``sample_size`` points, cut from the
+    stretches, and for one channel the length of subsequences of its
+    dependent samples (:func:`~kcpstream.selection.neighbours.serial_dependence`
+    of the stretches; None when they are independent).  ``values``: the
+    samples of :func:`stretch_reads` when already read (through ``cache``).
     """
     pieces, read = _stretches(signal, sample_size, cache, values)
     if not all(np.isfinite(v).all() for v in read[1]):
@@ -71,8 +75,10 @@ def auto_features(
     if window < 2:
         windows, values = read
         rows = [_cut(windows, values, a, b) for a, b in signal.fit_windows(sample_size)]
-        return "auto", np.concatenate(rows, axis=0), cycle
-    return Temporal(DEFAULT_FEATURES, window=window, seed=0 if seed is None else seed), None, cycle
+        dependent = serial_dependence([v[:, 0] for v in pieces]) if signal.d == 1 else None
+        return "auto", np.concatenate(rows, axis=0), cycle, dependent
+    fmap = Temporal(DEFAULT_FEATURES, window=window, seed=0 if seed is None else seed)
+    return fmap, None, cycle, None
 
 
 def signal_period(pieces: list[np.ndarray]) -> Cycle | None:

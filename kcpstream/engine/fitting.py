@@ -60,6 +60,11 @@ class FitRecord:
         The ``[start, end)`` windows of samples the fit read (:func:`fit_reads`).
     fmap : str
         The fitted map's JSON.
+    subsequence : int or None
+        For ``"auto"`` sample by sample on one channel, the length of the
+        subsequences its dependent samples are also tested on
+        (:func:`~kcpstream.selection.neighbours.serial_dependence`); None
+        when they are independent (and in a record from before).
     """
 
     features: str
@@ -72,6 +77,7 @@ class FitRecord:
     auto: bool
     reads: tuple[tuple[int, int], ...]
     fmap: str
+    subsequence: int | None = None
 
     @property
     def cycle(self) -> Cycle | None:
@@ -88,6 +94,10 @@ class FitRecord:
 
     @classmethod
     def from_dict(cls, data: dict) -> FitRecord:
+        if data.get("auto") and "subsequence" not in data:
+            # from before the dependence check: whether its samples are
+            # dependent is not known, and a fresh fit may test them otherwise
+            raise KeyError("subsequence")
         return cls(**{**data, "reads": tuple((int(a), int(b)) for a, b in data["reads"])})
 
 

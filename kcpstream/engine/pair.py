@@ -35,6 +35,13 @@ the most change-points (the invariant, the canonical, the neighbours' on a
 tie, in that order).  The neighbours' change-points have the samples'
 resolution; the answer's gains and costs are the invariant map's, between
 the window edges nearest them, and its p-values the neighbours' test's.
+
+A short series of one channel without a cycle, segmented sample by sample,
+is tested by its subsequences' nearest neighbours too when its samples
+depend on each other (:func:`~kcpstream.selection.neighbours.serial_dependence`:
+a shape over several samples, which the samples' law alone does not show),
+in subsequences as long as that dependence (:func:`with_neighbours`): two
+parts, each at half of ``alpha``, the samples' own test answering on a tie.
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ __all__ = [
     "neighbour_answers",
     "pair_up",
     "shape_twin",
+    "with_neighbours",
 ]
 
 #: The shape part of the twin (see the module docstring).
@@ -148,6 +156,16 @@ def pair_up(job: Job) -> None:
     job.auto.parts = job.auto.twin.auto.parts = parts
 
 
+def with_neighbours(job: Job, subsequence: int) -> None:
+    """Mark a job segmented sample by sample, whose samples depend on each other
+    (:func:`~kcpstream.selection.neighbours.serial_dependence`), for the
+    nearest neighbours' test of its subsequences of ``subsequence`` samples,
+    where it is short and of one channel: two parts share the level."""
+    segmented = job.segmented
+    if segmented.d == 1 and segmented.n <= NEIGHBOUR_SAMPLES:
+        job.auto.parts, job.auto.subsequence = 2, subsequence
+
+
 def level_share(rule: Rule, parts: int) -> Rule:
     """The test's rule at its level divided among ``parts`` (Bonferroni)."""
     return dataclasses.replace(rule, alpha=rule.alpha / parts)
@@ -166,7 +184,7 @@ def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswe
     each group in one graph whose tasks test each series where its samples
     were read (the kernels release the GIL; on a distributed cluster the
     tests run on the workers, and only their answers come back)."""
-    tested = [job for job in jobs if job.auto.parts >= 3]
+    tested = [job for job in jobs if job.auto.parts >= 3 or job.auto.subsequence is not None]
     out: dict[int, NeighbourAnswer | None] = {id(job): None for job in jobs}
     if not tested:
         return out
@@ -175,7 +193,7 @@ def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswe
     tests = [
         functools.partial(
             _test_samples,
-            window=job.window,
+            window=job.auto.subsequence or job.window,
             alpha=st.choice.alpha / job.auto.parts,
             min_size=job.min_size * job.window,
             max_changes=job.d_max - 1,
@@ -218,11 +236,15 @@ def _test_samples(samples: np.ndarray, **test) -> NeighbourAnswer:
 
 
 def answer_of_parts(
-    job: Job, invariant: Segmentation, twin: Segmentation, neighbours: NeighbourAnswer | None
+    job: Job,
+    invariant: Segmentation,
+    twin: Segmentation | None,
+    neighbours: NeighbourAnswer | None,
 ) -> Segmentation:
-    """The answer of a series' parts: the pair's (:func:`answer_of_pair`), or
-    the nearest neighbours' where they found more change-points."""
-    pair = answer_of_pair(invariant, twin)
+    """The answer of a series' parts: the pair's (:func:`answer_of_pair`; the
+    samples' own test's without a ``twin``), or the nearest neighbours' where
+    they found more change-points."""
+    pair = invariant if twin is None else answer_of_pair(invariant, twin)
     if neighbours is None:
         return pair
     segmented = job.segmented
@@ -254,8 +276,14 @@ def _neighbours_result(job: Job, pair: Segmentation, found: NeighbourAnswer) -> 
         selection=selection,
         times=times,
         pvalues=found.pvalues,
-        params={**pair.params, "shape": "neighbours"},
+        params={**pair.params, "shape": "neighbours", **_subsequence(job)},
     )
+
+
+def _subsequence(job: Job) -> dict:
+    """``{"subsequence": length}`` for a series segmented sample by sample (its
+    windows say it otherwise)."""
+    return {} if job.auto.subsequence is None else {"subsequence": job.auto.subsequence}
 
 
 def answer_of_pair(invariant: Segmentation, twin: Segmentation) -> Segmentation:

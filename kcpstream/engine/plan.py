@@ -246,11 +246,15 @@ class Auto:
     the canonical shape part (:mod:`kcpstream.engine.pair`); each job of
     such a pair is ``paired``, and tested at the level divided by the
     ``parts`` that answer for the series (3 where a short series' samples
-    are also tested by their nearest neighbours, else 2)."""
+    are also tested by their nearest neighbours, else 2).  A short series
+    of one channel segmented sample by sample whose samples depend on each
+    other is also tested by the nearest neighbours of its ``subsequence``
+    samples long subsequences (2 parts)."""
 
     pointwise: bool = False
     twin: Job | None = None
     parts: int = 1
+    subsequence: int | None = None
 
     @property
     def paired(self) -> bool:

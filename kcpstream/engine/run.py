@@ -25,6 +25,7 @@ from kcpstream.engine.pair import (
     neighbour_answers,
     pair_up,
     shape_twin,
+    with_neighbours,
 )
 from kcpstream.engine.plan import (
     Job,
@@ -78,19 +79,22 @@ def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -
     (``read``: ``(cache, values)``, the samples ``features="auto"`` reads, read
     already through that cache; see :func:`_fitted`)."""
     given = features
-    cache = sample = cycle = None
+    cache = sample = cycle = dependent = None
     fit_chunks = 0  # chunks read for the fit
     single_value = False  # the fit read the whole series: one value
     record = stored_fit(signal, features, st)
     kept = record is not None
     if kept:  # the fit of an earlier version, on the same samples
         fmap, auto = FeatureMap.from_json(record.fmap), record.auto
+        dependent = record.subsequence
     else:
         if is_auto(features):
             # the stretches are read whole-chunk through the cache the pointwise
             # search would use, which keeps them for the data pass and the fit
             cache, values = read or (_job_cache(block_size_of(signal.n, st), st), None)
-            features, sample, cycle = auto_features(signal, st.sample_size, st.seed, cache, values)
+            features, sample, cycle, dependent = auto_features(
+                signal, st.sample_size, st.seed, cache, values
+            )
             fit_chunks = len(cache.fit_chunks)
             if sample is None:
                 cache = None  # the windows are another signal, with a grid of their own
@@ -124,6 +128,7 @@ def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -
                 auto,
                 tuple(reads),
                 fmap.to_json(),
+                dependent,
             )
     fmap = fmap.holding(signal.n)  # a grid whose exact sums hold the series
     check_before_pass(signal, fmap, st.tile, B)
@@ -141,6 +146,9 @@ def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -
         # gaps, where a window of the valid samples joins two phases of the cycle
         job.auto.twin = shape_twin(job, period, st, _job_cache(B, st))
         pair_up(job)
+    elif is_auto(given) and auto and window == 1 and dependent is not None and paired:
+        # dependent samples: also their subsequences' nearest neighbours
+        with_neighbours(job, dependent)
     if st.checkpoint is not None:
         open_checkpoint(job, st.checkpoint, st.tile)
     return job
@@ -432,6 +440,8 @@ def reselect(fitted: Job, st: Settings, known: dict) -> Job:
     if twin is not None and st.choice.kind == "auto":  # (only the test tries both)
         job.auto.twin = reselect(twin, st, known.setdefault("twin", {}))
         pair_up(job)
+    elif fitted.auto.subsequence is not None and st.choice.kind == "auto":
+        with_neighbours(job, fitted.auto.subsequence)
     return job
 
 
@@ -612,8 +622,8 @@ def _run_phases(jobs: list[Job], st: Settings, t0: float) -> list[Segmentation]:
     of_twin = {id(twin): res for twin, res in zip(twins, results[singles:], strict=True)}
     results = [
         res
-        if job.auto.twin is None
-        else answer_of_parts(job, res, of_twin[id(job.auto.twin)], tested[id(job)])
+        if job.auto.twin is None and job.auto.subsequence is None
+        else answer_of_parts(job, res, of_twin.get(id(job.auto.twin)), tested[id(job)])
         for job, res in zip(jobs[:singles], results[:singles], strict=True)
     ]
     if st.checkpoint is not None:  # (with the positions the results mapped back, see gaps)

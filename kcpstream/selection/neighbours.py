@@ -1,4 +1,4 @@
-"""The nearest-neighbour test of a short series with a cycle.
+"""The nearest-neighbour test of a short series with a cycle, or of dependent samples.
 
 On a series of a few dozen cycles, the windows of whole cycles the kernel
 test compares are too few for it to tell a change of waveform from the
@@ -48,11 +48,15 @@ import numpy as np
 from kcpstream._kernels.neighbours import block_exceedances, crossing_scan, nearest_subsequences
 
 __all__ = [
+    "DEPENDENCE_PIECES",
+    "DEPENDENCE_Z",
+    "MIN_SUBSEQUENCE",
     "NEIGHBOURS",
     "NEIGHBOUR_SAMPLES",
     "PERMUTATIONS",
     "NeighbourAnswer",
     "neighbour_changes",
+    "serial_dependence",
     "split_statistic",
 ]
 
@@ -83,6 +87,77 @@ class NeighbourAnswer:
     pvalues: np.ndarray
     statistics: np.ndarray
     order: np.ndarray
+
+
+#: Standard errors by which the correlation of consecutive differences must
+#: pass -1/2 for a series' samples to count as dependent
+#: (:func:`serial_dependence`): an independent series passes in about 0.13 %
+#: of draws.
+DEPENDENCE_Z = 3.0
+#: Pieces a series is cut into for :func:`serial_dependence`: the median of
+#: their autocorrelations is that of the noise, whatever a few pieces
+#: holding a change add.
+DEPENDENCE_PIECES = 8
+#: Fewest samples of a subsequence :func:`serial_dependence` gives.
+MIN_SUBSEQUENCE = 4
+
+
+def serial_dependence(stretches: list[np.ndarray]) -> int | None:
+    """The length of the subsequences a series segmented sample by sample is
+    also tested on, or None when its samples do not depend on each other.
+
+    The stretches (1-D, consecutive samples; e.g. the whole series) are cut
+    into :data:`DEPENDENCE_PIECES` pieces.  Dependence is read from the
+    samples' first differences: for independent samples (of any law) two
+    consecutive differences have a correlation of exactly -1/2, and a change
+    of level moves one difference only (the samples' own autocorrelation is
+    positive at every lag across a change of their mean).  The samples are
+    dependent when the median over the pieces of that correlation passes
+    -1/2 by :data:`DEPENDENCE_Z` standard errors (``sqrt(pi / (4 m))`` for
+    the median of estimates from ``m`` samples in all: Bartlett's variance
+    of a moving average's lag-one correlation is ``1 / (2 m)``): a shape
+    over several samples, which a test of the samples' law alone does not
+    see.  The length is the first zero of the median of the pieces'
+    autocorrelations, each piece about its own least-squares line (the
+    span of the samples' dependence: the classic span of a delay
+    embedding), at least :data:`MIN_SUBSEQUENCE`.  Independent samples (the
+    thesis scenarios' laws, a flag) get None."""
+    total = sum(int(np.size(s)) for s in stretches)
+    pieces = []
+    for s in stretches:
+        s = np.asarray(s, dtype=np.float64).reshape(-1)
+        k = max(1, round(DEPENDENCE_PIECES * s.size / max(total, 1)))
+        pieces += [p for p in np.array_split(s, k) if p.size >= 8]
+    if not pieces:
+        return None
+    steps = []
+    for p in pieces:
+        d = np.diff(p)
+        d = d - d.mean()
+        ss = float(d @ d)
+        if ss > 0:
+            steps.append(float(d[1:] @ d[:-1]) / ss)
+    if not steps:
+        return None
+    se = math.sqrt(math.pi / (4.0 * sum(p.size for p in pieces)))
+    if not float(np.median(steps)) > -0.5 + DEPENDENCE_Z * se:
+        return None
+    lags = min(p.size for p in pieces) // 4
+    acfs = []
+    for p in pieces:
+        t = np.arange(p.size, dtype=np.float64)
+        centred = p - np.polyval(np.polyfit(t, p, 1), t)
+        size = 1 << int(2 * p.size - 1).bit_length()  # zero-padded: no lag wraps around
+        spectrum = np.fft.rfft(centred, size)
+        acov = np.fft.irfft(spectrum * np.conj(spectrum), size)[: lags + 1]
+        if acov[0] > 0:
+            acfs.append(acov / acov[0])
+    if not acfs:
+        return MIN_SUBSEQUENCE
+    r = np.median(acfs, axis=0)
+    below = np.flatnonzero(r <= 0.0)
+    zero = int(below[0]) if below.size else lags
+    return max(zero, MIN_SUBSEQUENCE)
 
 
 def split_statistic(
