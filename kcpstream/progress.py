@@ -2,7 +2,7 @@
 
 Every phase of a call -- the fit, the data pass, each round of refinement,
 the choice of the change-points, the nearest neighbours' test of short
-series with a cycle, the checkpoint -- logs one line at INFO on
+series, the checkpoint -- logs one line at INFO on
 ``logging.getLogger("kcpstream.progress")`` (a job's series, on
 ``"kcpstream.pipeline"``).  They go wherever the application's logging
 sends them; ``segment(..., progress=True)``, ``kcpstream segment`` on a

@@ -163,8 +163,8 @@ class Diagnostics:
         Samples read from the source a second time because no sample cache
         (the client's, or a worker's under a distributed client) held them:
         by the data pass (chunks the fit sample had read), by refinement, and
-        by the nearest neighbours' test of a short series with a cycle (its
-        samples, once: :mod:`kcpstream.engine.pair`).
+        by the nearest neighbours' test of a short series (its samples,
+        once: :mod:`kcpstream.engine.pair`).
         0 means the data was read exactly once.
     pass_tasks : int
         Tasks of the data pass: one per run of consecutive chunks holding about
@@ -296,8 +296,11 @@ class Segmentation:
         ``shape``, ``"invariant"``, ``"canonical"`` or ``"neighbours"``, where
         ``features="auto"`` segmented a cycle's windows with both shape parts
         (and a short series' subsequences by their nearest neighbours), each
-        at ``alpha`` divided by the parts, and this part's answer was kept:
-        see :mod:`kcpstream.engine.pair`);
+        at ``alpha`` divided by the parts, and this part's answer was kept;
+        ``subsequence``, the subsequences' length, where a short series
+        segmented sample by sample was also tested by their nearest
+        neighbours, at ``alpha / 2``, ``shape`` ``"neighbours"`` where they
+        answered: see :mod:`kcpstream.engine.pair`);
         kept by :meth:`to_json`.
     pvalues : numpy.ndarray of float64
         How sure each change-point is: the p-value of its split between its

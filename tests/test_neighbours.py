@@ -168,7 +168,7 @@ def test_the_phase_says_what_it_found(caplog):
         kcpstream.segment(_steady(0), n_bkps=1)  # no such part: nothing said of it
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("nearest")]
     assert len(said) == 1
-    assert said[0].startswith("nearest neighbours: 1 change-point in 1 short series with a cycle")
+    assert said[0].startswith("nearest neighbours: 1 change-point in 1 short series (")
 
 
 def test_a_store_gives_the_answer_of_its_samples(tmp_path):
@@ -345,3 +345,16 @@ def test_independent_samples_keep_the_whole_level():
     res = kcpstream.segment(x)
     assert "shape" not in res.params and res.selection.alpha == pytest.approx(0.01)
     assert res.changepoints.tolist() == pytest.approx([2000], abs=40)
+
+
+def test_a_level_the_permutations_cannot_reach_keeps_the_other_parts():
+    # the permutation p-values are at least 1/2000: at alpha = 0.0012 a third
+    # of it (and at 0.0005 half) could find nothing, and would only be taken
+    # from the other parts
+    cyclic = kcpstream.segment(_classes(1), alpha=0.0012)
+    assert cyclic.selection.alpha == pytest.approx(0.0006)
+    assert cyclic.params["shape"] != "neighbours"
+    dependent = kcpstream.segment(_ramps(0), alpha=0.0005)
+    assert dependent.selection.alpha == pytest.approx(0.0005)
+    assert "subsequence" not in dependent.params
+    assert kcpstream.segment(_ramps(0)).params["subsequence"] > 0

@@ -94,7 +94,7 @@ class FitRecord:
 
     @classmethod
     def from_dict(cls, data: dict) -> FitRecord:
-        if data.get("auto") and "subsequence" not in data:
+        if data.get("auto") and data.get("channels") == 1 and "subsequence" not in data:
             # from before the dependence check: whether its samples are
             # dependent is not known, and a fresh fit may test them otherwise
             raise KeyError("subsequence")

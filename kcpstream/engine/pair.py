@@ -63,7 +63,12 @@ from kcpstream.passes.data import add_on_samples, fit_samples
 from kcpstream.progress import note
 from kcpstream.result import DataReads, Segmentation, count
 from kcpstream.selection.choose import Rule, local_gains
-from kcpstream.selection.neighbours import NEIGHBOUR_SAMPLES, NeighbourAnswer, neighbour_changes
+from kcpstream.selection.neighbours import (
+    NEIGHBOUR_SAMPLES,
+    SMALLEST_PVALUE,
+    NeighbourAnswer,
+    neighbour_changes,
+)
 from kcpstream.tasks.graph import TaskBatch
 from kcpstream.tasks.threads import each_in_threads
 
@@ -146,23 +151,26 @@ def fundamental_cycles(window: int, period: float) -> int:
     return min(max(1, round(window / period)), window // 2)
 
 
-def pair_up(job: Job) -> None:
-    """Mark ``job`` and its twin ``paired``, with the parts that share the level:
-    the two shape parts, and the nearest neighbours' test where the series is
-    short and of one channel."""
+def pair_up(job: Job, alpha: float) -> None:
+    """Mark ``job`` and its twin ``paired``, with the parts that share the level
+    ``alpha``: the two shape parts, and the nearest neighbours' test where the
+    series is short and of one channel (and its share of ``alpha`` is one its
+    permutations can reach)."""
     segmented = job.segmented
     short = segmented.d == 1 and segmented.n <= NEIGHBOUR_SAMPLES
-    parts = 3 if short else 2
+    parts = 3 if short and alpha / 3 >= SMALLEST_PVALUE else 2
     job.auto.parts = job.auto.twin.auto.parts = parts
 
 
-def with_neighbours(job: Job, subsequence: int) -> None:
+def with_neighbours(job: Job, subsequence: int, alpha: float) -> None:
     """Mark a job segmented sample by sample, whose samples depend on each other
     (:func:`~kcpstream.selection.neighbours.serial_dependence`), for the
     nearest neighbours' test of its subsequences of ``subsequence`` samples,
-    where it is short and of one channel: two parts share the level."""
+    where it is short and of one channel: two parts share the level ``alpha``
+    (not where half of it is below what the permutations can reach)."""
     segmented = job.segmented
-    if segmented.d == 1 and segmented.n <= NEIGHBOUR_SAMPLES:
+    reach = alpha / 2 >= SMALLEST_PVALUE
+    if segmented.d == 1 and segmented.n <= NEIGHBOUR_SAMPLES and reach:
         job.auto.parts, job.auto.subsequence = 2, subsequence
 
 
@@ -221,7 +229,7 @@ def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswe
     seconds = time.perf_counter() - t0
     what = count(found, "change-point")
     note(
-        "nearest neighbours: %s in %d short series with a cycle (%.1f s)",
+        "nearest neighbours: %s in %d short series (%.1f s)",
         what,
         len(tested),
         seconds,
@@ -247,6 +255,8 @@ def answer_of_parts(
     pair = invariant if twin is None else answer_of_pair(invariant, twin)
     if neighbours is None:
         return pair
+    # (a series segmented sample by sample says that the part ran, and how)
+    pair = dataclasses.replace(pair, params={**pair.params, **_subsequence(job)})
     segmented = job.segmented
     reads = pair.diagnostics.reads
     reads = dataclasses.replace(reads, samples_read_again=reads.samples_read_again + segmented.n)

@@ -145,10 +145,10 @@ def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -
         # tested at its share of the level; see kcpstream.engine.pair); not across
         # gaps, where a window of the valid samples joins two phases of the cycle
         job.auto.twin = shape_twin(job, period, st, _job_cache(B, st))
-        pair_up(job)
+        pair_up(job, st.choice.alpha)
     elif is_auto(given) and auto and window == 1 and dependent is not None and paired:
         # dependent samples: also their subsequences' nearest neighbours
-        with_neighbours(job, dependent)
+        with_neighbours(job, dependent, st.choice.alpha)
     if st.checkpoint is not None:
         open_checkpoint(job, st.checkpoint, st.tile)
     return job
@@ -439,9 +439,9 @@ def reselect(fitted: Job, st: Settings, known: dict) -> Job:
     twin = fitted.auto.twin
     if twin is not None and st.choice.kind == "auto":  # (only the test tries both)
         job.auto.twin = reselect(twin, st, known.setdefault("twin", {}))
-        pair_up(job)
+        pair_up(job, st.choice.alpha)
     elif fitted.auto.subsequence is not None and st.choice.kind == "auto":
-        with_neighbours(job, fitted.auto.subsequence)
+        with_neighbours(job, fitted.auto.subsequence, st.choice.alpha)
     return job
 
 
