@@ -387,6 +387,63 @@ def run_classes(reps: int) -> dict:
     return out
 
 
+def _irregular(rng, changes: int) -> tuple[np.ndarray, list[int]]:
+    """A series of recorded shapes of random length (no cycle): each class a
+    random smooth waveform, each instance stretched to 15-60 samples and
+    scaled, ``changes`` changes of class, 6-30 instances a segment."""
+    t = np.linspace(0.0, 1.0, 256)
+    classes = []
+    for _ in range(3):
+        h = np.arange(1, 4)[:, None]
+        wave = rng.normal(size=(3, 1)) / h * np.sin(np.pi * h * t + rng.uniform(0, 6, (3, 1)))
+        wave = wave.sum(axis=0)
+        classes.append((wave - wave.mean()) / wave.std())
+    labels = [0]
+    for _ in range(changes):
+        labels.append(int(rng.choice([c for c in range(3) if c != labels[-1]])))
+    pieces, true = [], []
+    for label in labels:
+        for _ in range(int(rng.integers(6, 31))):
+            length = int(rng.integers(15, 61))
+            shape = np.interp(np.linspace(0, 255, length), np.arange(256), classes[label])
+            pieces.append(rng.uniform(0.7, 1.3) * shape)
+        true.append(sum(p.size for p in pieces))
+    x = np.concatenate(pieces)
+    return x + rng.choice([0.2, 0.5]) * rng.standard_normal(x.size), true[:-1]
+
+
+def run_irregular(reps: int) -> dict:
+    """Recorded shapes of random length (no cycle), generated: the defaults
+    with and without the nearest neighbours' part (the engine's cap at 0),
+    covering and exact count of series with 1-3 changes of class, and the
+    share of series of one class given any change-point."""
+    import kcpstream.engine.pair as pair
+
+    cap = pair.NEIGHBOUR_SAMPLES
+    out: dict = {}
+    for label, limit in (("without the neighbours' part", 0), ("defaults", cap)):
+        pair.NEIGHBOUR_SAMPLES = limit
+        try:
+            covers, counts, nulls = [], [], []
+            for seed in range(reps):
+                rng = np.random.default_rng([43, seed])
+                x, true = _irregular(rng, int(rng.integers(1, 4)))
+                found = kcpstream.segment(x).changepoints.tolist()
+                covers.append(metrics.covering(true, found, x.size))
+                counts.append(len(found) == len(true))
+                x0, _ = _irregular(np.random.default_rng([47, seed]), 0)
+                nulls.append(kcpstream.segment(x0).n_changepoints > 0)
+        finally:
+            pair.NEIGHBOUR_SAMPLES = cap
+        out[label] = {
+            "draws": reps,
+            "covering": float(np.mean(covers)),
+            "true_count": float(np.mean(counts)),
+            "null_any": float(np.mean(nulls)),
+        }
+    return out
+
+
 def run_cycle_nulls(reps: int, max_n: int) -> dict:
     sizes = [n for n in (1_000, 3_000, 10_000) if n <= max_n]
     out = {}
@@ -700,6 +757,8 @@ def main() -> None:
         result["cyclenull"] = run_cycle_nulls(args.reps, args.max_n)
     if "classes" in parts:
         result["classes"] = run_classes(args.reps)
+    if "irregular" in parts:
+        result["irregular"] = run_irregular(args.reps)
     if "shapes" in parts:
         if args.tssb is None:
             ap.error("the shapes part needs --tssb DIR")
