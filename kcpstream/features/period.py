@@ -41,7 +41,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["dominant_period", "refine_period", "PERIOD_LEVEL", "MIN_PERIOD"]
+__all__ = ["autocorrelation", "dominant_period", "refine_period", "PERIOD_LEVEL", "MIN_PERIOD"]
 
 #: Chance that a short-memory series without a cycle is given a period.
 PERIOD_LEVEL = 1e-3
@@ -78,17 +78,7 @@ def dominant_period(stretches: list[np.ndarray], *, level: float = PERIOD_LEVEL)
     max_lag = min(p.size for p in pieces) // 4
     if max_lag < MIN_PERIOD + 2:
         return None
-    acfs = []
-    for p in pieces:
-        c = _detrended(p)
-        # zero-padded to at least 2 c.size - 1 (no lag wraps around), to a length
-        # of small prime factors: a large prime factor makes the FFT many times
-        # slower (benchmarks/results/design.md)
-        size = _fast_length(2 * c.size)
-        spec = np.fft.rfft(c, size)
-        acov = np.fft.irfft(spec * np.conj(spec), size)[: max_lag + 1]
-        if acov[0] > 0:
-            acfs.append(acov / acov[0])
+    acfs = [r for r in (autocorrelation(p, max_lag) for p in pieces) if r is not None]
     if not acfs:
         return None
     # the median over the stretches: a change inside a few of them does not make
@@ -211,6 +201,20 @@ def _folded_share(c: np.ndarray, t: np.ndarray, period: float, bins: int) -> flo
     sums = np.bincount(where, weights=c, minlength=bins)
     held = counts > 0
     return float(np.sum(sums[held] ** 2 / counts[held]))
+
+
+def autocorrelation(p: np.ndarray, max_lag: int) -> np.ndarray | None:
+    """The autocorrelation of the stretch ``p`` (1-D) about its least-squares
+    line (:func:`_detrended`) at lags ``0 .. max_lag``, or None when it does
+    not vary about that line."""
+    c = _detrended(p)
+    # zero-padded to at least 2 c.size - 1 (no lag wraps around), to a length
+    # of small prime factors: a large prime factor makes the FFT many times
+    # slower (benchmarks/results/design.md)
+    size = _fast_length(2 * c.size)
+    spec = np.fft.rfft(c, size)
+    acov = np.fft.irfft(spec * np.conj(spec), size)[: max_lag + 1]
+    return acov / acov[0] if acov[0] > 0 else None
 
 
 def _fast_length(n: int) -> int:

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kcpstream._kernels.neighbours import block_exceedances, crossing_scan, nearest_subsequences
+from kcpstream.features.period import autocorrelation
 
 __all__ = [
     "DEPENDENCE_PIECES",
@@ -159,16 +160,8 @@ def serial_dependence(stretches: list[np.ndarray]) -> int | None:
     if not float(np.median(steps)) > -0.5 + DEPENDENCE_Z * se:
         return None
     lags = min(p.size for p in pieces) // 4
-    acfs = []
-    for p in pieces:
-        t = np.arange(p.size, dtype=np.float64)
-        centred = p - np.polyval(np.polyfit(t, p, 1), t)
-        size = 1 << int(2 * p.size - 1).bit_length()  # zero-padded: no lag wraps around
-        spectrum = np.fft.rfft(centred, size)
-        acov = np.fft.irfft(spectrum * np.conj(spectrum), size)[: lags + 1]
-        if acov[0] > 0:
-            acfs.append(acov / acov[0])
-    if not acfs or lags < 1:
+    acfs = [r for r in (autocorrelation(p, lags) for p in pieces) if r is not None]
+    if not acfs:
         return MIN_SUBSEQUENCE
     r = np.median(acfs, axis=0)
     below = np.flatnonzero(r <= 0.0)
