@@ -156,9 +156,7 @@ def pair_up(job: Job, alpha: float) -> None:
     ``alpha``: the two shape parts, and the nearest neighbours' test where the
     series is short and of one channel (and its share of ``alpha`` is one its
     permutations can reach)."""
-    segmented = job.segmented
-    short = segmented.d == 1 and segmented.n <= NEIGHBOUR_SAMPLES
-    parts = 3 if short and alpha / 3 >= SMALLEST_PVALUE else 2
+    parts = 3 if _neighbours_can_test(job, alpha / 3) else 2
     job.auto.parts = job.auto.twin.auto.parts = parts
 
 
@@ -168,10 +166,17 @@ def with_neighbours(job: Job, subsequence: int, alpha: float) -> None:
     nearest neighbours' test of its subsequences of ``subsequence`` samples,
     where it is short and of one channel: two parts share the level ``alpha``
     (not where half of it is below what the permutations can reach)."""
-    segmented = job.segmented
-    reach = alpha / 2 >= SMALLEST_PVALUE
-    if segmented.d == 1 and segmented.n <= NEIGHBOUR_SAMPLES and reach:
+    if _neighbours_can_test(job, alpha / 2):
         job.auto.parts, job.auto.subsequence = 2, subsequence
+
+
+def _neighbours_can_test(job: Job, share: float) -> bool:
+    """Whether the nearest neighbours' test is a part of ``job`` at the level
+    ``share``: a series of one channel, short enough for its ``O(n^2)`` work,
+    and a level its permutations' smallest p-value reaches."""
+    segmented = job.segmented
+    short = segmented.d == 1 and segmented.n <= NEIGHBOUR_SAMPLES
+    return short and share >= SMALLEST_PVALUE
 
 
 def level_share(rule: Rule, parts: int) -> Rule:
@@ -226,13 +231,11 @@ def neighbour_answers(jobs: list[Job], st: Settings) -> dict[int, NeighbourAnswe
         for i, answer in zip(group, answers, strict=True):
             out[id(tested[i])] = answer
     found = sum(len(out[id(job)].changepoints) for job in tested)
-    seconds = time.perf_counter() - t0
-    what = count(found, "change-point")
     note(
         "nearest neighbours: %s in %d short series (%.1f s)",
-        what,
+        count(found, "change-point"),
         len(tested),
-        seconds,
+        time.perf_counter() - t0,
     )
     return out
 

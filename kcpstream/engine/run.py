@@ -146,8 +146,9 @@ def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -
         # gaps, where a window of the valid samples joins two phases of the cycle
         job.auto.twin = shape_twin(job, period, st, _job_cache(B, st))
         pair_up(job, st.choice.alpha)
-    elif is_auto(given) and auto and window == 1 and dependent is not None and paired:
-        # dependent samples: also their subsequences' nearest neighbours
+    elif dependent is not None and paired:
+        # "auto" sample by sample, its samples dependent: also their
+        # subsequences' nearest neighbours
         with_neighbours(job, dependent, st.choice.alpha)
     if st.checkpoint is not None:
         open_checkpoint(job, st.checkpoint, st.tile)
