@@ -367,6 +367,14 @@ def _instances(rng) -> tuple[np.ndarray, list[int]]:
 
 
 def run_classes(reps: int) -> dict:
+    return _part_on_off(reps, lambda seed: _instances(np.random.default_rng([41, seed])))
+
+
+def _part_on_off(reps: int, draw, null=None) -> dict:
+    """The defaults with and without the nearest neighbours' part (the
+    engine's cap at 0) on ``draw(seed)``'s ``(x, true change-points)``:
+    covering and exact count, and with ``null(seed)`` (a series without
+    change) the share of those given any change-point."""
     import kcpstream.engine.pair as pair
 
     cap = pair.NEIGHBOUR_SAMPLES
@@ -374,16 +382,23 @@ def run_classes(reps: int) -> dict:
     for label, limit in (("without the neighbours' part", 0), ("defaults", cap)):
         pair.NEIGHBOUR_SAMPLES = limit
         try:
-            covers, counts = [], []
+            covers, counts, nulls = [], [], []
             for seed in range(reps):
-                x, true = _instances(np.random.default_rng([41, seed]))
+                x, true = draw(seed)
                 found = kcpstream.segment(x).changepoints.tolist()
                 covers.append(metrics.covering(true, found, x.size))
                 counts.append(len(found) == len(true))
+                if null is not None:
+                    nulls.append(kcpstream.segment(null(seed)).n_changepoints > 0)
         finally:
             pair.NEIGHBOUR_SAMPLES = cap
-        out[label] = {"draws": reps, "covering": float(np.mean(covers)),
-                      "true_count": float(np.mean(counts))}  # fmt: skip
+        out[label] = {
+            "draws": reps,
+            "covering": float(np.mean(covers)),
+            "true_count": float(np.mean(counts)),
+        }
+        if null is not None:
+            out[label]["null_any"] = float(np.mean(nulls))
     return out
 
 
@@ -413,35 +428,16 @@ def _irregular(rng, changes: int) -> tuple[np.ndarray, list[int]]:
 
 
 def run_irregular(reps: int) -> dict:
-    """Recorded shapes of random length (no cycle), generated: the defaults
-    with and without the nearest neighbours' part (the engine's cap at 0),
-    covering and exact count of series with 1-3 changes of class, and the
-    share of series of one class given any change-point."""
-    import kcpstream.engine.pair as pair
+    """Recorded shapes of random length (no cycle), generated: series with
+    1-3 changes of class, and series of one class (:func:`_part_on_off`)."""
 
-    cap = pair.NEIGHBOUR_SAMPLES
-    out: dict = {}
-    for label, limit in (("without the neighbours' part", 0), ("defaults", cap)):
-        pair.NEIGHBOUR_SAMPLES = limit
-        try:
-            covers, counts, nulls = [], [], []
-            for seed in range(reps):
-                rng = np.random.default_rng([43, seed])
-                x, true = _irregular(rng, int(rng.integers(1, 4)))
-                found = kcpstream.segment(x).changepoints.tolist()
-                covers.append(metrics.covering(true, found, x.size))
-                counts.append(len(found) == len(true))
-                x0, _ = _irregular(np.random.default_rng([47, seed]), 0)
-                nulls.append(kcpstream.segment(x0).n_changepoints > 0)
-        finally:
-            pair.NEIGHBOUR_SAMPLES = cap
-        out[label] = {
-            "draws": reps,
-            "covering": float(np.mean(covers)),
-            "true_count": float(np.mean(counts)),
-            "null_any": float(np.mean(nulls)),
-        }
-    return out
+    def draw(seed: int):
+        rng = np.random.default_rng([43, seed])
+        return _irregular(rng, int(rng.integers(1, 4)))
+
+    return _part_on_off(
+        reps, draw, null=lambda seed: _irregular(np.random.default_rng([47, seed]), 0)[0]
+    )
 
 
 def run_cycle_nulls(reps: int, max_n: int) -> dict:
