@@ -268,10 +268,29 @@ def shorter_sides(found: list[int], n: int) -> list[int]:
 SIDE_BOUNDS = (16, 64, 256)
 
 
+def _noisy_level(phi: float):
+    """A level wandering as an AR(1) of unit variance, measured with white noise
+    of the same variance (an ARMA(1, 1) whose MA part nearly cancels)."""
+
+    def draw(n, rng):
+        level = _ar([phi])(n, rng) * np.sqrt(1.0 - phi * phi)
+        return level + rng.standard_normal(n)
+
+    return draw
+
+
+#: Stationary series whose dependence hides under white noise: a single
+#: doubling of the batches grows the noise estimate too little to see it.
+NOISY_LEVELS = {
+    "AR(1) 0.95 level + noise": _noisy_level(0.95),
+    "AR(1) 0.99 level + noise": _noisy_level(0.99),
+}
+
+
 def run_null(reps: int, max_n: int) -> dict:
     sizes = [n for n in (100, 1_000, 10_000, 100_000, 1_000_000) if n <= max_n]
     out = {}
-    for family, draw in {**NULLS, **DRIFTS}.items():
+    for family, draw in {**NULLS, **NOISY_LEVELS, **DRIFTS}.items():
         for n in sizes:
             r = reps if n <= 10_000 else max(5, reps // 4) if n <= 100_000 else max(5, reps // 8)
             found = [_found(draw(n, np.random.default_rng(seed))) for seed in range(r)]
@@ -595,6 +614,11 @@ def markdown(result: dict) -> str:
         lines.append("| family | " + " | ".join(f"n = {n}" for n in sizes) + " |")
         lines.append("|---|" + "---|" * len(sizes))
         for family in NULLS:
+            lines.append(_null_row(family, rows, sizes))
+        lines += ["", "## A wandering level measured with noise (stationary; target 5 %)", ""]
+        lines.append("| family | " + " | ".join(f"n = {n}" for n in sizes) + " |")
+        lines.append("|---|" + "---|" * len(sizes))
+        for family in NOISY_LEVELS:
             lines.append(_null_row(family, rows, sizes))
         lines += ["", "## Drifting series without a change (no target): share given any", ""]
         lines.append("| family | " + " | ".join(f"n = {n}" for n in sizes) + " |")

@@ -366,6 +366,57 @@ def test_a_burst_of_noise_is_tested_against_its_own_level():
     assert abs(first - start) < 500 and abs(last - start - 5000) < 500
 
 
+def _noisy_level(n: int, phi: float, seed: int) -> np.ndarray:
+    # a level wandering as an AR(1) of unit variance, measured with white noise of
+    # the same variance
+    rng = np.random.default_rng([6, seed])
+    level = lfilter([1.0], [1.0, -phi], rng.standard_normal(n + 3000))[3000:]
+    return level * math.sqrt(1.0 - phi * phi) + rng.standard_normal(n)
+
+
+def test_a_plateau_left_by_change_points_must_hold_at_longer_batches():
+    # 10^4 samples, phi = 0.99 under as much white noise: from one doubling of the
+    # batches to the next, up to 8 samples, the estimate grows by 0-4 %, within
+    # its error, while the long-run variance is 100 times the white noise's.
+    # Without change-points the plateau is taken as it is; the differences clear
+    # of change-points (here every 250 samples, as an over-segmented wander would
+    # leave) are looked at further, where the growth shows
+    x = _noisy_level(10_000, 0.99, seed=0)
+    prefix = np.concatenate([[0.0], np.cumsum(x)])[None, :]
+    plain = long_run_noise(prefix, 1)
+    assert plain.batch <= 8
+    cut = np.arange(250, 10_000, 250)
+    left = long_run_noise(prefix, 1, cut)
+    assert left.batch >= 32 and left.trace > 2 * plain.trace
+    # nothing grows past the plateau of white noise: the same estimate as without
+    # looking further (the look's estimates come from at least LOOK_BATCHES
+    # differences, and fewer are not looked at)
+    y = np.random.default_rng(1).standard_normal(10_000)
+    prefix = np.concatenate([[0.0], np.cumsum(y)])[None, :]
+    assert long_run_noise(prefix, 1, cut).batch <= 4
+
+
+def test_a_wandering_level_measured_with_noise_gets_no_change_point():
+    # phi = 0.95 at n = 10^4: 5 of 20 such series got change-points (10.7 each on
+    # average) when the plateau of the estimate without them was taken as it was;
+    # the wander, cut into change-points, shrank the noise estimate further
+    found = [kcpstream.segment(_noisy_level(10_000, 0.95, s)).n_changepoints for s in range(20)]
+    assert sum(k > 0 for k in found) <= 1, found
+
+
+def test_a_change_in_a_wandering_level_measured_with_noise_is_not_cut_into_many():
+    # a shift of one standard deviation of the level at 6000: each series gets one
+    # change-point (one of these 8 got 39 when the plateau was taken as it was),
+    # most of them within 1 % of the change (the level's wander moves it)
+    found = []
+    for seed in range(8):
+        x = _noisy_level(10_000, 0.95, seed)
+        x[6000:] += 1.0
+        found.append(kcpstream.segment(x).changepoints.tolist())
+    assert all(len(f) <= 2 for f in found), found
+    assert sum(any(abs(c - 6000) <= 100 for c in f) for f in found) >= 4, found
+
+
 def test_too_few_batches_give_no_estimate():
     assert long_run_noise(np.arange(10, dtype=float)[None, :], 1) is None
 

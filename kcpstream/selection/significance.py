@@ -323,6 +323,40 @@ def _change(before: np.ndarray, sigma: np.ndarray, used: int) -> int:
     return -1 if tr < tr0 * (1.0 - SHRINK_Z * se) else 0
 
 
+#: Fewest batch differences an estimate past a plateau is looked at from
+#: (:func:`_grows_later`).
+LOOK_BATCHES = 256
+
+
+def _grows_later(
+    sums: BatchSums, per_batch: int, block_size: int, steps: np.ndarray, sigma: np.ndarray
+) -> bool:
+    """Whether an estimate at longer batches than the plateau's (``sigma``, at
+    ``per_batch`` grid steps) lies well above it (:func:`_change`), both from
+    the differences clear of the change-points ``steps``; only estimates from
+    at least :data:`LOOK_BATCHES` differences are looked at.
+
+    A slow component under white noise (a wandering level measured with
+    noise) grows the estimate by too little from one doubling to the next
+    for any one step to be significant: the plateau is then the white
+    noise's, every wander of the level tests as a change, and left out as
+    changes those change-points take the longer batches with them.  Once the
+    change-points found are left out, a longer batch's growth is the
+    noise's: the changes that moved its differences are set aside.  Longer
+    batches from fewer differences are not looked at: there the spread of
+    the changes the test has not found yet moves too many of them."""
+    k = sums.level(per_batch)[0]
+    while k >= 2 * LOOK_BATCHES:
+        per_batch *= 2
+        later = _batch_estimate(sums, per_batch, per_batch * block_size, steps)
+        if later is None or later[1] < LOOK_BATCHES:
+            return False
+        if _change(sigma, *later) > 0:
+            return True
+        k = sums.level(per_batch)[0]
+    return False
+
+
 #: Largest lag-one correlation of batch sums an extrapolation uses.
 MAX_BATCH_CORRELATION = 0.9
 #: Standard errors (``sqrt((1 - rho^2) / pairs)``) added to that correlation
@@ -385,7 +419,12 @@ def long_run_noise(
     also extrapolated, ``2 T(ell) - T(ell / 2)`` (Richardson).  ``ell``
     doubles while the trace grows by more than twice its standard error
     (dependence still being uncovered); past that plateau longer batches
-    would mostly add the spread of the changes between them.  Of the
+    would mostly add the spread of the changes between them.  Without the
+    change-points ``exclude``, a plateau must also hold at each longer batch
+    length estimated from at least :data:`LOOK_BATCHES` differences
+    (:func:`_grows_later`): a slow component under white noise shows only
+    there, and a change-point search that took its wander for changes would
+    otherwise shrink the estimate it is tested against.  Of the
     estimates seen, the one with the largest trace is kept: the conservative
     side, since an under-estimate makes every split look significant.  Only
     an estimate far below the previous one (by :data:`SHRINK_Z` standard
@@ -466,9 +505,13 @@ def long_run_noise(
             tr = float(np.trace(cand))
             if best is None or tr > best[0]:
                 best = (tr, cand, ell, used)
-        if change == 0:
+        # the plateau: longer batches would only add the changes' own spread
+        # (once change-points are left out, it must hold further: _grows_later)
+        if change == 0 and not (
+            steps.size and _grows_later(sums, per_batch, block_size, steps, sigma)
+        ):
             plateau = True
-            break  # the plateau: longer batches would only add the changes' own spread
+            break
         previous = sigma
         per_batch *= 2
     if best is None:
