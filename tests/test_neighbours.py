@@ -304,6 +304,9 @@ def test_serial_dependence_sees_dependent_samples_not_changes():
     length = serial_dependence([ar])
     assert length is not None and length >= 10  # about where its correlation fades
     assert serial_dependence([ar[:40]]) is None  # pieces too short to tell
+    # steps without noise: the few pieces that move at all move at one sample
+    staircase = np.repeat([0.0, 1.0, 2.0, 3.0], [800, 700, 700, 800])
+    assert serial_dependence([staircase]) is None
 
 
 def test_dependent_samples_are_also_tested_by_their_subsequences():
@@ -324,6 +327,38 @@ def test_dependent_samples_are_also_tested_by_their_subsequences():
     da = xr.DataArray(np.stack([x, _ramps(1)]), dims=("sensor", "time"))
     (_, first), _ = da.kcp.segment(dim="time", batch_dims="sensor")
     np.testing.assert_array_equal(first.changepoints, res.changepoints)
+
+
+def _smooth_instances(seed: int) -> np.ndarray:
+    # recorded shapes of one class (benchmarks/bench_real.py's irregular nulls): a
+    # smooth random waveform, each instance stretched to 15-60 samples and scaled,
+    # under white noise; no change
+    rng = np.random.default_rng([47, seed])
+    t = np.linspace(0.0, 1.0, 256)
+    h = np.arange(1, 4)[:, None]
+    waves = []
+    for _ in range(3):  # (the classes a series with changes draws from)
+        wave = rng.normal(size=(3, 1)) / h * np.sin(np.pi * h * t + rng.uniform(0, 6, (3, 1)))
+        waves.append((wave.sum(axis=0) - wave.sum(axis=0).mean()) / wave.sum(axis=0).std())
+    pieces = []
+    for _ in range(int(rng.integers(6, 31))):
+        stretched = np.linspace(0, 255, int(rng.integers(15, 61)))
+        pieces.append(rng.uniform(0.7, 1.3) * np.interp(stretched, np.arange(256), waves[0]))
+    x = np.concatenate(pieces)
+    return x + rng.choice([0.2, 0.5]) * rng.standard_normal(x.size)
+
+
+@pytest.mark.parametrize("seed", [17, 38, 97])
+def test_the_noise_of_dependent_samples_levels_off_past_their_dependence(seed):
+    # 257-602 samples of one class: the batch estimate grows too little from one
+    # sample to two to show the shapes under the noise, and levelled off there,
+    # the samples' own test split these at 11-26 instances at p ~ 0
+    x = _smooth_instances(seed)
+    m = serial_dependence([x])
+    assert m is not None
+    res = kcpstream.segment(x)
+    assert res.params["subsequence"] == m
+    assert res.n_changepoints == 0, res.changepoints
 
 
 def test_a_checkpoint_keeps_the_subsequences_of_dependent_samples(tmp_path):

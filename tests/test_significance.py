@@ -394,6 +394,14 @@ def test_a_plateau_left_by_change_points_must_hold_at_longer_batches():
     y = np.random.default_rng(1).standard_normal(10_000)
     prefix = np.concatenate([[0.0], np.cumsum(y)])[None, :]
     assert long_run_noise(prefix, 1, cut).batch <= 4
+    # a dependence known to span 64 samples: no plateau at shorter batches, and the
+    # growth up to them is found without any change-point left out
+    prefix = np.concatenate([[0.0], np.cumsum(x)])[None, :]
+    assert long_run_noise(prefix, 1, shortest=64).trace > 2 * plain.trace
+    # no noise at all is no noise at any length: not grown from the steps' spread
+    steps = np.repeat([0.0, 1.0, 2.0], [333, 333, 334])
+    prefix = np.concatenate([[0.0], np.cumsum(steps)])[None, :]
+    assert long_run_noise(prefix, 1, shortest=64).trace == 0.0
 
 
 def test_a_wandering_level_measured_with_noise_gets_no_change_point():

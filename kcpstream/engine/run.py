@@ -673,6 +673,8 @@ def _choose(job: Job, order, st: Settings) -> Choice:
     """:func:`~kcpstream.selection.choose.choose` on the job's statistics."""
     memo = Memo(job.stats, job.min_size, job.window == 1, job.signal.description)
     memo.mixtures = job.windows.cuts is not None
+    # the span of its samples' dependence, where the fit found them dependent
+    memo.dependence = job.auto.subsequence or 0
     rule = level_share(st.choice, job.auto.parts) if job.auto.paired else st.choice
     return choose(memo, order, rule, job.d_max)
 

@@ -102,6 +102,9 @@ class Memo:
     chosen: list | None = None  # the change-points the test kept (pen="auto")
     # the mixture checks' answers, by their arguments (for the noise tested against)
     apart: dict = field(default_factory=dict)
+    # samples over which the samples depend on each other, as the fit found it
+    # (0: not known): the noise estimate levels off at no shorter batches
+    dependence: int = 0
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,9 @@ def choose(memo: Memo, order: list[SegmentSplit], rule: Rule, d_max: int) -> Cho
     sums, short = batch_sums(stats), short_range(stats, grams)
     # the test's segments share the whole series' products (freed once chosen)
     memo.grams = grams if rule.kind == "auto" else None
-    memo.noise = noise_of(stats, short, pointwise=memo.pointwise, sums=sums)
+    memo.noise = noise_of(
+        stats, short, pointwise=memo.pointwise, sums=sums, shortest=memo.dependence
+    )
     memo.apart.clear()
     path = [seg.split for seg in order]
     if rule.method == "binseg" and rule.kind == "pen":
@@ -245,7 +250,12 @@ def _select_by_test(
             if found == accepted:
                 break
             noise = noise_of(
-                memo.stats, short, np.asarray(found, dtype=np.int64), memo.pointwise, sums
+                memo.stats,
+                short,
+                np.asarray(found, dtype=np.int64),
+                memo.pointwise,
+                sums,
+                shortest=memo.dependence,
             )
             if noise is None:
                 break
@@ -665,6 +675,7 @@ def noise_of(
     exclude: np.ndarray | None = None,
     pointwise: bool = True,
     sums: BatchSums | None = None,
+    shortest: int = 0,
 ) -> LongRunNoise | None:
     """The features' long-run covariance from the prefix sums at full blocks,
     without the batches around the change-points ``exclude``, with ``short``,
@@ -677,9 +688,12 @@ def noise_of(
     batches when the batch estimate has not levelled off.  Windows of one
     period hold the cycle's dependence within them and are not extrapolated
     (see :func:`kcpstream.selection.significance.long_run_noise`).  ``sums``:
-    :func:`batch_sums` of ``stats``, kept for the next estimate."""
+    :func:`batch_sums` of ``stats``, kept for the next estimate; ``shortest``:
+    the span of the samples' dependence, where known (``long_run_noise``'s)."""
     sums = batch_sums(stats) if sums is None else sums
-    noise = long_run_noise(sums, stats.block_size, exclude, extrapolate=pointwise, short=short)
+    noise = long_run_noise(
+        sums, stats.block_size, exclude, extrapolate=pointwise, short=short, shortest=shortest
+    )
     if noise is None or short is None:
         return noise
     return dataclasses.replace(noise, local=float(np.trace(short[1])))

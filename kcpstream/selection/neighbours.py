@@ -144,11 +144,14 @@ def serial_dependence(stretches: list[np.ndarray]) -> int | None:
     steps, used = [], 0
     for p in pieces:
         d = np.diff(p)
+        moved = np.count_nonzero(d)
         d = d - d.mean()
         ss = float(d @ d)
         # a piece whose differences are all equal to rounding (a ramp, a flat
-        # stretch) says nothing of the noise: no estimate, and not counted
-        if ss > d.size * 1e-24:
+        # stretch) says nothing of the noise: no estimate, and not counted; nor
+        # does one that stays where it is at most samples (steps without noise,
+        # rare events): its differences' correlation is that of a few jumps
+        if ss > d.size * 1e-24 and 2 * moved > d.size:
             # less its mean for independent samples: -1/2 and about 1/(m - 1)
             # more in a piece of m (the differences about their own mean; 0.030,
             # 0.015 and 0.008 at 32, 64 and 128 samples, 20 000 normal draws)

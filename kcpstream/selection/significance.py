@@ -410,6 +410,7 @@ def long_run_noise(
     *,
     extrapolate: bool = True,
     short: tuple[int, np.ndarray] | None = None,
+    shortest: int = 0,
 ) -> LongRunNoise | None:
     """Estimate the features' long-run covariance from prefix sums on a block grid.
 
@@ -467,6 +468,12 @@ def long_run_noise(
         those of the estimate kept, vary more than their long-run part (a
         cycle in one part of the series), it counts as a part of a cycle
         (``cycle_trace``) as the batches set aside do.
+    shortest : int
+        Samples over which the samples are known to depend on each other (the
+        span :func:`~kcpstream.selection.neighbours.serial_dependence` found):
+        no plateau is taken at shorter batches, which cannot hold that
+        dependence (a white noise over smooth shapes levels off at batches of
+        a sample or two, the noise's alone).
 
     Returns
     -------
@@ -507,8 +514,11 @@ def long_run_noise(
                 best = (tr, cand, ell, used)
         # the plateau: longer batches would only add the changes' own spread
         # (once change-points are left out, it must hold further: _grows_later)
-        if change == 0 and not (
-            steps.size and _grows_later(sums, per_batch, block_size, steps, sigma)
+        if (
+            change == 0
+            # (an estimate of 0 is no noise at all, at any length: a plateau)
+            and (ell >= shortest or not float(np.trace(sigma)) > 0)
+            and not (steps.size and _grows_later(sums, per_batch, block_size, steps, sigma))
         ):
             plateau = True
             break
