@@ -374,6 +374,15 @@ def test_a_checkpoint_keeps_the_subsequences_of_dependent_samples(tmp_path):
     np.testing.assert_array_equal(first.changepoints, kcpstream.segment(x).changepoints)
 
 
+def test_the_default_map_named_tests_the_samples_alone():
+    # the documented way to leave the nearest neighbours' part out
+    x = _ramps(0)
+    res = kcpstream.segment(x, features="quadrature")
+    assert "subsequence" not in res.params and res.params.get("shape") is None
+    assert res.selection.alpha == pytest.approx(0.01)
+    assert res.params["features"] == kcpstream.segment(x).params["features"]
+
+
 def test_independent_samples_keep_the_whole_level():
     rng = np.random.default_rng(3)
     x = np.r_[rng.standard_normal(2000), rng.exponential(1.0, 2000) - 1.0]
