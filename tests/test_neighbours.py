@@ -330,9 +330,9 @@ def test_dependent_samples_are_also_tested_by_their_subsequences():
 
 
 def _smooth_instances(seed: int) -> np.ndarray:
-    # recorded shapes of one class (benchmarks/bench_real.py's irregular nulls): a
-    # smooth random waveform, each instance stretched to 15-60 samples and scaled,
-    # under white noise; no change
+    """Recorded shapes of one class, without change (``bench_real.py``'s
+    irregular nulls): a smooth random waveform, each instance stretched to
+    15-60 samples and scaled, under white noise."""
     rng = np.random.default_rng([47, seed])
     t = np.linspace(0.0, 1.0, 256)
     h = np.arange(1, 4)[:, None]
@@ -359,6 +359,13 @@ def test_the_noise_of_dependent_samples_levels_off_past_their_dependence(seed):
     res = kcpstream.segment(x)
     assert res.params["subsequence"] == m
     assert res.n_changepoints == 0, res.changepoints
+    # the noise follows the dependence the fit found, not the parts: a level too
+    # strict for the neighbours' permutations leaves their part out, and must
+    # find no more (26, 14 and 2 change-points when it followed the part)
+    strict = kcpstream.segment(x, alpha=0.0009)
+    assert "subsequence" not in strict.params and strict.n_changepoints == 0
+    again = kcpstream.Segmenter().fit(x).predict(alpha=0.0009)
+    assert again.n_changepoints == 0
 
 
 def test_a_checkpoint_keeps_the_subsequences_of_dependent_samples(tmp_path):

@@ -389,7 +389,7 @@ def test_a_plateau_left_by_change_points_must_hold_at_longer_batches():
     left = long_run_noise(prefix, 1, cut)
     assert left.batch >= 32 and left.trace > 2 * plain.trace
     # nothing grows past the plateau of white noise: the same estimate as without
-    # looking further (the look's estimates come from at least LOOK_BATCHES
+    # looking further (the look's estimates come from at least LOOK_DIFFERENCES
     # differences, and fewer are not looked at)
     y = np.random.default_rng(1).standard_normal(10_000)
     prefix = np.concatenate([[0.0], np.cumsum(y)])[None, :]

@@ -249,12 +249,17 @@ class Auto:
     are also tested by their nearest neighbours, else 2).  A short series
     of one channel segmented sample by sample whose samples depend on each
     other is also tested by the nearest neighbours of its ``subsequence``
-    samples long subsequences (2 parts)."""
+    samples long subsequences (2 parts).  ``dependence``: the span of the
+    samples' dependence the fit found (one channel, sample by sample;
+    :func:`~kcpstream.selection.neighbours.serial_dependence`), whatever the
+    rule and the parts: the samples' own test takes its noise from batches
+    no shorter."""
 
     pointwise: bool = False
     twin: Job | None = None
     parts: int = 1
     subsequence: int | None = None
+    dependence: int | None = None
 
     @property
     def paired(self) -> bool:

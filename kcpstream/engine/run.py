@@ -133,7 +133,7 @@ def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -
     fmap = fmap.holding(signal.n)  # a grid whose exact sums hold the series
     check_before_pass(signal, fmap, st.tile, B)
     job = Job(signal, fmap, B, d_max, cache, min_size, Windows(window), original)
-    job.auto.pointwise = auto
+    job.auto.pointwise, job.auto.dependence = auto, dependent
     job.stored.fit, job.reads.fit_chunks = record, fit_chunks
     job.reads.single_value = single_value
     job.params = _params(job, st)
@@ -433,7 +433,7 @@ def reselect(fitted: Job, st: Settings, known: dict) -> Job:
         original,
     )
     job.stats, job.in_memory = fitted.stats, fitted.in_memory
-    job.auto.pointwise = fitted.auto.pointwise
+    job.auto.pointwise, job.auto.dependence = fitted.auto.pointwise, fitted.auto.dependence
     job.reads.loaded = True  # no data pass: diagnostics count none
     job.search.known = known.setdefault(min_size, {})
     job.params = {**_params(job, st), "period": fitted.params.get("period")}
@@ -441,8 +441,10 @@ def reselect(fitted: Job, st: Settings, known: dict) -> Job:
     if twin is not None and st.choice.kind == "auto":  # (only the test tries both)
         job.auto.twin = reselect(twin, st, known.setdefault("twin", {}))
         pair_up(job, st.choice.alpha)
-    elif fitted.auto.subsequence is not None and st.choice.kind == "auto":
-        with_neighbours(job, fitted.auto.subsequence, st.choice.alpha)
+    elif (
+        fitted.auto.dependence is not None and st.choice.kind == "auto" and original.valid is None
+    ):  # (as prepare adds it: another level may reach what the first did not)
+        with_neighbours(job, fitted.auto.dependence, st.choice.alpha)
     return job
 
 
@@ -673,8 +675,10 @@ def _choose(job: Job, order, st: Settings) -> Choice:
     """:func:`~kcpstream.selection.choose.choose` on the job's statistics."""
     memo = Memo(job.stats, job.min_size, job.window == 1, job.signal.description)
     memo.mixtures = job.windows.cuts is not None
-    # the span of its samples' dependence, where the fit found them dependent
-    memo.dependence = job.auto.subsequence or 0
+    # the fit's span of the samples' dependence, whatever the rule or the level
+    # (a stricter level that leaves the neighbours' part out must not shorten
+    # the batches the samples' own test takes its noise from)
+    memo.dependence = job.auto.dependence or 0
     rule = level_share(st.choice, job.auto.parts) if job.auto.paired else st.choice
     return choose(memo, order, rule, job.d_max)
 

@@ -144,7 +144,7 @@ def serial_dependence(stretches: list[np.ndarray]) -> int | None:
     steps, used = [], 0
     for p in pieces:
         d = np.diff(p)
-        moved = np.count_nonzero(d)
+        moved = np.count_nonzero(d)  # (exact zeros: a sample equal to the one before)
         d = d - d.mean()
         ss = float(d @ d)
         # a piece whose differences are all equal to rounding (a ramp, a flat

@@ -325,7 +325,7 @@ def _change(before: np.ndarray, sigma: np.ndarray, used: int) -> int:
 
 #: Fewest batch differences an estimate past a plateau is looked at from
 #: (:func:`_grows_later`).
-LOOK_BATCHES = 256
+LOOK_DIFFERENCES = 256
 
 
 def _grows_later(
@@ -334,7 +334,7 @@ def _grows_later(
     """Whether an estimate at longer batches than the plateau's (``sigma``, at
     ``per_batch`` grid steps) lies well above it (:func:`_change`), both from
     the differences clear of the change-points ``steps``; only estimates from
-    at least :data:`LOOK_BATCHES` differences are looked at.
+    at least :data:`LOOK_DIFFERENCES` differences are looked at.
 
     A slow component under white noise (a wandering level measured with
     noise) grows the estimate by too little from one doubling to the next
@@ -345,15 +345,17 @@ def _grows_later(
     noise's: the changes that moved its differences are set aside.  Longer
     batches from fewer differences are not looked at: there the spread of
     the changes the test has not found yet moves too many of them."""
-    k = sums.level(per_batch)[0]
-    while k >= 2 * LOOK_BATCHES:
+    # (k batches of per_batch steps: k // 2 of twice as many, k // 2 - 1 differences)
+    while sums.level(per_batch)[0] // 2 - 1 >= LOOK_DIFFERENCES:
         per_batch *= 2
         later = _batch_estimate(sums, per_batch, per_batch * block_size, steps)
-        if later is None or later[1] < LOOK_BATCHES:
+        if later is None:
             return False
-        if _change(sigma, *later) > 0:
+        estimate, used = later
+        if used < LOOK_DIFFERENCES:  # (the change-points left out took the rest)
+            return False
+        if _change(sigma, estimate, used) > 0:
             return True
-        k = sums.level(per_batch)[0]
     return False
 
 
@@ -422,7 +424,7 @@ def long_run_noise(
     (dependence still being uncovered); past that plateau longer batches
     would mostly add the spread of the changes between them.  Without the
     change-points ``exclude``, a plateau must also hold at each longer batch
-    length estimated from at least :data:`LOOK_BATCHES` differences
+    length estimated from at least :data:`LOOK_DIFFERENCES` differences
     (:func:`_grows_later`): a slow component under white noise shows only
     there, and a change-point search that took its wander for changes would
     otherwise shrink the estimate it is tested against.  Of the
@@ -473,7 +475,10 @@ def long_run_noise(
         span :func:`~kcpstream.selection.neighbours.serial_dependence` found):
         no plateau is taken at shorter batches, which cannot hold that
         dependence (a white noise over smooth shapes levels off at batches of
-        a sample or two, the noise's alone).
+        a sample or two, the noise's alone), unless the estimate is 0 (no
+        noise at any length).  Where the series runs out of batches first,
+        after a step that did not grow the estimate, it is extrapolated as at
+        a plateau.
 
     Returns
     -------
@@ -491,6 +496,7 @@ def long_run_noise(
     plateau = False
     seen: list[tuple[int, np.ndarray]] = []  # (ell, estimate) at each length so far
     set_aside = 0  # how many of them an anti-correlation set aside
+    levelled = False  # the last step did not grow the estimate significantly
     while True:
         ell = per_batch * block_size
         est = _batch_estimate(sums, per_batch, ell, steps)
@@ -512,16 +518,20 @@ def long_run_noise(
             tr = float(np.trace(cand))
             if best is None or tr > best[0]:
                 best = (tr, cand, ell, used)
-        # the plateau: longer batches would only add the changes' own spread
-        # (once change-points are left out, it must hold further: _grows_later)
-        if (
-            change == 0
-            # (an estimate of 0 is no noise at all, at any length: a plateau)
-            and (ell >= shortest or not float(np.trace(sigma)) > 0)
-            and not (steps.size and _grows_later(sums, per_batch, block_size, steps, sigma))
+        # the plateau: longer batches would only add the changes' own spread; but
+        # not below the span the samples are known to depend over, nor, once
+        # change-points are left out, where a longer batch still grows
+        # (_grows_later).  An estimate of 0 is no noise at any length.
+        if change == 0 and (
+            not float(np.trace(sigma)) > 0
+            or (
+                ell >= shortest
+                and not (steps.size > 0 and _grows_later(sums, per_batch, block_size, steps, sigma))
+            )
         ):
             plateau = True
             break
+        levelled = change == 0  # (the doubling went on past a level step: shortest)
         previous = sigma
         per_batch *= 2
     if best is None:
@@ -533,9 +543,11 @@ def long_run_noise(
         # correlation extrapolates it as an AR(1) of batches would.  At a plateau
         # too (where the growth stopped being significant, which on a short
         # series is also where there are too few batches to see it), with the
-        # kept batches' correlation: about 0 past a true plateau
-        batches = ell // block_size if plateau else per_batch // 2
-        sigma = sigma * _ar1_factor(sums, batches, steps, unlevelled=not plateau)
+        # kept batches' correlation: about 0 past a true plateau.  Batches that
+        # ran out below ``shortest`` on a level step are such a plateau too
+        flat = plateau or levelled
+        batches = ell // block_size if flat else per_batch // 2
+        sigma = sigma * _ar1_factor(sums, batches, steps, unlevelled=not flat)
     # what the sums over the batches set aside hold beyond the long-run part
     # ell Sigma (its positive part: the directions where they vary more): the
     # spread of a part of a cycle
