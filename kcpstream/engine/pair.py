@@ -160,14 +160,15 @@ def pair_up(job: Job, alpha: float) -> None:
     job.auto.parts = job.auto.twin.auto.parts = parts
 
 
-def with_neighbours(job: Job, subsequence: int, alpha: float) -> None:
+def with_neighbours(job: Job, alpha: float) -> None:
     """Mark a job segmented sample by sample, whose samples depend on each other
-    (:func:`~kcpstream.selection.neighbours.serial_dependence`), for the
-    nearest neighbours' test of its subsequences of ``subsequence`` samples,
-    where it is short and of one channel: two parts share the level ``alpha``
-    (not where half of it is below what the permutations can reach)."""
-    if _neighbours_can_test(job, alpha / 2):
-        job.auto.parts, job.auto.subsequence = 2, subsequence
+    (``job.auto.dependence``, :func:`~kcpstream.selection.neighbours.serial_dependence`),
+    for the nearest neighbours' test of its subsequences as long as that
+    dependence, where it is short and of one channel: two parts share the
+    level ``alpha`` (not where half of it is below what the permutations can
+    reach)."""
+    if job.auto.dependence is not None and _neighbours_can_test(job, alpha / 2):
+        job.auto.parts = 2
 
 
 def _neighbours_can_test(job: Job, share: float) -> bool:

@@ -246,24 +246,29 @@ class Auto:
     the canonical shape part (:mod:`kcpstream.engine.pair`); each job of
     such a pair is ``paired``, and tested at the level divided by the
     ``parts`` that answer for the series (3 where a short series' samples
-    are also tested by their nearest neighbours, else 2).  A short series
-    of one channel segmented sample by sample whose samples depend on each
-    other is also tested by the nearest neighbours of its ``subsequence``
-    samples long subsequences (2 parts).  ``dependence``: the span of the
-    samples' dependence the fit found (one channel, sample by sample;
-    :func:`~kcpstream.selection.neighbours.serial_dependence`), whatever the
-    rule and the parts: the samples' own test takes its noise from batches
-    no shorter."""
+    are also tested by their nearest neighbours, else 2).  ``dependence``:
+    the span of the samples' dependence the fit found (one channel, sample
+    by sample; :func:`~kcpstream.selection.neighbours.serial_dependence`),
+    whatever the rule and the parts: the samples' own test takes its noise
+    from batches no shorter.  Where such a series is short, it is also
+    tested by the nearest neighbours of its :attr:`subsequence` samples long
+    subsequences (2 parts)."""
 
     pointwise: bool = False
     twin: Job | None = None
     parts: int = 1
-    subsequence: int | None = None
     dependence: int | None = None
 
     @property
     def paired(self) -> bool:
         return self.parts > 1
+
+    @property
+    def subsequence(self) -> int | None:
+        """The length of the subsequences whose nearest neighbours test a series
+        segmented sample by sample (its dependence, where that is a part of
+        its test: :func:`~kcpstream.engine.pair.with_neighbours`), else None."""
+        return self.dependence if self.paired and self.twin is None else None
 
 
 @dataclass

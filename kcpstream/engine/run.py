@@ -149,7 +149,7 @@ def prepare(signal: Signal, features, st: Settings, read: tuple | None = None) -
     elif dependent is not None and paired:
         # "auto" sample by sample, its samples dependent: also their
         # subsequences' nearest neighbours
-        with_neighbours(job, dependent, st.choice.alpha)
+        with_neighbours(job, st.choice.alpha)
     if st.checkpoint is not None:
         open_checkpoint(job, st.checkpoint, st.tile)
     return job
@@ -441,10 +441,9 @@ def reselect(fitted: Job, st: Settings, known: dict) -> Job:
     if twin is not None and st.choice.kind == "auto":  # (only the test tries both)
         job.auto.twin = reselect(twin, st, known.setdefault("twin", {}))
         pair_up(job, st.choice.alpha)
-    elif (
-        fitted.auto.dependence is not None and st.choice.kind == "auto" and original.valid is None
-    ):  # (as prepare adds it: another level may reach what the first did not)
-        with_neighbours(job, fitted.auto.dependence, st.choice.alpha)
+    elif st.choice.kind == "auto" and original.valid is None:
+        # (as prepare adds it: another level may reach what the first did not)
+        with_neighbours(job, st.choice.alpha)
     return job
 
 
