@@ -12,7 +12,11 @@ Three parts, every call with kcpstream's defaults (``segment(x)``) unless said:
   fixed seasonal cycle (20 periods, random phase) plus noise -- at
   n = 10^2 ... 10^6: the share of series given any change-point (target 5 %);
   and, apart, drifting series without a change (a linear trend, the cycle on
-  a trend, a random walk), which should get none either.
+  a trend, a random walk), which should get none either, and stationary
+  series with clustered volatility (GARCH(1, 1), alpha 0.05, beta 0.94) or
+  long memory (ARFIMA(0, d, 0), d = 0.2 and 0.4), which a test of
+  short-memory noise takes for changes (no target: how often it does).
+  ``--families`` runs some of the families only (by name, comma-separated).
 * ``onechange``: one change at a uniform place in the middle 60 % of the
   series (a mean shift of 0.7, a spread 1.5 times larger, a 0/1 flag's rate
   from 5 % to 25 %) at n = 10^4 ... 10^7: the share of draws given exactly
@@ -69,7 +73,7 @@ import time
 import numpy as np
 from _pair import cycles_of, paired
 from _report import report
-from scipy.signal import lfilter
+from scipy.signal import fftconvolve, lfilter
 
 import kcpstream
 from kcpstream import datasets, metrics
@@ -287,10 +291,52 @@ NOISY_LEVELS = {
 }
 
 
-def run_null(reps: int, max_n: int) -> dict:
+def _garch(omega: float, alpha: float, beta: float):
+    """A GARCH(1, 1) series: volatility that clusters, stationary (alpha + beta < 1)."""
+
+    def draw(n, rng):
+        z = rng.standard_normal(n + 1000)
+        out = np.empty_like(z)
+        var, e = omega / (1.0 - alpha - beta), 0.0
+        for t in range(z.size):
+            var = omega + alpha * e * e + beta * var
+            e = out[t] = np.sqrt(var) * z[t]
+        return out[1000:]
+
+    return draw
+
+
+def _arfima(d: float):
+    """An ARFIMA(0, d, 0) series (long memory for 0 < d < 1/2): white noise through
+    the fractional integration's weights, each sample from as many innovations
+    as the series is long and 1000 more."""
+
+    def draw(n, rng):
+        m = n + 1000
+        k = np.arange(1, m)
+        weights = np.concatenate([[1.0], np.cumprod((k - 1 + d) / k)])
+        e = rng.standard_normal(2 * m)
+        return fftconvolve(e, weights)[m : m + n]
+
+    return draw
+
+
+#: Stationary series that a test of short-memory noise sees changes in: volatility
+#: that clusters, and long memory (reported apart: what kcpstream takes them for).
+CLUSTERED = {
+    "GARCH alpha 0.05 beta 0.94": _garch(0.01, 0.05, 0.94),
+    "ARFIMA d = 0.2": _arfima(0.2),
+    "ARFIMA d = 0.4": _arfima(0.4),
+}
+
+
+def run_null(reps: int, max_n: int, families: list[str] | None = None) -> dict:
     sizes = [n for n in (100, 1_000, 10_000, 100_000, 1_000_000) if n <= max_n]
     out = {}
-    for family, draw in {**NULLS, **NOISY_LEVELS, **DRIFTS}.items():
+    every = {**NULLS, **NOISY_LEVELS, **CLUSTERED, **DRIFTS}
+    for family, draw in every.items():
+        if families and family not in families:
+            continue
         for n in sizes:
             r = reps if n <= 10_000 else max(5, reps // 4) if n <= 100_000 else max(5, reps // 8)
             found = [_found(draw(n, np.random.default_rng(seed))) for seed in range(r)]
@@ -608,24 +654,16 @@ def markdown(result: dict) -> str:
             )
         lines.append("")
     if "null" in result:
-        lines += ["## Stationary series: share given any change-point (target 5 %)", ""]
-        rows = result["null"].values()
+        rows = list(result["null"].values())
         sizes = sorted({r["n"] for r in rows})
-        lines.append("| family | " + " | ".join(f"n = {n}" for n in sizes) + " |")
-        lines.append("|---|" + "---|" * len(sizes))
-        for family in NULLS:
-            lines.append(_null_row(family, rows, sizes))
-        lines += ["", "## A wandering level measured with noise (stationary; target 5 %)", ""]
-        lines.append("| family | " + " | ".join(f"n = {n}" for n in sizes) + " |")
-        lines.append("|---|" + "---|" * len(sizes))
-        for family in NOISY_LEVELS:
-            lines.append(_null_row(family, rows, sizes))
-        lines += ["", "## Drifting series without a change (no target): share given any", ""]
-        lines.append("| family | " + " | ".join(f"n = {n}" for n in sizes) + " |")
-        lines.append("|---|" + "---|" * len(sizes))
-        for family in DRIFTS:
-            lines.append(_null_row(family, rows, sizes))
-        lines += ["", *_side_table(rows)]
+        for title, families in (
+            ("Stationary series: share given any change-point (target 5 %)", NULLS),
+            ("A wandering level measured with noise (stationary; target 5 %)", NOISY_LEVELS),
+            ("Clustered volatility and long memory (stationary; no target)", CLUSTERED),
+            ("Drifting series without a change (no target): share given any", DRIFTS),
+        ):
+            lines += _null_table(title, families, rows, sizes)
+        lines += _side_table(rows)
     if "onechange" in result:
         lines += [
             "## One change: share of draws exactly right (one change-point within 1 % of n)",
@@ -722,12 +760,24 @@ def _side_table(rows) -> list[str]:
     for family in NULLS:
         mine = [r for r in rows if r["family"] == family]
         draws = sum(r["draws"] for r in mine)
+        if not draws:  # (a family not run: --families)
+            continue
         sides = [s for r in mine for s in r.get("short_sides", [])]
         counts, _ = np.histogram(sides, bins=bins)
         lines.append(
             f"| {family} | {draws} | " + " | ".join(f"{c / draws:.3f}" for c in counts) + " |"
         )
     return [*lines, ""]
+
+
+def _null_table(title: str, families, rows, sizes) -> list[str]:
+    """A section of the null tables: the rows of ``families`` measured (none: no section)."""
+    present = [f for f in families if any(r["family"] == f for r in rows)]
+    if not present:
+        return []
+    lines = [f"## {title}", "", "| family | " + " | ".join(f"n = {n}" for n in sizes) + " |"]
+    lines.append("|---|" + "---|" * len(sizes))
+    return [*lines, *(_null_row(f, rows, sizes) for f in present), ""]
 
 
 def _null_row(family: str, rows, sizes) -> str:
@@ -755,6 +805,7 @@ def main() -> None:
         default=None,
         help="one-change lengths, each drawn --reps times (e.g. 1e7)",
     )
+    ap.add_argument("--families", default=None, help="null families to run (comma-separated)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--markdown", default=None)
     args = ap.parse_args()
@@ -766,7 +817,8 @@ def main() -> None:
             ap.error("the tssb part needs --tssb DIR")
         result["tssb"] = run_tssb(args.tssb)
     if "null" in parts:
-        result["null"] = run_null(args.reps, args.max_n)
+        families = args.families.split(",") if args.families else None
+        result["null"] = run_null(args.reps, args.max_n, families)
     if "onechange" in parts:
         result["onechange"] = run_one_change(args.reps, args.max_n, args.seed_prefix, args.sizes)
     if "scenarios" in parts:
