@@ -537,6 +537,32 @@ def test_a_cf_fill_value_is_never_read_as_a_sample(tmp_path):
     )
 
 
+def test_a_path_down_to_an_array_is_its_groups_array(tmp_path):
+    # "store.zarr/v" is the group's array v: its fill value decoded as a gap
+    # (read raw, the stand-ins were a run of outliers: two change-points around
+    # them) and its time coordinate the group's, decoded
+    xr = pytest.importorskip("xarray")
+    x = _signal().astype(np.float64)
+    x[1_000:1_100] = np.nan
+    encoding = {"v": {"dtype": "int16", "scale_factor": 0.001, "_FillValue": -32768}}
+    times = np.datetime64("2024-01-01") + np.arange(x.size) * np.timedelta64(1, "m")
+    ds = xr.Dataset({"v": ("time", x)}, coords={"time": times})
+    ds.to_zarr(tmp_path / "cf.zarr", encoding=encoding)
+    by_group = kcpstream.segment(str(tmp_path / "cf.zarr"), variable="v", n_bkps=2)
+    by_array = kcpstream.segment(str(tmp_path / "cf.zarr" / "v"), n_bkps=2)
+    assert by_array.diagnostics.n_missing == 100
+    assert by_array.changepoints.tolist() == by_group.changepoints.tolist()
+    assert by_array.changepoint_times.tolist() == by_group.changepoint_times.tolist()
+    assert by_array.changepoint_times.dtype.kind == "M"
+    # a store that is one CF-encoded array: its chunks decoded as they are read
+    single = zarr.create_array(tmp_path / "one.zarr", shape=x.shape, chunks=(4096,), dtype="i2")
+    single[:] = np.where(np.isnan(x), -32768, np.rint(np.nan_to_num(x) / 0.001)).astype("i2")
+    single.attrs.update({"scale_factor": 0.001, "_FillValue": -32768})
+    alone = kcpstream.segment(str(tmp_path / "one.zarr"), n_bkps=2)
+    assert alone.diagnostics.n_missing == 100
+    assert alone.changepoints.tolist() == by_group.changepoints.tolist()
+
+
 def _save_and_load(args) -> list[str]:
     """One process's share of the concurrency test: alternate saves and loads."""
     ck, key, min_size, n, rounds = args

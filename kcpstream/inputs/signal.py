@@ -609,20 +609,18 @@ def _read_input(data, variable, variables, dim, chunks, storage_options, missing
     """Any supported input as a dask array and what it is read from."""
     if isinstance(data, str | os.PathLike):
         opened = open_zarr(data, variable, storage_options)
-        if opened[2] is None or pv.stored_as_values(opened[0]):
-            return _from_path(data, variable, dim, *opened, missing=missing)
+        arr = opened.array
+        if opened.group is None or pv.stored_as_values(arr):
+            read = _from_path(data, variable, dim, arr, opened.description, opened.group, missing)
+            # a store that is one CF-encoded array: decoded chunk by chunk
+            return read if pv.stored_as_values(arr) else _decoded(read, arr)
         # CF-encoded values (a scale, a fill value to mask): xarray decodes them
-        data = open_decoded(os.fspath(data), opened[0].basename, storage_options)
+        data = open_decoded(opened.group_path, opened.name, storage_options)
     if _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
         read = _stored(data, description, source, missing)
-        if not pv.stored_as_values(data):  # CF-encoded: decoded chunk by chunk, as xarray would
-            attrs = pv.cf_attrs(data)
-            dtype = decode_cf(np.zeros((1,) * read.x.ndim, data.dtype), attrs).dtype
-            read.x = read.x.map_blocks(decode_cf, attrs, dtype=dtype)
-            read.store_array = None  # (read through the graph, which decodes)
-        return read
+        return read if pv.stored_as_values(data) else _decoded(read, data)
     if isinstance(data, da.Array):
         stores, arrays = pv.graph_sources(data)
         store_array = _direct(array_source(data), "dask array")
@@ -643,6 +641,17 @@ def _read_input(data, variable, variables, dim, chunks, storage_options, missing
         # masked values are missing samples: NaN (in floats wide enough for the values)
         data = np.ma.filled(data.astype(np.result_type(data.dtype, np.float32)), np.nan)
     return _from_numpy(np.asarray(data), chunks)
+
+
+def _decoded(read: _Input, arr: Any) -> _Input:
+    """``read`` of the CF-encoded zarr array ``arr``, its stored numbers decoded
+    chunk by chunk as xarray decodes them (:func:`decode_cf`): a fill value is
+    a missing sample, never a value."""
+    attrs = pv.cf_attrs(arr)
+    dtype = decode_cf(np.zeros((1,) * read.x.ndim, arr.dtype), attrs).dtype
+    read.x = read.x.map_blocks(decode_cf, attrs, dtype=dtype)
+    read.store_array = None  # (read through the graph, which decodes)
+    return read
 
 
 def decode_cf(block: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 from kcpstream.errors import InputError, one_line
 from kcpstream.inputs.labeled import open_zarr_lazily
@@ -101,11 +101,26 @@ def _remote_options(path: str, storage_options: dict | None) -> dict | None:
     return opts
 
 
+class Opened(NamedTuple):
+    """A zarr array opened by path (:func:`open_zarr`)."""
+
+    array: Any
+    description: str
+    group: Any  # the group it is in (None: a store that is one array)
+    group_path: str | None
+    name: str | None  # its name in the group
+
+
 def open_zarr(
     path: str | os.PathLike, variable: str | None, storage_options: dict | None = None
-) -> tuple[Any, str, Any]:
-    """The zarr array at ``path`` (``variable`` in a group), its description and
-    the group it is in (None for a store that is one array)."""
+) -> Opened:
+    """The zarr array at ``path`` (``variable`` in a group), its description, the
+    group it is in, that group's path and the array's name in it (None for a
+    store that is one array).
+
+    A ``path`` down to an array in a group (``"archive.zarr/pressure"``) is
+    the group's array ``"pressure"``: its time coordinate and its CF
+    attributes are the group's, as with ``variable="pressure"``."""
     import zarr
 
     path_str = os.fspath(path)
@@ -130,7 +145,9 @@ def open_zarr(
                 f"{path_str!r} is a single zarr array, so variable={variable!r} does not apply; "
                 "omit variable"
             )
-        return node, path_str, None
+        parent, name = _parent_group(path_str, node, kwargs)
+        head = path_str.rstrip("/").rpartition("/")[0] if name else None
+        return Opened(node, path_str, parent, head, name)
     names = sorted(node.array_keys())
     if variable is None:
         if len(names) == 1:
@@ -150,7 +167,25 @@ def open_zarr(
         ) from None
     if not isinstance(arr, zarr.Array):
         raise InputError(f"{variable!r} in {path_str!r} is a group, not an array")
-    return arr, f"{path_str}/{variable}", node
+    return Opened(arr, f"{path_str}/{variable}", node, path_str, variable)
+
+
+def _parent_group(path: str, array: Any, kwargs: dict) -> tuple[Any, str | None]:
+    """The zarr group holding the array at ``path`` under its last name, and
+    that name; ``(None, None)`` when the folder above is no such group (a
+    store that is one array)."""
+    import zarr
+
+    head, _, name = path.rstrip("/").rpartition("/")
+    if not head or not name or head.endswith(":/"):
+        return None, None
+    try:
+        group = zarr.open_group(head, mode="r", **kwargs)
+        if name in group.array_keys() and group[name].shape == array.shape:
+            return group, name
+    except Exception:  # no group above it (or not one that can be read): the array alone
+        pass
+    return None, None
 
 
 def open_decoded(path: str, name: str, storage_options: dict | None) -> Any:
