@@ -323,6 +323,29 @@ def test_decoded_variables_are_read_decoded(tmp_path):
     assert res.gains.tolist() == expected.gains.tolist()
 
 
+def test_values_left_undecoded_are_refused(tmp_path):
+    # opened with mask_and_scale=False (or decode_cf=False), the fill value is a
+    # stored number in the data: read as samples it made two change-points
+    # around every outage
+    x = np.round(datasets.changing_distribution(20_000, 1, seed=2).x * 100) / 100
+    x[5_000:6_000] = np.nan
+    encoding = {"v": {"dtype": "int16", "scale_factor": 0.01, "_FillValue": -32768}}
+    xr.Dataset({"v": (("time",), x)}).to_zarr(tmp_path / "enc.zarr", encoding=encoding)
+    for kwargs in ({"mask_and_scale": False}, {"decode_cf": False}):
+        raw = xr.open_zarr(tmp_path / "enc.zarr", **kwargs)["v"]
+        with pytest.raises(
+            InputError, match=r"still to be decoded \(_FillValue=-32768 in.*mask_and"
+        ):
+            kcpstream.segment(raw)
+        with pytest.raises(InputError, match="still to be decoded"):
+            kcpstream.segment(raw.to_dataset(), dim="time")
+    decoded = kcpstream.segment(xr.open_zarr(tmp_path / "enc.zarr")["v"])
+    assert decoded.diagnostics.n_missing == 1_000
+    # a fill value of NaN decodes to itself: nothing to refuse
+    plain = xr.DataArray(np.nan_to_num(x), dims="time", attrs={"_FillValue": np.nan})
+    assert kcpstream.segment(plain, n_bkps=1).n_changepoints == 1
+
+
 def _timed(freq="10s", n=6_000):
     rng = np.random.default_rng(0)
     x = rng.normal(size=n)

@@ -280,6 +280,7 @@ def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]
     DataArray, the array-like of a lazily loaded one; else None."""
     from kcpstream.tasks.internals import array_source
 
+    _check_decoded(arr)
     lazy = not isinstance(arr.variable._data, np.ndarray | da.Array)
     # the store's objects along time, seen before the transpose (whose lazy
     # indexer hides which stored axis is time)
@@ -302,6 +303,37 @@ def _as_channels(arr: Any, dim: str, chunks: int | None) -> tuple[da.Array, Any]
     raw = raw.rechunk({i: -1 for i in range(1, raw.ndim)})
     flat = raw.reshape(raw.shape[0], int(np.prod(raw.shape[1:])))
     return flat, origin if raw.ndim == 2 else None
+
+
+#: Attributes xarray's decoding takes out of ``attrs`` (into ``encoding``) that
+#: change what the stored numbers mean beyond a scale: left in ``attrs``, a
+#: fill value would be read as samples, and unsigned numbers as signed ones.
+#: (A scale and an offset alone leave the values an affine map of the decoded
+#: ones: raw values are then another input, not a wrong one.)
+CF_CODING_ATTRS = ("_FillValue", "missing_value", "_Unsigned")
+
+
+def _check_decoded(arr: Any) -> None:
+    """An :class:`~kcpstream.InputError` for a DataArray whose values are stored
+    numbers still to be decoded (opened with ``mask_and_scale=False`` or
+    ``decode_cf=False``) where that matters: a fill value (other than NaN)
+    or unsigned numbers stored as signed."""
+    coding = {k: arr.attrs[k] for k in CF_CODING_ATTRS if k in arr.attrs and not _nan(arr.attrs[k])}
+    if coding:
+        said = ", ".join(f"{k}={v!r}" for k, v in coding.items())
+        raise _error(
+            f"{_described(arr)} holds stored numbers still to be decoded ({said} in its "
+            "attrs), so a fill value would be read as samples: open it with xarray's "
+            "default decoding (mask_and_scale=True), or decode it with xarray.decode_cf"
+        )
+
+
+def _nan(value: Any) -> bool:
+    """Whether an attribute's value is NaN (a fill value of NaN decodes to itself)."""
+    try:
+        return bool(np.all(np.isnan(np.asarray(value, dtype=np.float64))))
+    except (TypeError, ValueError):
+        return False
 
 
 def split_batches(obj: Any, batch_dims: list[str]) -> list[tuple[dict[str, Any], Any]]:
