@@ -140,11 +140,24 @@ def test_empty():
         ({"n_bkps": 1, "features": "rff:x"}, "must be an integer"),
         ({"n_bkps": 1, "features": 3}, "spec string"),
         ({"n_bkps": 1, "storage_options": "anon"}, "storage_options must be a dict"),
+        # the same line with every map (the default's fit took int("a"))
+        ({"n_bkps": 1, "seed": "a"}, "seed must be a non-negative integer"),
+        ({"n_bkps": 1, "seed": -1}, "seed must be a non-negative integer"),
+        ({"n_bkps": 1, "seed": 2.5, "features": "rff"}, "seed must be a non-negative integer"),
     ],
 )
 def test_bad_parameters(x, kwargs, match):
     with pytest.raises(InputError, match=match):
         kcpstream.segment(x, **kwargs)
+
+
+@pytest.mark.parametrize("features", ["auto", "rff", "orf"])
+def test_a_numpy_integer_seed_is_a_seed(x, features):
+    # (a fit record is JSON: a numpy integer failed to encode with "rff")
+    res = kcpstream.segment(x, n_bkps=1, seed=np.int64(3), features=features)
+    same = kcpstream.segment(x, n_bkps=1, seed=3, features=features)
+    assert res.changepoints.tolist() == same.changepoints.tolist()
+    assert res.to_dict()["features"] == same.to_dict()["features"]
 
 
 def test_rff_needs_an_even_number_of_features():

@@ -17,6 +17,7 @@ import numpy as np
 from kcpstream.engine.fitting import FitRecord
 from kcpstream.errors import InputError
 from kcpstream.features import DEFAULT_FEATURES, FeatureMap, Temporal
+from kcpstream.features.rff import resolve_seed
 from kcpstream.inputs.signal import EPOCH_MIN, Signal, epoch_length
 from kcpstream.passes.cache import SampleCache
 from kcpstream.persist.reuse import Reuse
@@ -501,6 +502,8 @@ def settings_of(
         or not (0.0 < float(alpha) < 1.0)
     ):
         raise InputError(f"alpha must be a number in (0, 1), got {alpha!r}")
+    if seed is not None:  # (a numpy integer kept as an int: fit records are JSON)
+        seed = resolve_seed(seed)
     tile = check_positive_int("tile", tile)
     cache_bytes = check_positive_int("cache_bytes", cache_bytes, 0)
     sample_size = check_positive_int("sample_size", sample_size, 2)
