@@ -171,6 +171,25 @@ def test_fitted_map_of_the_wrong_width(x):
         kcpstream.segment(x, features=fmap, n_bkps=1)
 
 
+def test_a_dim_or_storage_options_that_name_nothing_are_refused(tmp_path, x):
+    # (they were ignored: a dim naming no dimension of the input looked checked)
+    dask_array = pytest.importorskip("dask.array")
+    for data, what in ((x, "an array"), (dask_array.from_array(x), "a dask array")):
+        with pytest.raises(InputError, match=f"dim='time' names .*; {what} names none"):
+            kcpstream.segment(data, dim="time", n_bkps=1)
+    zarr.create_array(str(tmp_path / "plain.zarr"), shape=x.shape, dtype=x.dtype)[:] = x
+    for data in (str(tmp_path / "plain.zarr"), zarr.open_array(tmp_path / "plain.zarr")):
+        with pytest.raises(InputError, match="dim='foo' names .*omit dim"):
+            kcpstream.segment(data, dim="foo", n_bkps=1)
+    named = tmp_path / "named.zarr"
+    datasets.write_zarr(x, named)
+    with pytest.raises(InputError, match="first dimension is 'time', not dim='foo'"):
+        kcpstream.segment(str(named), dim="foo", n_bkps=1)
+    assert kcpstream.segment(str(named), dim="time", n_bkps=1).n_changepoints == 1
+    with pytest.raises(InputError, match="storage_options applies to a store given by its URL"):
+        kcpstream.segment(x, storage_options={"anon": True}, n_bkps=1)
+
+
 def test_zarr_path_errors(tmp_path, x):
     with pytest.raises(InputError, match="no zarr store at"):
         kcpstream.segment(tmp_path / "missing.zarr", n_bkps=1)

@@ -607,6 +607,12 @@ class _Input:
 
 def _read_input(data, variable, variables, dim, chunks, storage_options, missing="error") -> _Input:
     """Any supported input as a dask array and what it is read from."""
+    if storage_options and not isinstance(data, str | os.PathLike):
+        raise InputError(
+            "storage_options applies to a store given by its URL (e.g. "
+            "'s3://bucket/archive.zarr'); this input is already opened: give the "
+            "options where it is opened, or pass the URL"
+        )
     if isinstance(data, str | os.PathLike):
         opened = open_zarr(data, variable, storage_options)
         arr = opened.array
@@ -619,9 +625,13 @@ def _read_input(data, variable, variables, dim, chunks, storage_options, missing
     if _is_zarr_array(data):
         description = f"zarr array {getattr(data, 'path', '') or '<root>'}"
         source = {"kind": "zarr-array", "path": str(getattr(data, "store", "")), "name": data.path}
+        from kcpstream.inputs.labeled import stored_time_axis
+
+        _check_dim(stored_time_axis(None, data, dim), dim, description)
         read = _stored(data, description, source, missing)
         return read if pv.stored_as_values(data) else _decoded(read, data)
     if isinstance(data, da.Array):
+        _check_dim(None, dim, "a dask array")
         stores, arrays = pv.graph_sources(data)
         store_array = _direct(array_source(data), "dask array")
         return _Input(
@@ -637,6 +647,7 @@ def _read_input(data, variable, variables, dim, chunks, storage_options, missing
         return _from_labeled(data, dim, variables, chunks)
     if variable is not None:
         raise InputError("variable= applies to zarr stores only; pass the array itself")
+    _check_dim(None, dim, "an array")
     if isinstance(data, np.ma.MaskedArray) and np.ma.getmask(data) is not np.ma.nomask:
         # masked values are missing samples: NaN (in floats wide enough for the values)
         data = np.ma.filled(data.astype(np.result_type(data.dtype, np.float32)), np.nan)
@@ -652,6 +663,19 @@ def _decoded(read: _Input, arr: Any) -> _Input:
     read.x = read.x.map_blocks(decode_cf, attrs, dtype=dtype)
     read.store_array = None  # (read through the graph, which decodes)
     return read
+
+
+def _check_dim(axis: Any, dim: str | None, description: str) -> None:
+    """An :class:`InputError` for a ``dim`` that names nothing of an input whose
+    time runs along its first axis (``axis``: its :class:`TimeAxis` when the
+    store names its dimensions, checked against ``dim`` there; else None)."""
+    if dim is None or axis is not None:
+        return
+    raise InputError(
+        f"dim={dim!r} names the time dimension of labelled input (an xarray object, or a "
+        f"store whose arrays name their dimensions); {description} names none, and its "
+        "time runs along its first axis: omit dim"
+    )
 
 
 def decode_cf(block: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
@@ -700,6 +724,7 @@ def _from_path(data, variable, dim, arr, description: str, group, missing: str =
     source = {"kind": "zarr", "path": os.fspath(data), "variable": variable, "dim": dim}
     read = _stored(arr, description, source, missing)
     read.time = stored_time_axis(group, arr, dim)
+    _check_dim(read.time, dim, description)
     return read
 
 
