@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from kcpstream.errors import InputError
 from kcpstream.features import FeatureMap
 from kcpstream.inputs.labeled import decode_times, encode_times
 from kcpstream.selection.rules import Selection
@@ -664,7 +665,14 @@ class Segmentation:
 
     @classmethod
     def from_json(cls, text: str) -> Segmentation:
-        return cls.from_dict(json.loads(text))
+        """The result :meth:`to_json` gave (the text, not a file's path)."""
+        data = _json_of(text, "Segmentation")
+        if isinstance(data, dict) and "series" in data and "batch_dims" in data:
+            raise InputError(
+                "this JSON is a batch's result (one per series, batch_dims "
+                f"{data['batch_dims']!r}): read it with BatchSegmentation.from_json"
+            )
+        return _from_parsed(cls, data, "Segmentation")
 
 
 class BatchSegmentation:
@@ -778,7 +786,40 @@ class BatchSegmentation:
 
     @classmethod
     def from_json(cls, text: str) -> BatchSegmentation:
-        return cls.from_dict(json.loads(text))
+        """The results :meth:`to_json` gave (the text, not a file's path)."""
+        data = _json_of(text, "BatchSegmentation")
+        if isinstance(data, dict) and "changepoints" in data and "series" not in data:
+            raise InputError("this JSON is one series' result: read it with Segmentation.from_json")
+        return _from_parsed(cls, data, "BatchSegmentation")
+
+
+def _json_of(text: Any, kind: str) -> Any:
+    """``text`` parsed, or the :class:`InputError` saying what it is instead."""
+    if isinstance(text, os.PathLike) or (
+        isinstance(text, str) and not text.lstrip().startswith("{") and os.path.exists(text)
+    ):
+        raise InputError(
+            f"{kind}.from_json takes the JSON text, not a file's path: "
+            f"{kind}.from_json(open({os.fspath(text)!r}).read())"
+        )
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            f"{kind}.from_json takes the text to_json gave; this is not JSON ({exc})"
+        ) from None
+
+
+def _from_parsed(cls, data: Any, kind: str):
+    """``cls.from_dict(data)``, or the :class:`InputError` naming what is missing."""
+    try:
+        return cls.from_dict(data)
+    except (KeyError, TypeError, AttributeError) as exc:
+        missing = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
+        raise InputError(
+            f"this JSON is not a {kind} that to_json gave ({missing}); it may come from "
+            "another tool or have been edited"
+        ) from None
 
 
 def _json_label(value: Any) -> Any:

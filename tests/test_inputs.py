@@ -134,6 +134,29 @@ def test_result_round_trips_through_json(reference):
     assert back.diagnostics == reference.diagnostics
 
 
+def test_what_from_json_cannot_read_is_one_clear_line(tmp_path, reference):
+    # (a KeyError or a JSONDecodeError before, naming nothing)
+    from kcpstream import BatchSegmentation, InputError, Segmentation
+
+    batch = BatchSegmentation(["sensor"], [{"sensor": "a"}], [reference]).to_json()
+    with pytest.raises(InputError, match="batch's result .* BatchSegmentation.from_json"):
+        Segmentation.from_json(batch)
+    with pytest.raises(InputError, match="one series' result: .*Segmentation.from_json"):
+        BatchSegmentation.from_json(reference.to_json())
+    assert BatchSegmentation.from_json(batch)["a"].changepoints.tolist() == (
+        reference.changepoints.tolist()
+    )
+    path = tmp_path / "r.json"
+    path.write_text(reference.to_json())
+    for as_path in (path, str(path)):
+        with pytest.raises(InputError, match=r"not a file's path: .*open\("):
+            Segmentation.from_json(as_path)
+    with pytest.raises(InputError, match="not JSON"):
+        Segmentation.from_json("changepoints: 3")
+    with pytest.raises(InputError, match="no 'changepoints'"):
+        Segmentation.from_json("{}")
+
+
 def test_path_costs_decrease_by_the_gains(signal):
     greedy = kcpstream.segment(signal.x, pen=200.0)  # binary segmentation's own path
     assert greedy.n_changepoints == 6
