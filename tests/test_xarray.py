@@ -362,6 +362,10 @@ def test_min_duration_becomes_samples_at_the_sampling_interval():
     same = kcpstream.segment(da, min_size=60)
     np.testing.assert_array_equal(res.changepoints, same.changepoints)
     assert kcpstream.segment(da, min_duration=pd.Timedelta(minutes=10)).min_size == 60
+    # numpy's timedelta64 is an integer type: its unit decides (it was refused as unitless)
+    assert kcpstream.segment(da, min_duration=np.timedelta64(10, "m")).min_size == 60
+    with pytest.raises(InputError, match="has no unit"):
+        kcpstream.segment(da, min_duration=np.timedelta64(10))
     numeric = da.assign_coords(time=np.arange(da.size) * 0.5)  # seconds
     assert kcpstream.segment(numeric, min_duration=30.0).min_size == 60
     # a window map keeps whole windows: 60 samples are 3 windows of 20

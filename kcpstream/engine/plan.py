@@ -402,6 +402,8 @@ def unitless(duration: Any) -> bool:
     would read as nanoseconds)."""
     if isinstance(duration, bool):
         return False
+    if isinstance(duration, np.timedelta64):  # (a numpy integer too: its unit decides)
+        return np.datetime_data(duration.dtype)[0] == "generic"
     if isinstance(duration, int | float | np.number):
         return True
     if isinstance(duration, str):
