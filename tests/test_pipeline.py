@@ -384,6 +384,11 @@ def test_a_job_that_failed_every_series_does_not_lock_its_folder(tmp_path):
     ("output", "extra", "match"),
     [
         ("out", '[cluster]\nscheduler = "local:0"', "local:N needs N >= 1 worker processes"),
+        (
+            "out",
+            '[cluster]\nscheduler = "bogus"',
+            "'bogus' is none of threads, .*slurm, local:N.*host:8786",
+        ),
         ("out", 'checkpoint = "blocker/ck"', "cannot be written: Not a directory"),
         ("blocker/out", "", r"\[output\] cannot create .*blocker/out: Not a directory"),
     ],
@@ -399,6 +404,9 @@ def test_what_would_fail_every_series_is_one_line_before_anything_is_written(
     assert re.match("Error: .*" + match, last), res.stderr
     assert "Traceback" not in res.stderr
     assert not (tmp_path / "out").exists()
+    if "scheduler" in extra:  # the plan is checked as the run is
+        dry = _kcpstream("run", _job(tmp_path, output=output, extra=extra), "--dry-run")
+        assert dry.returncode == 1 and re.match("Error: .*" + match, dry.stderr.strip())
 
 
 def test_results_are_readable_by_the_group(tmp_path):
@@ -580,7 +588,8 @@ def test_a_manifest_of_another_shape_is_a_damaged_one(tmp_path, text):
         ('min_duration = "abc"', "", "is not a positive duration"),
         ('min_duration = "-5min"', "", "is not a positive duration"),
         ("min_duration = 600", "", "has no unit"),
-        ("", '[cluster]\nscheduler = "nowhere"', "cannot connect"),
+        ("", '[cluster]\nscheduler = "nowhere"', "'nowhere' is none of"),
+        ("", '[cluster]\nscheduler = "tcp://127.0.0.1:9"', "cannot connect"),
     ],
 )
 def test_what_fails_every_series_writes_no_output(tmp_path, selection, cluster, match):

@@ -238,10 +238,10 @@ def run_job(
     names = _names(series)
     params = _params_hash(job)
     folder = out["store"]
+    # what would fail every series is one error before anything is written
+    check_scheduler(scheduler or job.get("cluster", {}).get("scheduler"), also=("slurm",))
     if dry_run:
         return _plan(job, path, ds, series, names, params, scheduler)
-    # what would fail every series is one error before anything is written
-    check_scheduler(scheduler or job.get("cluster", {}).get("scheduler"))
     if out.get("checkpoint"):
         check_writable(out["checkpoint"])
     try:

@@ -43,7 +43,7 @@ def scheduler_context(spec: str | None, timeout: float = START_TIMEOUT) -> Itera
 
     spec = (spec or "threads").strip()
     with contextlib.ExitStack() as stack:
-        if spec in ("threads", "processes", "sync", "synchronous", "single-threaded"):
+        if spec in SCHEDULER_NAMES and spec != "local":  # (dask's own schedulers)
             stack.enter_context(dask.config.set(scheduler=spec))
         elif spec == "local" or spec.startswith("local:"):
             from distributed import Client
@@ -66,12 +66,28 @@ def scheduler_context(spec: str | None, timeout: float = START_TIMEOUT) -> Itera
         yield
 
 
-def check_scheduler(spec: str | None) -> int | None:
-    """Raise :class:`~kcpstream.errors.InputError` for a ``local:N`` that names
-    no worker (before any work: ``local:0`` would wait forever); the worker
-    count of ``local:N`` (None otherwise)."""
+#: The schedulers named by a word (any other is a running scheduler's address).
+SCHEDULER_NAMES = ("threads", "processes", "sync", "synchronous", "single-threaded", "local")
+
+
+def check_scheduler(spec: str | None, also: tuple[str, ...] = ()) -> int | None:
+    """Raise :class:`~kcpstream.errors.InputError` for a scheduler that is none
+    of :data:`SCHEDULER_NAMES` (and ``also``, the names a caller takes on top),
+    ``local:N`` or an address with a port (``tcp://host:8786``,
+    ``host:8786``), and for a ``local:N`` that names no worker (before any
+    work: ``local:0`` would wait forever); the worker count of ``local:N``
+    (None otherwise)."""
     spec = (spec or "").strip()
+    names = (*SCHEDULER_NAMES, *also)
+    if not spec or spec in names:
+        return None
     if not spec.startswith("local:"):
+        host, colon, port = spec.split("://", 1)[-1].rpartition(":")
+        if not (host and colon and port.isdigit()):
+            raise InputError(
+                f"scheduler {spec!r} is none of {', '.join(names)}, local:N, nor the "
+                "address of a running dask scheduler with its port (tcp://host:8786)"
+            )
         return None
     text = spec.split(":", 1)[1]
     if not text.isdigit() or int(text) < 1:
