@@ -46,6 +46,10 @@ def test_nonfinite_in_one_channel(x):
 def test_too_short_for_min_size():
     with pytest.raises(InputError, match=r"fewer than 2\*min_size=10.*smaller min_size"):
         kcpstream.segment(np.arange(9.0), n_bkps=1, min_size=5)
+    # one sample: no min_size makes room for a split (it was advised, as "1 samples")
+    with pytest.raises(InputError, match="has 1 sample: .*give a longer signal") as err:
+        kcpstream.segment(np.array([1.0]))
+    assert "min_size" not in str(err.value)
 
 
 def test_more_changepoints_than_can_fit(x):

@@ -451,6 +451,11 @@ def _check_segments(signal: Signal, min_size: int, st: Settings) -> int:
     """``d_max`` for a series of ``signal.n`` samples (windows), once the segments
     asked for are known to fit."""
     n = signal.n
+    if n < 2:
+        raise InputError(
+            f"{signal.description} has {count(n, 'sample')}: a change-point lies between "
+            "two samples; give a longer signal"
+        )
     if n < 2 * min_size:
         raise InputError(
             f"{signal.description} has {n} samples, fewer than 2*min_size={2 * min_size}: "
@@ -773,5 +778,5 @@ def _check_statistics(job: Job, tile: int) -> None:
         raise InputError(
             f"{signal.description} is constant in feature space (every sample has the same "
             "features): there is no change to find. If the signal varies, the bandwidth may be "
-            "far too large for its scale; pass an explicit bandwidth"
+            "far too large for its scale; give a smaller one"
         )
