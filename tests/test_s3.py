@@ -228,6 +228,30 @@ def test_the_cli_reports_an_unreachable_store_in_one_line():
     assert res.stderr.startswith("Error: cannot open") and len(res.stderr.strip().splitlines()) == 1
 
 
+def test_an_unreachable_store_leaves_no_traceback_behind():
+    # the error is one line, and nothing follows it: zarr's open of a store it
+    # could not reach left requests pending, whose clean-up at exit printed
+    # "Exception ignored" tracebacks after it
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    code = (
+        "import kcpstream\n"
+        "try:\n"
+        f"    kcpstream.segment('s3://kcp-absent/x.zarr', storage_options={{'endpoint_url': "
+        f"'http://127.0.0.1:{closed}', 'key': 'k', 'secret': 's'}})\n"
+        "except kcpstream.InputError as exc:\n"
+        "    print(exc)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "cannot be reached" in res.stdout and len(res.stdout.strip().splitlines()) == 1
+    assert "Traceback" not in res.stderr and "Exception ignored" not in res.stderr
+
+
 class _FlakyProxy:
     """An HTTP proxy in front of the S3 server that answers 503 (Slow Down, as S3
     does under load) to the first request for each chunk object, and forwards

@@ -72,23 +72,41 @@ def check_answers(path: str, storage_options: dict | None) -> None:
         config.get("read_timeout", READ_TIMEOUT)
     )
 
+    failed: list[BaseException] = []
+
     def ask() -> None:
         try:
             fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
             fs.info(root)
-        except Exception:  # an answer: the caller's open says what it means
-            pass
+        except Exception as exc:  # an answer: the caller's open says what it means
+            failed.append(exc)
 
     asking = threading.Thread(target=ask, name="kcpstream-store-check", daemon=True)
     asking.start()
     asking.join(deadline)
+    where = (storage_options or {}).get("endpoint_url") or path
     if asking.is_alive():
-        where = (storage_options or {}).get("endpoint_url") or path
         raise InputError(
             f"the object store at {where} did not answer within {deadline:g} s: check "
             "endpoint_url and the network, or give storage_options config_kwargs with a "
             "longer read_timeout for a store that is slow to answer"
         )
+    if failed and _unreachable(failed[0]):
+        # said here, before zarr's open leaves requests to a store it cannot reach
+        # pending (their clean-up at exit printed tracebacks after the error)
+        raise InputError(
+            f"cannot open {path!r}: the object store at {where} cannot be reached "
+            f"({one_line(failed[0], typed=True)}); check endpoint_url and the network"
+        )
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says no connection to the store could be made (not that
+    the store answered with an error)."""
+    return isinstance(exc, ConnectionError) or any(
+        kind.__name__ in ("ConnectionError", "EndpointConnectionError", "ClientConnectorError")
+        for kind in type(exc).__mro__
+    )
 
 
 def _remote_options(path: str, storage_options: dict | None) -> dict | None:
