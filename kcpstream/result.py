@@ -388,7 +388,8 @@ class Segmentation:
         """How the samples were segmented, and why, in words: ``"windows of 8640
         samples (a cycle of 8640 samples found)"``, ``"windows of 73 samples
         (10 cycles of 7.3 samples found)"``, ``"windows of 700 samples
-        (window=)"``, or ``""`` for samples one by one.  With
+        (the feature map's)"`` (``window=``, or a window map's own), or ``""`` for
+        samples one by one.  With
         ``features="auto"``, which of the parts it tried answered
         (:mod:`kcpstream.engine.pair`): ``"..., canonical shapes"``,
         ``"..., invariant shapes"`` or ``"..., nearest-neighbour shapes"``;
@@ -402,7 +403,7 @@ class Segmentation:
             return ""
         period = params.get("period")
         if period is None:
-            return f"windows of {window} samples (window=)"
+            return f"windows of {window} samples (the feature map's)"
         cycles = round(window / period)
         held = f"{cycles} cycles" if cycles > 1 else "a cycle"
         text = f"windows of {window} samples ({held} of {period:g} samples found)"

@@ -75,3 +75,14 @@ def test_window_features_norm_and_json():
     assert ((z**2).sum(axis=1) <= 1.0 + 1e-6).all()  # at most 1 = k(W, W)
     back = kcpstream.FeatureMap.from_json(fmap.to_json())
     assert back == fmap and np.array_equal(back.transform(rows), fmap.transform(rows))
+
+
+def test_the_windowing_says_whose_window_it_is():
+    # (a window map's own length was said to come from window=)
+    x = np.random.default_rng(0).standard_normal(5000)
+    x[2500:] += 2
+    own = kcpstream.segment(x, features="window", n_bkps=1)
+    given = kcpstream.segment(x, window=50, n_bkps=1)
+    assert own.windowing == "windows of 64 samples (the feature map's)"
+    assert given.windowing == "windows of 50 samples (the feature map's)"
+    assert kcpstream.segment(x, n_bkps=1).windowing == ""
