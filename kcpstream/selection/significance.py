@@ -328,13 +328,12 @@ def _change(before: np.ndarray, sigma: np.ndarray, used: int) -> int:
 LOOK_DIFFERENCES = 256
 
 
-def _grows_later(
-    sums: BatchSums, per_batch: int, block_size: int, steps: np.ndarray, sigma: np.ndarray
-) -> bool:
+def _grows_later(sums: BatchSums, per_batch: int, estimate_at, sigma: np.ndarray) -> bool:
     """Whether an estimate at longer batches than the plateau's (``sigma``, at
     ``per_batch`` grid steps) lies well above it (:func:`_change`), both from
-    the differences clear of the change-points ``steps``; only estimates from
-    at least :data:`LOOK_DIFFERENCES` differences are looked at.
+    the differences clear of the change-points left out (``estimate_at(k)``:
+    :func:`_batch_estimate` at ``k`` grid steps without them); only estimates
+    from at least :data:`LOOK_DIFFERENCES` differences are looked at.
 
     A slow component under white noise (a wandering level measured with
     noise) grows the estimate by too little from one doubling to the next
@@ -348,7 +347,7 @@ def _grows_later(
     # (k batches of per_batch steps: k // 2 of twice as many, k // 2 - 1 differences)
     while sums.level(per_batch)[0] // 2 - 1 >= LOOK_DIFFERENCES:
         per_batch *= 2
-        later = _batch_estimate(sums, per_batch, per_batch * block_size, steps)
+        later = estimate_at(per_batch)
         if later is None:
             return False
         estimate, used = later
@@ -497,9 +496,18 @@ def long_run_noise(
     seen: list[tuple[int, np.ndarray]] = []  # (ell, estimate) at each length so far
     set_aside = 0  # how many of them an anti-correlation set aside
     levelled = False  # the last step did not grow the estimate significantly
+    made: dict[int, tuple[np.ndarray, int] | None] = {}
+
+    def estimate(k: int) -> tuple[np.ndarray, int] | None:
+        # each length's once: the look past a plateau (_grows_later) makes the
+        # longer ones the doubling then goes on to when it finds growth
+        if k not in made:
+            made[k] = _batch_estimate(sums, k, k * block_size, steps)
+        return made[k]
+
     while True:
         ell = per_batch * block_size
-        est = _batch_estimate(sums, per_batch, ell, steps)
+        est = estimate(per_batch)
         if est is None:
             break
         sigma, used = est
@@ -526,7 +534,7 @@ def long_run_noise(
             not float(np.trace(sigma)) > 0
             or (
                 ell >= shortest
-                and not (steps.size > 0 and _grows_later(sums, per_batch, block_size, steps, sigma))
+                and not (steps.size > 0 and _grows_later(sums, per_batch, estimate, sigma))
             )
         ):
             plateau = True
