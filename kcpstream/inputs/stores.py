@@ -163,9 +163,7 @@ def open_zarr(
                 f"{path_str!r} is a single zarr array, so variable={variable!r} does not apply; "
                 "omit variable"
             )
-        parent, name = _parent_group(path_str, node, kwargs)
-        head = path_str.rstrip("/").rpartition("/")[0] if name else None
-        return Opened(node, path_str, parent, head, name)
+        return Opened(node, path_str, *_parent_group(path_str, node, kwargs))
     names = sorted(node.array_keys())
     if variable is None:
         if len(names) == 1:
@@ -188,22 +186,22 @@ def open_zarr(
     return Opened(arr, f"{path_str}/{variable}", node, path_str, variable)
 
 
-def _parent_group(path: str, array: Any, kwargs: dict) -> tuple[Any, str | None]:
-    """The zarr group holding the array at ``path`` under its last name, and
-    that name; ``(None, None)`` when the folder above is no such group (a
-    store that is one array)."""
+def _parent_group(path: str, array: Any, kwargs: dict) -> tuple[Any, str | None, str | None]:
+    """``(group, its path, name)``: the zarr group holding the array at ``path``
+    under its last name; ``(None, None, None)`` when the folder above is no
+    such group (a store that is one array)."""
     import zarr
 
     head, _, name = path.rstrip("/").rpartition("/")
     if not head or not name or head.endswith(":/"):
-        return None, None
+        return None, None, None
     try:
         group = zarr.open_group(head, mode="r", **kwargs)
         if name in group.array_keys() and group[name].shape == array.shape:
-            return group, name
+            return group, head, name
     except Exception:  # no group above it (or not one that can be read): the array alone
         pass
-    return None, None
+    return None, None, None
 
 
 def open_decoded(path: str, name: str, storage_options: dict | None) -> Any:
