@@ -17,6 +17,12 @@ from kcpstream.errors import InputError, one_line
 START_TIMEOUT = 60
 
 
+#: dask's own schedulers, by their names.
+DASK_SCHEDULERS = ("threads", "processes", "sync", "synchronous", "single-threaded")
+#: The schedulers named by a word (any other is a running scheduler's address).
+SCHEDULER_NAMES = (*DASK_SCHEDULERS, "local")
+
+
 #: distributed starts worker processes with this variable (its default value
 #: below): every allocation above 128 kB is then a fresh memory mapping.
 _TRIM_KEY = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
@@ -43,7 +49,7 @@ def scheduler_context(spec: str | None, timeout: float = START_TIMEOUT) -> Itera
 
     spec = (spec or "threads").strip()
     with contextlib.ExitStack() as stack:
-        if spec in SCHEDULER_NAMES and spec != "local":  # (dask's own schedulers)
+        if spec in DASK_SCHEDULERS:
             stack.enter_context(dask.config.set(scheduler=spec))
         elif spec == "local" or spec.startswith("local:"):
             from distributed import Client
@@ -64,10 +70,6 @@ def scheduler_context(spec: str | None, timeout: float = START_TIMEOUT) -> Itera
                 msg = f"cannot connect to the dask scheduler at {spec}: {one_line(exc)}"
                 raise InputError(msg) from None
         yield
-
-
-#: The schedulers named by a word (any other is a running scheduler's address).
-SCHEDULER_NAMES = ("threads", "processes", "sync", "synchronous", "single-threaded", "local")
 
 
 def check_scheduler(spec: str | None, also: tuple[str, ...] = ()) -> int | None:
