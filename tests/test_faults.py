@@ -186,6 +186,27 @@ def test_a_chunk_rewritten_in_place_is_not_served_from_the_checkpoint(tmp_path):
         assert np.abs(again.changepoints - edge).min() <= 50
 
 
+@pytest.mark.parametrize("encoded", [False, True], ids=["values", "cf"])
+def test_a_path_down_to_an_array_is_not_served_from_a_stale_checkpoint(tmp_path, encoded):
+    # the array's group is read with it (its time coordinate, its CF decoding):
+    # a rewrite of the array's chunk is still seen through that route
+    xr = pytest.importorskip("xarray")
+    x = _signal().astype(np.float64)
+    encoding = {"v": {"dtype": "int16", "scale_factor": 0.001, "_FillValue": -32768}}
+    ds = xr.Dataset({"v": ("time", np.round(x, 3))})
+    ds.to_zarr(tmp_path / "g.zarr", encoding=encoding if encoded else None)
+    path, ck = str(tmp_path / "g.zarr" / "v"), tmp_path / "ck"
+    assert kcpstream.segment(path, checkpoint=ck).diagnostics.checkpoint == "written"
+    assert kcpstream.segment(path, checkpoint=ck).diagnostics.checkpoint == "loaded"
+    z = zarr.open_group(tmp_path / "g.zarr", mode="r+")["v"]
+    z[40_000:50_000] = z[40_000:50_000] // 4 if encoded else z[40_000:50_000] * 4
+    again = kcpstream.segment(path, checkpoint=ck)
+    assert again.diagnostics.checkpoint != "loaded"
+    assert_same_segmentation(again, kcpstream.segment(path))
+    for edge in (40_000, 50_000):  # the rewritten stretch is found
+        assert np.abs(again.changepoints - edge).min() <= 50
+
+
 def test_an_append_is_not_served_from_the_checkpoint(tmp_path):
     x = _signal()
     store = _store(tmp_path / "s.zarr", x)
