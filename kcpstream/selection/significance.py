@@ -323,6 +323,21 @@ def _change(before: np.ndarray, sigma: np.ndarray, used: int) -> int:
     return -1 if tr < tr0 * (1.0 - SHRINK_Z * se) else 0
 
 
+def _estimates(sums: BatchSums, block_size: int, steps: np.ndarray):
+    """:func:`_batch_estimate` of ``sums`` without the change-points ``steps``
+    at ``k`` grid steps, as a function of ``k``, each length's made once: the
+    look past a plateau (:func:`_grows_later`) makes the longer ones the
+    doubling then goes on to when it finds growth."""
+    made: dict[int, tuple[np.ndarray, int] | None] = {}
+
+    def estimate(k: int) -> tuple[np.ndarray, int] | None:
+        if k not in made:
+            made[k] = _batch_estimate(sums, k, k * block_size, steps)
+        return made[k]
+
+    return estimate
+
+
 #: Fewest batch differences an estimate past a plateau is looked at from
 #: (:func:`_grows_later`).
 LOOK_DIFFERENCES = 256
@@ -496,15 +511,7 @@ def long_run_noise(
     seen: list[tuple[int, np.ndarray]] = []  # (ell, estimate) at each length so far
     set_aside = 0  # how many of them an anti-correlation set aside
     levelled = False  # the last step did not grow the estimate significantly
-    made: dict[int, tuple[np.ndarray, int] | None] = {}
-
-    def estimate(k: int) -> tuple[np.ndarray, int] | None:
-        # each length's once: the look past a plateau (_grows_later) makes the
-        # longer ones the doubling then goes on to when it finds growth
-        if k not in made:
-            made[k] = _batch_estimate(sums, k, k * block_size, steps)
-        return made[k]
-
+    estimate = _estimates(sums, block_size, steps)
     while True:
         ell = per_batch * block_size
         est = estimate(per_batch)
